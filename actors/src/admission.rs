@@ -1,0 +1,223 @@
+//! `AdmissionActor`: every input enters here (SPEC R1, R2). It authorizes from the principal and
+//! the session's owner, normalizes the payload, admits it durably and idempotently, then tells
+//! the session's actor to drain. Its handlers return futures, so it is no global lock.
+use crate::config::BusyPolicy;
+use crate::error::GatewayError;
+use crate::gateway::{Deps, Receipt, Submission};
+use crate::registry::SessionRegistry;
+use crate::session::Interrupt;
+use actix::prelude::*;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::sync::Arc;
+use turnkey_storage::{NewAdmission, Principal, Session, SessionId, Store};
+
+/// Longest text one input may carry, in characters.
+pub const MAX_TEXT_CHARS: usize = 200_000;
+
+#[derive(Message)]
+#[rtype(result = "Result<Receipt, GatewayError>")]
+pub struct Submit {
+    pub principal: Principal,
+    pub session: SessionId,
+    pub submission: Submission,
+}
+
+pub struct AdmissionActor {
+    deps: Arc<Deps>,
+    registry: SessionRegistry,
+}
+
+impl AdmissionActor {
+    pub fn new(deps: Arc<Deps>, registry: SessionRegistry) -> Self {
+        Self { deps, registry }
+    }
+}
+
+impl Actor for AdmissionActor {
+    type Context = Context<Self>;
+}
+
+impl Handler<Submit> for AdmissionActor {
+    type Result = ResponseFuture<Result<Receipt, GatewayError>>;
+
+    fn handle(&mut self, msg: Submit, _: &mut Context<Self>) -> Self::Result {
+        let deps = self.deps.clone();
+        let registry = self.registry.clone();
+        Box::pin(async move { admit(&deps, &registry, msg).await })
+    }
+}
+
+async fn admit(
+    deps: &Deps,
+    registry: &SessionRegistry,
+    msg: Submit,
+) -> Result<Receipt, GatewayError> {
+    authorize(&deps.store, &msg.principal, msg.session).await?;
+    let payload = normalize(&msg.principal, &msg.submission)?;
+    let digest = digest(&payload);
+    let request_id = msg
+        .submission
+        .request_id
+        .clone()
+        .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+    let admitted = deps
+        .store
+        .admit(NewAdmission {
+            session_id: msg.session,
+            request_id,
+            payload_digest: digest,
+            payload,
+            principal: msg.principal.id.clone(),
+            surface: msg.submission.surface.clone(),
+        })
+        .await?;
+    if let Some(ev) = admitted.event {
+        deps.hub.publish(ev);
+    }
+    crate::kill_point!("admission.after_commit");
+    if !admitted.duplicate {
+        if deps.config.agent.busy_policy == BusyPolicy::Interrupt {
+            if let Some(addr) = registry.get(msg.session) {
+                addr.do_send(Interrupt {
+                    reason: "superseded by a newer message".into(),
+                });
+            }
+        }
+        registry.drain(msg.session);
+    }
+    let a = admitted.admission;
+    Ok(Receipt {
+        admission_id: a.id,
+        session_id: a.session_id,
+        seq: a.seq,
+        status: a.status,
+        duplicate: admitted.duplicate,
+    })
+}
+
+/// The session, if `principal` may act on it. Someone else's session is reported exactly like
+/// a missing one, so its existence is not revealed (API.md "Auth").
+pub async fn authorize(
+    store: &Store,
+    principal: &Principal,
+    session: SessionId,
+) -> Result<Session, GatewayError> {
+    let found = store.get_session(session).await?;
+    match found {
+        Some(s) if principal.kind == "operator" || s.owner == principal.id => Ok(s),
+        _ => Err(GatewayError::NotFound(format!("session {session}"))),
+    }
+}
+
+/// What the queue holds: the server's understanding of the input (SPEC R2.2), never the raw
+/// body. The author comes from the authenticated principal, not from the payload.
+pub fn normalize(principal: &Principal, s: &Submission) -> Result<Value, GatewayError> {
+    let text = sanitize_text(&s.text);
+    if text.trim().is_empty() && s.attachments.is_empty() {
+        return Err(GatewayError::InvalidInput {
+            code: "empty_input",
+            message: "text must not be empty".into(),
+        });
+    }
+    if text.chars().count() > MAX_TEXT_CHARS {
+        return Err(GatewayError::InvalidInput {
+            code: "input_too_large",
+            message: format!("text is longer than {MAX_TEXT_CHARS} characters"),
+        });
+    }
+    for a in &s.attachments {
+        if !a.is_object() {
+            return Err(GatewayError::InvalidInput {
+                code: "invalid_attachment",
+                message: "each attachment must be an object".into(),
+            });
+        }
+    }
+    if let Some(d) = &s.display {
+        if !d.is_object() {
+            return Err(GatewayError::InvalidInput {
+                code: "invalid_display",
+                message: "display must be an object".into(),
+            });
+        }
+    }
+    Ok(json!({
+        "text": text,
+        "attachments": s.attachments,
+        "display": s.display,
+        "model_override": s.model,
+        "author": principal.id,
+        "surface": s.surface,
+    }))
+}
+
+/// Strips what no provider accepts: NUL and other C0 controls except tab, newline and return.
+/// (Rust strings cannot hold lone surrogates; JSON escapes of them are rejected at parse time.)
+pub fn sanitize_text(text: &str) -> String {
+    text.chars()
+        .filter(|c| !c.is_control() || matches!(c, '\n' | '\t' | '\r'))
+        .collect()
+}
+
+/// The idempotency digest covers what the input means, not who relayed it or how.
+fn digest(payload: &Value) -> String {
+    let meaning = json!({
+        "text": payload["text"],
+        "attachments": payload["attachments"],
+        "display": payload["display"],
+        "model_override": payload["model_override"],
+    });
+    hex::encode(Sha256::digest(meaning.to_string().as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn operator() -> Principal {
+        Principal {
+            id: "operator".into(),
+            name: "operator".into(),
+            kind: "operator".into(),
+        }
+    }
+
+    #[test]
+    fn r2_2_author_comes_from_the_principal() {
+        let p = normalize(
+            &operator(),
+            &Submission {
+                text: "hi".into(),
+                surface: "api".into(),
+                ..Default::default()
+            },
+        )
+        .expect("valid");
+        assert_eq!(p["author"], "operator");
+        assert_eq!(p["text"], "hi");
+    }
+
+    #[test]
+    fn r2_2_control_characters_are_stripped() {
+        assert_eq!(sanitize_text("a\u{0}b\u{7}c\nd"), "abc\nd");
+    }
+
+    #[test]
+    fn r2_2_empty_input_is_refused() {
+        let e = normalize(&operator(), &Submission::default()).expect_err("empty");
+        assert_eq!(e.code(), "empty_input");
+    }
+
+    #[test]
+    fn r2_3_digest_ignores_the_relay_but_not_the_text() {
+        let a = normalize(&operator(), &Submission { text: "x".into(), surface: "api".into(), ..Default::default() })
+            .expect("valid");
+        let b = normalize(&operator(), &Submission { text: "x".into(), surface: "ws".into(), ..Default::default() })
+            .expect("valid");
+        let c = normalize(&operator(), &Submission { text: "y".into(), surface: "api".into(), ..Default::default() })
+            .expect("valid");
+        assert_eq!(digest(&a), digest(&b));
+        assert_ne!(digest(&a), digest(&c));
+    }
+}

@@ -1,0 +1,187 @@
+//! The runtime settings the actors obey, deserialized by the web crate from `turnkey.toml`
+//! (API.md "Config keys"). Every field has the documented default.
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use turnkey_providers::ProviderConfig;
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(default)]
+pub struct RuntimeConfig {
+    pub data_dir: PathBuf,
+    pub providers: Vec<ProviderConfig>,
+    pub agent: AgentConfig,
+    pub tools: ToolsConfig,
+    pub lease: LeaseConfig,
+    pub compression: CompressionConfig,
+}
+
+/// What a new message does while a turn runs (SPEC R13.4).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BusyPolicy {
+    #[default]
+    Queue,
+    Interrupt,
+    Steer,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default)]
+pub struct AgentConfig {
+    pub max_iterations: u32,
+    pub iteration_budget: u32,
+    pub turn_timeout_s: u64,
+    pub busy_policy: BusyPolicy,
+    /// Stream model output to clients as it arrives (SPEC R3.1).
+    pub streaming: bool,
+    /// Coalescing window for `message.delta` events, in milliseconds.
+    pub delta_flush_ms: u64,
+    /// The agent's name in the identity layer of the system prompt.
+    pub name: String,
+    /// Hard-interrupt a turn with no provider or tool activity for this long (0 = off).
+    pub liveness_timeout_s: u64,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            max_iterations: 90,
+            iteration_budget: 90,
+            turn_timeout_s: 1800,
+            busy_policy: BusyPolicy::Queue,
+            streaming: true,
+            delta_flush_ms: 150,
+            name: "turnkey".into(),
+            liveness_timeout_s: 0,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalMode {
+    Off,
+    #[default]
+    Dangerous,
+    Always,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default)]
+pub struct ToolsConfig {
+    pub workspace: PathBuf,
+    pub enabled: Vec<String>,
+    pub approval: ApprovalMode,
+    pub approval_timeout_s: u64,
+    pub max_workers: usize,
+    pub batch_timeout_s: u64,
+}
+
+impl Default for ToolsConfig {
+    fn default() -> Self {
+        Self {
+            workspace: PathBuf::from("./workspace"),
+            enabled: [
+                "terminal",
+                "read_file",
+                "write_file",
+                "patch",
+                "search_files",
+                "web_fetch",
+            ]
+            .map(String::from)
+            .to_vec(),
+            approval: ApprovalMode::Dangerous,
+            approval_timeout_s: 300,
+            max_workers: 8,
+            batch_timeout_s: 420,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default)]
+pub struct LeaseConfig {
+    pub ttl_s: u64,
+    pub refresh_s: u64,
+    pub wait_s: u64,
+}
+
+impl Default for LeaseConfig {
+    fn default() -> Self {
+        Self {
+            ttl_s: 300,
+            refresh_s: 60,
+            wait_s: 1800,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompressionMode {
+    #[default]
+    InPlace,
+    Rotate,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default)]
+pub struct CompressionConfig {
+    pub enabled: bool,
+    pub threshold: f64,
+    pub target_ratio: f64,
+    pub protect_first_n: usize,
+    pub protect_last_n: usize,
+    pub mode: CompressionMode,
+}
+
+impl Default for CompressionConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            threshold: 0.50,
+            target_ratio: 0.20,
+            protect_first_n: 3,
+            protect_last_n: 20,
+            mode: CompressionMode::InPlace,
+        }
+    }
+}
+
+impl RuntimeConfig {
+    /// Checks values that would make the runtime misbehave; the error names the key.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        let bad = |k: &str, why: &str| Err((k.to_owned(), why.to_owned()));
+        if self.lease.ttl_s == 0 {
+            return bad("lease.ttl_s", "must be greater than 0");
+        }
+        if self.lease.refresh_s == 0 || self.lease.refresh_s >= self.lease.ttl_s {
+            return bad("lease.refresh_s", "must be greater than 0 and less than lease.ttl_s");
+        }
+        if self.agent.max_iterations == 0 {
+            return bad("agent.max_iterations", "must be greater than 0");
+        }
+        if self.agent.iteration_budget == 0 {
+            return bad("agent.iteration_budget", "must be greater than 0");
+        }
+        if !(0.0..=1.0).contains(&self.compression.threshold) || self.compression.threshold == 0.0 {
+            return bad("compression.threshold", "must be in (0, 1]");
+        }
+        if !(0.0..1.0).contains(&self.compression.target_ratio) {
+            return bad("compression.target_ratio", "must be in [0, 1)");
+        }
+        if self.tools.max_workers == 0 {
+            return bad("tools.max_workers", "must be greater than 0");
+        }
+        for (i, p) in self.providers.iter().enumerate() {
+            if p.base_url.is_empty() {
+                return bad(&format!("providers[{i}].base_url"), "must not be empty");
+            }
+            if p.model.is_empty() {
+                return bad(&format!("providers[{i}].model"), "must not be empty");
+            }
+        }
+        Ok(())
+    }
+}

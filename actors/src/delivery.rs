@@ -1,0 +1,123 @@
+//! Delivery: `DeliveryActor` commits turn events with group commit (every event waiting while
+//! a commit runs goes into the next transaction), then `EventHub` fans them out to live
+//! subscribers. An event is shown to anyone only after it is committed.
+use actix::prelude::*;
+use dashmap::DashMap;
+use std::sync::Arc;
+use tokio::sync::{broadcast, oneshot};
+use turnkey_storage::{Event, Fence, NewEvent, SessionId, Store, StoreError};
+
+/// Live subscribers per session. A subscriber that lags is told so by the channel and must
+/// re-read from the store, which stays the source of truth.
+#[derive(Clone, Default)]
+pub struct EventHub {
+    channels: Arc<DashMap<SessionId, broadcast::Sender<Event>>>,
+}
+
+impl EventHub {
+    pub fn subscribe(&self, session: SessionId) -> broadcast::Receiver<Event> {
+        self.channels
+            .entry(session)
+            .or_insert_with(|| broadcast::channel(1024).0)
+            .subscribe()
+    }
+
+    /// Fans out one committed event.
+    pub fn publish(&self, event: Event) {
+        let session = event.session_id;
+        let nobody_listens = match self.channels.get(&session) {
+            Some(tx) => tx.send(event).is_err(),
+            None => false,
+        };
+        if nobody_listens {
+            self.channels.remove_if(&session, |_, tx| tx.receiver_count() == 0);
+        }
+    }
+}
+
+/// Commit one event of a running turn (fenced) and fan it out; answers with the committed event.
+#[derive(Message)]
+#[rtype(result = "Result<Event, StoreError>")]
+pub struct Publish {
+    pub fence: Option<Fence>,
+    pub event: NewEvent,
+}
+
+type Waiter = oneshot::Sender<Result<Event, StoreError>>;
+
+pub struct DeliveryActor {
+    store: Store,
+    hub: EventHub,
+    pending: Vec<(Option<Fence>, NewEvent, Waiter)>,
+    flushing: bool,
+}
+
+impl DeliveryActor {
+    pub fn new(store: Store, hub: EventHub) -> Self {
+        Self {
+            store,
+            hub,
+            pending: Vec::new(),
+            flushing: false,
+        }
+    }
+
+    fn flush(&mut self, ctx: &mut Context<Self>) {
+        if self.flushing || self.pending.is_empty() {
+            return;
+        }
+        self.flushing = true;
+        let batch = std::mem::take(&mut self.pending);
+        let (items, waiters): (Vec<_>, Vec<_>) =
+            batch.into_iter().map(|(f, e, w)| ((f, e), w)).unzip();
+        let store = self.store.clone();
+        let fut = async move {
+            let res = store.append_events(&items).await;
+            (res, waiters)
+        };
+        ctx.spawn(fut.into_actor(self).map(|(res, waiters), act, ctx| {
+            match res {
+                Ok(results) => {
+                    for (r, w) in results.into_iter().zip(waiters) {
+                        if let Ok(ev) = &r {
+                            act.hub.publish(ev.clone());
+                        }
+                        // A turn that stopped waiting no longer needs the answer.
+                        let _ = w.send(r);
+                    }
+                }
+                Err(e) => {
+                    let msg = e.to_string();
+                    for w in waiters {
+                        let _ = w.send(Err(StoreError::Unavailable(format!("event commit failed: {msg}"))));
+                    }
+                }
+            }
+            act.flushing = false;
+            act.flush(ctx);
+        }));
+    }
+}
+
+impl Actor for DeliveryActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        // Turns of many sessions publish here at once; do not drop their events under load.
+        ctx.set_mailbox_capacity(usize::MAX >> 1);
+    }
+}
+
+impl Handler<Publish> for DeliveryActor {
+    type Result = ResponseFuture<Result<Event, StoreError>>;
+
+    fn handle(&mut self, msg: Publish, ctx: &mut Context<Self>) -> Self::Result {
+        let (tx, rx) = oneshot::channel();
+        self.pending.push((msg.fence, msg.event, tx));
+        self.flush(ctx);
+        Box::pin(async move {
+            rx.await
+                .unwrap_or_else(|_| Err(StoreError::Unavailable("delivery actor stopped".into())))
+        })
+    }
+}

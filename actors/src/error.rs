@@ -1,0 +1,43 @@
+//! The errors the gateway reports to its doors. The web crate maps each to one HTTP status and
+//! a stable code.
+use turnkey_storage::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// Missing, or not this principal's to see (the two are not told apart).
+    #[error("{0} not found")]
+    NotFound(String),
+    #[error("request id {0} was already used with a different payload")]
+    IdempotencyConflict(String),
+    #[error("{message}")]
+    InvalidInput { code: &'static str, message: String },
+    #[error("the server is shutting down")]
+    ShuttingDown,
+    #[error("configuration error: {0}")]
+    Config(String),
+    #[error(transparent)]
+    Store(StoreError),
+}
+
+impl From<StoreError> for GatewayError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound(what) => Self::NotFound(what),
+            StoreError::IdempotencyConflict { request_id } => Self::IdempotencyConflict(request_id),
+            other => Self::Store(other),
+        }
+    }
+}
+
+impl GatewayError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::NotFound(_) => "not_found",
+            Self::IdempotencyConflict(_) => "idempotency_conflict",
+            Self::InvalidInput { code, .. } => code,
+            Self::ShuttingDown => "shutting_down",
+            Self::Config(_) => "config_error",
+            Self::Store(_) => "store_unavailable",
+        }
+    }
+}

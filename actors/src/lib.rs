@@ -1,0 +1,21 @@
+//! turnkey's actors and the turn itself. Admission, the per-session actors and their registry,
+//! delivery and recovery live at the top; `turn/` holds one file per phase of a turn, in the
+//! order SPEC R5–R10 describes them.
+pub mod admission;
+pub mod config;
+pub mod delivery;
+pub mod error;
+pub mod failpoints;
+pub mod gateway;
+pub mod instance;
+pub mod lease;
+pub mod recovery;
+pub mod registry;
+pub mod session;
+pub mod turn;
+
+pub use config::RuntimeConfig;
+pub use delivery::EventHub;
+pub use error::GatewayError;
+pub use gateway::{Gateway, NewSessionRequest, Receipt, Submission};
+pub use session::SessionState;

@@ -1,0 +1,229 @@
+//! `SessionActor`: one per live session. It drains the session's admissions in seq order under
+//! the durable lease, running each turn as a spawned future so that its mailbox stays open for
+//! `Interrupt` and `Status` while the turn runs.
+use crate::gateway::Deps;
+use crate::lease::{self, AcquireError, Refresher};
+use crate::registry::SessionRegistry;
+use crate::turn::{self, StopReason, TurnControl};
+use actix::prelude::*;
+use std::sync::Arc;
+use std::time::Duration;
+use turnkey_storage::{SessionId, StoreError, TurnId};
+
+/// An actor with nothing queued and nothing running stops after this long.
+const IDLE_STOP: Duration = Duration::from_secs(300);
+
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct SessionState {
+    pub running: bool,
+    pub queue_depth: u64,
+}
+
+/// What this process knows about a session locally.
+#[derive(Clone, Copy, Debug)]
+pub struct LocalStatus {
+    pub running: bool,
+    pub turn_id: Option<TurnId>,
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Drain;
+
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct Interrupt {
+    pub reason: String,
+}
+
+#[derive(Message)]
+#[rtype(result = "LocalStatus")]
+pub struct Status;
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct TurnBegan {
+    turn_id: TurnId,
+    control: TurnControl,
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct TurnEnded;
+
+pub struct SessionActor {
+    id: SessionId,
+    deps: Arc<Deps>,
+    registry: SessionRegistry,
+    draining: bool,
+    drain_again: bool,
+    running: Option<(TurnId, TurnControl)>,
+    idle_timer: Option<SpawnHandle>,
+}
+
+impl SessionActor {
+    pub fn new(id: SessionId, deps: Arc<Deps>, registry: SessionRegistry) -> Self {
+        Self {
+            id,
+            deps,
+            registry,
+            draining: false,
+            drain_again: false,
+            running: None,
+            idle_timer: None,
+        }
+    }
+
+    fn start_drain(&mut self, ctx: &mut Context<Self>) {
+        if let Some(t) = self.idle_timer.take() {
+            ctx.cancel_future(t);
+        }
+        self.draining = true;
+        let fut = drain(self.deps.clone(), self.id, ctx.address());
+        ctx.spawn(fut.into_actor(self).map(|_, act, ctx| {
+            act.draining = false;
+            act.running = None;
+            if std::mem::take(&mut act.drain_again) {
+                act.start_drain(ctx);
+            } else {
+                act.idle_timer = Some(ctx.run_later(IDLE_STOP, |act, ctx| {
+                    if !act.draining {
+                        ctx.stop();
+                    }
+                }));
+            }
+        }));
+    }
+}
+
+impl Actor for SessionActor {
+    type Context = Context<Self>;
+
+    fn stopped(&mut self, _: &mut Self::Context) {
+        self.registry.remove_if_stopped(self.id);
+    }
+}
+
+impl Handler<Drain> for SessionActor {
+    type Result = ();
+    fn handle(&mut self, _: Drain, ctx: &mut Context<Self>) {
+        if self.draining {
+            // The running drain may already have looked at the queue; look again after it.
+            self.drain_again = true;
+        } else {
+            self.start_drain(ctx);
+        }
+    }
+}
+
+impl Handler<Interrupt> for SessionActor {
+    type Result = bool;
+    fn handle(&mut self, msg: Interrupt, _: &mut Context<Self>) -> bool {
+        match &self.running {
+            Some((_, control)) => {
+                control.interrupt(StopReason::Interrupted(msg.reason));
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl Handler<Status> for SessionActor {
+    type Result = MessageResult<Status>;
+    fn handle(&mut self, _: Status, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(LocalStatus {
+            running: self.running.is_some(),
+            turn_id: self.running.as_ref().map(|(t, _)| *t),
+        })
+    }
+}
+
+impl Handler<TurnBegan> for SessionActor {
+    type Result = ();
+    fn handle(&mut self, msg: TurnBegan, _: &mut Context<Self>) {
+        self.running = Some((msg.turn_id, msg.control));
+    }
+}
+
+impl Handler<TurnEnded> for SessionActor {
+    type Result = ();
+    fn handle(&mut self, _: TurnEnded, _: &mut Context<Self>) {
+        self.running = None;
+    }
+}
+
+/// Drains `session`: while anything is queued, take the lease, run queued admissions in seq
+/// order (lease first, then claim, so that two processes cannot reorder one session's FIFO),
+/// then release. Input that cannot run now stays queued; nothing here discards it.
+async fn drain(deps: Arc<Deps>, session: SessionId, addr: Addr<SessionActor>) {
+    loop {
+        match deps.store.next_queued(session).await {
+            Ok(Some(_)) => {}
+            Ok(None) => return,
+            Err(e) => {
+                tracing::error!(%session, error = %e, "cannot read the queue; the sweeper retries");
+                return;
+            }
+        }
+        if deps.shutdown.is_cancelled() {
+            return;
+        }
+        let fence = match lease::acquire(&deps, session).await {
+            Ok(f) => f,
+            Err(AcquireError::TimedOut) => {
+                tracing::warn!(%session, "lease wait timed out; input stays queued");
+                return;
+            }
+            Err(AcquireError::Cancelled) => return,
+            Err(AcquireError::Store(e)) => {
+                tracing::error!(%session, error = %e, "lease acquisition failed");
+                return;
+            }
+        };
+        // Under the lease-first order, a `started` admission we find now belonged to a
+        // previous holder that lost the lease: its outcome cannot be known.
+        crate::recovery::mark_orphans_unknown(&deps, session, "previous lease holder lost the lease")
+            .await;
+        let refresher = Refresher::spawn(deps.clone(), fence.clone());
+        loop {
+            if deps.shutdown.is_cancelled() || refresher.lost.is_cancelled() {
+                break;
+            }
+            let admission = match deps.store.next_queued(session).await {
+                Ok(Some(a)) => a,
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::error!(%session, error = %e, "cannot read the queue");
+                    break;
+                }
+            };
+            let turn_id = TurnId::new();
+            let control = TurnControl::new(refresher.lost.clone());
+            addr.do_send(TurnBegan {
+                turn_id,
+                control: control.clone(),
+            });
+            match deps
+                .store
+                .claim(&fence, admission.id, &deps.instance.owner, turn_id)
+                .await
+            {
+                Ok(ev) => deps.hub.publish(ev),
+                Err(StoreError::WrongState(_)) => continue,
+                Err(e) => {
+                    tracing::error!(%session, error = %e, "claim failed");
+                    break;
+                }
+            }
+            crate::kill_point!("turn.after_claim");
+            turn::run::run_turn(&deps, &control, &fence, &admission, turn_id).await;
+            addr.do_send(TurnEnded);
+        }
+        drop(refresher);
+        if let Err(e) = deps.store.release_lease(&fence).await {
+            // It expires by TTL; nothing is lost, another drain only waits longer.
+            tracing::warn!(%session, error = %e, "lease release failed");
+        }
+    }
+}

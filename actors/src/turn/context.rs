@@ -1,0 +1,87 @@
+//! Turn preparation (SPEC R5.1): sanitize, bind the session, reset per-turn state, copy the
+//! history (never the caller's list), stage and persist the user message, and take the stored
+//! system prompt. Persisting the user row is the durable "turn started" fact.
+use super::TurnFailure;
+use crate::admission::sanitize_text;
+use crate::gateway::Deps;
+use turnkey_providers::estimate_tokens;
+use turnkey_storage::*;
+
+/// Everything one turn knows; built fresh for every turn so nothing leaks from the last one.
+pub struct TurnContext {
+    pub session: Session,
+    pub admission: Admission,
+    pub turn_id: TurnId,
+    pub fence: Fence,
+    pub system_prompt: String,
+    /// Transcript rows as they were before this turn (a copy; the store keeps the original).
+    pub history: Vec<Message>,
+    /// Rows this turn has persisted so far, starting with the user message.
+    pub turn_rows: Vec<Message>,
+    /// Model override from the input, else the session's model.
+    pub model_override: Option<String>,
+}
+
+impl TurnContext {
+    /// The user message of this turn.
+    pub fn user_text(&self) -> &str {
+        self.turn_rows
+            .first()
+            .and_then(|m| m.content.as_deref())
+            .unwrap_or_default()
+    }
+}
+
+pub async fn prepare(
+    deps: &Deps,
+    fence: &Fence,
+    admission: &Admission,
+    turn_id: TurnId,
+) -> Result<TurnContext, TurnFailure> {
+    let store = &deps.store;
+    let session = store
+        .get_session(admission.session_id)
+        .await
+        .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))?
+        .ok_or_else(|| TurnFailure::PersistenceFailed("session row is missing".into()))?;
+    let system_prompt = session.system_prompt.clone().ok_or_else(|| {
+        TurnFailure::PersistenceFailed("session has no stored system prompt".into())
+    })?;
+    let history = store
+        .list_messages(session.id)
+        .await
+        .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))?;
+
+    let payload = &admission.payload;
+    let text = sanitize_text(payload["text"].as_str().unwrap_or_default());
+    let display = payload.get("display").filter(|d| d.is_object()).cloned();
+    let model_override = payload["model_override"]
+        .as_str()
+        .map(str::to_owned)
+        .or_else(|| session.model.clone());
+    let user = NewMessage {
+        id: MessageId::new(),
+        role: Some(MessageRole::User),
+        token_estimate: i64::try_from(estimate_tokens(&text)).unwrap_or(i64::MAX),
+        content: Some(text),
+        turn_id: Some(turn_id),
+        admission_id: Some(admission.id),
+        display,
+        ..Default::default()
+    };
+    let user_row = store
+        .append_message(fence, &user)
+        .await
+        .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))?;
+
+    Ok(TurnContext {
+        session,
+        admission: admission.clone(),
+        turn_id,
+        fence: fence.clone(),
+        system_prompt,
+        history,
+        turn_rows: vec![user_row],
+        model_override,
+    })
+}

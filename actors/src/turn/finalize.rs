@@ -1,0 +1,136 @@
+//! Finalize (SPEC R10): the model stopping is not the turn ending. Recover an answer from the
+//! stream if the last response was empty, close the transcript tail, record usage and cost,
+//! assemble the result, and commit all of it with the terminal receipt in one transaction.
+use super::TurnFailure;
+use crate::gateway::Deps;
+use serde_json::{json, Value};
+use turnkey_providers::{estimate_tokens, Usage};
+use turnkey_storage::*;
+
+/// How a turn left off, as finalize needs it.
+pub struct Closing {
+    pub fence: Fence,
+    pub session_id: SessionId,
+    pub admission_id: AdmissionId,
+    pub turn_id: TurnId,
+    /// Role of the last transcript row of this turn, and whether it carries tool calls.
+    pub tail: Option<(MessageRole, bool)>,
+    pub final_text: Option<String>,
+    /// Text already streamed to clients during the turn.
+    pub streamed: String,
+    pub failure: Option<TurnFailure>,
+    pub usage: Usage,
+    pub usage_rows: Vec<NewUsage>,
+}
+
+pub fn usage_json(u: &Usage) -> Value {
+    json!({
+        "input_tokens": u.input_tokens,
+        "output_tokens": u.output_tokens,
+        "cache_read_tokens": u.cache_read_tokens,
+        "cache_write_tokens": u.cache_write_tokens,
+    })
+}
+
+pub async fn finalize(deps: &Deps, c: Closing) {
+    if matches!(c.failure, Some(TurnFailure::Stopped(super::StopReason::LeaseLost))) {
+        // Another process may own the session: every write would be fenced out anyway, and
+        // the new holder marks this admission unknown.
+        tracing::warn!(turn = %c.turn_id, "lease lost; turn ends without writing");
+        return;
+    }
+    let cost: f64 = c.usage_rows.iter().map(|u| u.cost_usd).sum();
+    // R10.2: an empty final response after streamed text is recovered from the stream.
+    let final_text = c
+        .final_text
+        .clone()
+        .filter(|t| !t.trim().is_empty())
+        .or_else(|| (c.failure.is_none() && !c.streamed.trim().is_empty()).then(|| c.streamed.clone()));
+    let (result, failure) = match (&final_text, &c.failure) {
+        (Some(_), None) => (TurnResult::Completed, None),
+        (_, Some(f @ TurnFailure::Stopped(_))) => (TurnResult::Interrupted, Some(f.clone())),
+        (_, Some(f)) => (TurnResult::Failed, Some(f.clone())),
+        (None, None) => (TurnResult::Failed, Some(TurnFailure::EmptyResponse)),
+    };
+
+    let mut messages = Vec::new();
+    let mut events = Vec::new();
+    let ids = (c.session_id, c.turn_id, c.admission_id);
+    let message_id = MessageId::new();
+    if let Some(text) = final_text.as_ref().filter(|_| failure.is_none()) {
+        // R10.3: a delivered final answer always has an assistant row.
+        messages.push(assistant_row(message_id, text, None, &c));
+        events.push(event(ids, EventKind::MessageComplete, json!({
+            "message_id": message_id,
+            "text": text,
+            "usage": usage_json(&c.usage),
+            "cost": cost,
+        })));
+    } else if let Some(f) = &failure {
+        // R10.5: close an open user or tool tail so the next input is not merged with this
+        // one; keep what the user already saw. Context-pressure failures must not grow.
+        let tail_open = matches!(c.tail, Some((MessageRole::User, _)) | Some((MessageRole::Tool, _)))
+            || matches!(c.tail, Some((MessageRole::Assistant, true)));
+        if !f.is_context_pressure() && tail_open {
+            let text = if c.streamed.trim().is_empty() {
+                format!("[turn ended without an answer: {}]", f.code())
+            } else {
+                c.streamed.clone()
+            };
+            let display = json!({"boundary": true, "result": result, "failure_reason": f.code()});
+            messages.push(assistant_row(message_id, &text, Some(display), &c));
+        }
+    }
+    let failure_reason = failure.as_ref().map(|f| f.code());
+    let outcome = json!({
+        "result": result,
+        "final_response": final_text.as_ref().filter(|_| failure.is_none()),
+        "failure_reason": failure_reason,
+        "failure_message": failure.as_ref().map(|f| f.message()),
+        "usage": usage_json(&c.usage),
+        "cost": cost,
+    });
+    let mut finished = json!({"result": result, "usage": usage_json(&c.usage), "cost": cost});
+    if let Some(r) = &failure_reason {
+        finished["failure_reason"] = json!(r);
+    }
+    events.push(event(ids, EventKind::TurnFinished, finished));
+
+    let end = TurnEnd {
+        admission_id: c.admission_id,
+        turn_id: c.turn_id,
+        messages,
+        usage: c.usage_rows.clone(),
+        outcome,
+        events,
+    };
+    match deps.store.commit_turn_end(&c.fence, &end).await {
+        Ok(committed) => committed.into_iter().for_each(|e| deps.hub.publish(e)),
+        // The receipt stays `started`; once this process releases the lease, recovery marks it
+        // `unknown` rather than inventing an outcome.
+        Err(e) => tracing::error!(turn = %c.turn_id, error = %e, "turn end not committed"),
+    }
+}
+
+fn assistant_row(id: MessageId, text: &str, display: Option<Value>, c: &Closing) -> NewMessage {
+    NewMessage {
+        id,
+        role: Some(MessageRole::Assistant),
+        content: Some(text.to_owned()),
+        turn_id: Some(c.turn_id),
+        admission_id: Some(c.admission_id),
+        display,
+        token_estimate: i64::try_from(estimate_tokens(text)).unwrap_or(i64::MAX),
+        ..Default::default()
+    }
+}
+
+fn event(ids: (SessionId, TurnId, AdmissionId), kind: EventKind, data: Value) -> NewEvent {
+    NewEvent {
+        session_id: ids.0,
+        kind,
+        turn_id: Some(ids.1),
+        admission_id: Some(ids.2),
+        data,
+    }
+}

@@ -1,0 +1,121 @@
+//! The turn: one admission carried from prepared context to a closed, persisted tail. One file
+//! per phase, in lifecycle order: `context` and `prompt` (SPEC R5), `preflight` (R6),
+//! `request` (R8), `tool_round` (R9), `finalize` (R10), and `run`, the loop that drives them (R7).
+pub mod context;
+pub mod finalize;
+pub mod preflight;
+pub mod prompt;
+pub mod request;
+pub mod run;
+pub mod tool_round;
+
+use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
+
+/// Why a turn was told to stop before it finished by itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    Interrupted(String),
+    /// Another process may own the session now: write nothing more.
+    LeaseLost,
+    TimedOut,
+}
+
+impl StopReason {
+    pub fn code(&self) -> &str {
+        match self {
+            Self::Interrupted(_) => "interrupted",
+            Self::LeaseLost => "lease_lost",
+            Self::TimedOut => "turn_timeout",
+        }
+    }
+}
+
+/// The running turn's stop signal, shared between the turn, its session actor (interrupts) and
+/// the lease refresher (loss). The first reason given wins.
+#[derive(Clone)]
+pub struct TurnControl {
+    stop: CancellationToken,
+    lease_lost: CancellationToken,
+    reason: Arc<Mutex<Option<StopReason>>>,
+}
+
+impl TurnControl {
+    pub fn new(lease_lost: CancellationToken) -> Self {
+        Self {
+            stop: CancellationToken::new(),
+            lease_lost,
+            reason: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    pub fn interrupt(&self, reason: StopReason) {
+        if let Ok(mut r) = self.reason.lock() {
+            r.get_or_insert(reason);
+        }
+        self.stop.cancel();
+    }
+
+    /// Resolves once the turn must stop.
+    pub async fn stopped(&self) {
+        tokio::select! {
+            _ = self.stop.cancelled() => {}
+            _ = self.lease_lost.cancelled() => {}
+        }
+    }
+
+    pub fn stop_reason(&self) -> Option<StopReason> {
+        if self.lease_lost.is_cancelled() {
+            return Some(StopReason::LeaseLost);
+        }
+        if self.stop.is_cancelled() {
+            return self.reason.lock().ok().and_then(|r| r.clone());
+        }
+        None
+    }
+}
+
+/// Why a turn ended without a final answer (SPEC R7.2); each has a stable code.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TurnFailure {
+    Stopped(StopReason),
+    /// A write the turn depends on failed: nothing runs from memory after that.
+    PersistenceFailed(String),
+    Provider { code: String, message: String },
+    /// The request cannot fit the window and compression could not make it fit.
+    ContextOverflow(String),
+    NoProvider,
+    MaxIterations,
+    EmptyResponse,
+}
+
+impl TurnFailure {
+    pub fn code(&self) -> String {
+        match self {
+            Self::Stopped(r) => r.code().to_owned(),
+            Self::PersistenceFailed(_) => "session_persistence_failed".into(),
+            Self::Provider { code, .. } => code.clone(),
+            Self::ContextOverflow(_) => "context_overflow".into(),
+            Self::NoProvider => "no_provider_configured".into(),
+            Self::MaxIterations => "max_iterations".into(),
+            Self::EmptyResponse => "empty_response".into(),
+        }
+    }
+
+    pub fn message(&self) -> String {
+        match self {
+            Self::Stopped(StopReason::Interrupted(why)) => format!("interrupted: {why}"),
+            Self::Stopped(r) => r.code().to_owned(),
+            Self::PersistenceFailed(m) | Self::ContextOverflow(m) => m.clone(),
+            Self::Provider { message, .. } => message.clone(),
+            Self::NoProvider => "no provider is configured".into(),
+            Self::MaxIterations => "the turn reached its iteration limit".into(),
+            Self::EmptyResponse => "the model returned an empty response".into(),
+        }
+    }
+
+    /// A failure whose cause is context pressure must not grow the transcript (SPEC R10.5).
+    pub fn is_context_pressure(&self) -> bool {
+        matches!(self, Self::ContextOverflow(_))
+    }
+}

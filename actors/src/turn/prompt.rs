@@ -1,0 +1,174 @@
+//! The system prompt (SPEC R5.2, R5.3): three layers, stable → context → volatile, built once
+//! when the session is created, stored, and replayed byte for byte on every call after. Only
+//! compression may invalidate it.
+use crate::config::RuntimeConfig;
+use crate::error::GatewayError;
+use crate::gateway::NewSessionRequest;
+use std::path::Path;
+
+/// Largest project context file (AGENTS.md …) taken into the prompt, in bytes.
+const MAX_CONTEXT_FILE: usize = 32 * 1024;
+/// How many workspace entries the frozen snapshot lists.
+const SNAPSHOT_ENTRIES: usize = 40;
+const CONTEXT_FILES: [&str; 3] = ["AGENTS.md", "TURNKEY.md", ".turnkey/context.md"];
+
+pub struct BuiltPrompt {
+    pub prompt: String,
+    /// The workspace block, frozen for the session's life so the prompt prefix stays cache-stable.
+    pub workspace_snapshot: String,
+}
+
+pub fn build_for_new_session(
+    config: &RuntimeConfig,
+    req: &NewSessionRequest,
+) -> Result<BuiltPrompt, GatewayError> {
+    let workspace = std::path::absolute(&config.tools.workspace)
+        .unwrap_or_else(|_| config.tools.workspace.clone());
+    let snapshot = workspace_snapshot(&workspace);
+    let stable = stable_layer(&config.agent.name, &snapshot, &req.platform);
+    let context = context_layer(req.system_message.as_deref(), &workspace);
+    let volatile = volatile_layer(chrono::Utc::now());
+    let mut prompt = stable;
+    for layer in [context, volatile] {
+        if !layer.is_empty() {
+            prompt.push_str("\n\n");
+            prompt.push_str(&layer);
+        }
+    }
+    Ok(BuiltPrompt {
+        prompt,
+        workspace_snapshot: snapshot,
+    })
+}
+
+/// Identity, guidance, workspace, environment and platform: what changes least comes first.
+fn stable_layer(name: &str, snapshot: &str, platform: &str) -> String {
+    format!(
+        "You are {name}, an AI agent served by a durable gateway. Answer the user directly and \
+         accurately. When you use a tool, say what you are doing and why; never claim a tool \
+         ran when it did not.\n\n\
+         # Workspace\n{snapshot}\n\n\
+         # Environment\nOS: {os} ({arch})\n\n\
+         # Platform\n{hint}",
+        os = std::env::consts::OS,
+        arch = std::env::consts::ARCH,
+        hint = platform_hint(platform),
+    )
+}
+
+fn platform_hint(platform: &str) -> &'static str {
+    match platform {
+        "telegram" | "slack" | "webhook" => {
+            "You are replying in a chat app: keep answers short, plain text, no wide tables."
+        }
+        "cli" => "You are replying in a terminal: plain text and short code blocks render best.",
+        _ => "You are replying over an API or the web UI; Markdown renders.",
+    }
+}
+
+/// The caller's system message and the project's context files.
+fn context_layer(system_message: Option<&str>, workspace: &Path) -> String {
+    let mut parts = Vec::new();
+    if let Some(m) = system_message.filter(|m| !m.trim().is_empty()) {
+        parts.push(m.trim().to_owned());
+    }
+    for name in CONTEXT_FILES {
+        let path = workspace.join(name);
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            let mut text = text;
+            if text.len() > MAX_CONTEXT_FILE {
+                let mut cut = MAX_CONTEXT_FILE;
+                while !text.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                text.truncate(cut);
+                text.push_str("\n[truncated]");
+            }
+            parts.push(format!("# Project context: {name}\n{}", text.trim_end()));
+        }
+    }
+    parts.join("\n\n")
+}
+
+/// What is most likely to differ between sessions goes last: only the tail of the prefix moves.
+fn volatile_layer(now: chrono::DateTime<chrono::Utc>) -> String {
+    format!(
+        "# Session\nStarted at {}.",
+        now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    )
+}
+
+/// A one-time look at the workspace: its path, git branch, and first entries.
+fn workspace_snapshot(dir: &Path) -> String {
+    let mut out = format!("Directory: {}", dir.display());
+    if let Ok(head) = std::fs::read_to_string(dir.join(".git/HEAD")) {
+        let branch = head.trim().strip_prefix("ref: refs/heads/").unwrap_or(head.trim());
+        out.push_str(&format!("\nGit branch: {branch}"));
+    }
+    match std::fs::read_dir(dir) {
+        Ok(entries) => {
+            let mut names: Vec<String> = entries
+                .filter_map(|e| e.ok())
+                .map(|e| {
+                    let dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
+                    let n = e.file_name().to_string_lossy().into_owned();
+                    if dir {
+                        format!("{n}/")
+                    } else {
+                        n
+                    }
+                })
+                .collect();
+            names.sort();
+            let more = names.len().saturating_sub(SNAPSHOT_ENTRIES);
+            names.truncate(SNAPSHOT_ENTRIES);
+            if names.is_empty() {
+                out.push_str("\n(empty)");
+            } else {
+                out.push_str(&format!("\nEntries: {}", names.join(", ")));
+                if more > 0 {
+                    out.push_str(&format!(" (+{more} more)"));
+                }
+            }
+        }
+        Err(_) => out.push_str("\n(not created yet)"),
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn r5_2_layers_are_in_order_and_caller_message_is_in_context() {
+        let dir = std::env::temp_dir().join(format!("tk-prompt-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(dir.join("AGENTS.md"), "Always answer in haiku.").expect("write");
+        let mut config = RuntimeConfig::default();
+        config.tools.workspace = dir.clone();
+        let req = NewSessionRequest {
+            system_message: Some("Be terse.".into()),
+            platform: "api".into(),
+            ..Default::default()
+        };
+        let p = build_for_new_session(&config, &req).expect("prompt").prompt;
+        let identity = p.find("You are turnkey").expect("identity");
+        let workspace = p.find("# Workspace").expect("workspace");
+        let caller = p.find("Be terse.").expect("caller message");
+        let agents = p.find("Always answer in haiku.").expect("AGENTS.md");
+        let session = p.find("# Session").expect("volatile");
+        assert!(identity < workspace && workspace < caller && caller < agents && agents < session);
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+
+    #[test]
+    fn r5_3_snapshot_lists_entries_of_the_workspace() {
+        let dir = std::env::temp_dir().join(format!("tk-snap-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(dir.join("src")).expect("mkdir");
+        std::fs::write(dir.join("Cargo.toml"), "").expect("write");
+        let s = workspace_snapshot(&dir);
+        assert!(s.contains("Cargo.toml") && s.contains("src/"), "{s}");
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+}

@@ -1,0 +1,202 @@
+//! The provider call (SPEC R8): build the wire copy from the transcript (never the other way),
+//! call with per-attempt retries that respect interrupts, and stream text to clients through
+//! a coalescing delta publisher.
+use super::context::TurnContext;
+use super::TurnControl;
+use crate::delivery::Publish;
+use crate::gateway::Deps;
+use serde_json::json;
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use turnkey_providers::{
+    ChatMessage, ChatRequest, ChatResponse, Provider, ProviderError, RetryPolicy, Role, ToolCall,
+};
+use turnkey_storage::{EventKind, Message, MessageRole, NewEvent};
+
+/// Largest coalesced `message.delta` payload, in bytes.
+const MAX_DELTA_BYTES: usize = 8 * 1024;
+
+/// The wire copy (SPEC R5.4): the stored system prompt, then each row as it was sent
+/// (`api_content` when recorded), stripped of bookkeeping fields.
+pub fn wire_messages(ctx: &TurnContext) -> Vec<ChatMessage> {
+    let mut out = Vec::with_capacity(ctx.history.len() + ctx.turn_rows.len() + 1);
+    out.push(ChatMessage::system(ctx.system_prompt.clone()));
+    out.extend(ctx.history.iter().chain(&ctx.turn_rows).map(wire_row));
+    out
+}
+
+fn wire_row(m: &Message) -> ChatMessage {
+    let role = match m.role {
+        MessageRole::System => Role::System,
+        MessageRole::User => Role::User,
+        MessageRole::Assistant => Role::Assistant,
+        MessageRole::Tool => Role::Tool,
+    };
+    let tool_calls: Vec<ToolCall> = m
+        .tool_calls
+        .as_ref()
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default();
+    ChatMessage {
+        role,
+        content: m.api_content.clone().or_else(|| m.content.clone()),
+        tool_calls,
+        tool_call_id: m.tool_call_id.clone(),
+        name: m.name.clone(),
+    }
+}
+
+pub fn build_request(
+    deps: &Deps,
+    ctx: &TurnContext,
+    provider: &dyn Provider,
+    messages: Vec<ChatMessage>,
+    stream: bool,
+) -> ChatRequest {
+    ChatRequest {
+        model: ctx
+            .model_override
+            .clone()
+            .unwrap_or_else(|| provider.model().to_owned()),
+        messages,
+        tools: Vec::new(),
+        stream: stream && deps.config.agent.streaming,
+        max_tokens: None,
+        temperature: None,
+    }
+}
+
+pub enum CallOutcome {
+    Response(ChatResponse),
+    Stopped,
+    Failed(ProviderError),
+}
+
+/// Calls `provider` with retries for retryable errors. Text already streamed is never
+/// re-streamed: after a stream broke mid-answer the retry asks for a non-streamed response,
+/// whose full text arrives in the authoritative `message.complete`.
+pub async fn call_with_retries(
+    deps: &Deps,
+    ctx: &TurnContext,
+    control: &TurnControl,
+    provider: &dyn Provider,
+    mut req: ChatRequest,
+    streamed: &StreamedText,
+) -> CallOutcome {
+    let policy = RetryPolicy::default();
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let publisher = DeltaPublisher::spawn(deps, ctx);
+        let sink = |text: &str| {
+            streamed.push(text);
+            publisher.send(text);
+        };
+        let result = tokio::select! {
+            r = provider.chat(&req, &sink) => Some(r),
+            _ = control.stopped() => None,
+        };
+        publisher.finish().await;
+        let Some(result) = result else {
+            return CallOutcome::Stopped;
+        };
+        match result {
+            Ok(resp) => return CallOutcome::Response(resp),
+            Err(e) if e.is_retryable() && attempt < policy.max_attempts => {
+                let wait = policy.delay_for(attempt, &e);
+                tracing::warn!(turn = %ctx.turn_id, attempt, error = %e, ?wait, "provider call failed; retrying");
+                if !streamed.is_empty() {
+                    req.stream = false;
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = control.stopped() => return CallOutcome::Stopped,
+                }
+            }
+            Err(e) => return CallOutcome::Failed(e),
+        }
+    }
+}
+
+/// Everything streamed to clients during the turn, for recovering a final answer that the
+/// provider's last response left empty (SPEC R10.2).
+#[derive(Default)]
+pub struct StreamedText(Mutex<String>);
+
+impl StreamedText {
+    fn push(&self, t: &str) {
+        if let Ok(mut s) = self.0.lock() {
+            s.push_str(t);
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.lock().map(|s| s.is_empty()).unwrap_or(true)
+    }
+    pub fn take(&self) -> String {
+        self.0.lock().map(|mut s| std::mem::take(&mut *s)).unwrap_or_default()
+    }
+}
+
+/// Coalesces streamed fragments into a few `message.delta` events a second, committed through
+/// the delivery actor under the turn's fence, in order.
+struct DeltaPublisher {
+    tx: mpsc::UnboundedSender<String>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl DeltaPublisher {
+    fn spawn(deps: &Deps, ctx: &TurnContext) -> Self {
+        let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+        let delivery = deps.delivery.clone();
+        let fence = ctx.fence.clone();
+        let (session_id, turn_id, admission_id) = (ctx.session.id, ctx.turn_id, ctx.admission.id);
+        let window = Duration::from_millis(deps.config.agent.delta_flush_ms);
+        let task = tokio::spawn(async move {
+            while let Some(first) = rx.recv().await {
+                let mut buf = first;
+                let deadline = tokio::time::Instant::now() + window;
+                while buf.len() < MAX_DELTA_BYTES {
+                    match tokio::time::timeout_at(deadline, rx.recv()).await {
+                        Ok(Some(more)) => buf.push_str(&more),
+                        Ok(None) | Err(_) => break,
+                    }
+                }
+                let publish = Publish {
+                    fence: Some(fence.clone()),
+                    event: NewEvent {
+                        session_id,
+                        kind: EventKind::MessageDelta,
+                        turn_id: Some(turn_id),
+                        admission_id: Some(admission_id),
+                        data: json!({ "text": buf }),
+                    },
+                };
+                match delivery.send(publish).await {
+                    Ok(Ok(_)) => {}
+                    // Deltas are a live view; the transcript and message.complete are the
+                    // durable answer. A lost delta is logged, and a fenced turn stops below.
+                    Ok(Err(e)) => {
+                        tracing::warn!(turn = %turn_id, error = %e, "delta not committed");
+                    }
+                    Err(e) => tracing::warn!(turn = %turn_id, error = %e, "delivery unavailable"),
+                }
+            }
+        });
+        Self { tx, task }
+    }
+
+    fn send(&self, text: &str) {
+        if !text.is_empty() && self.tx.send(text.to_owned()).is_err() {
+            tracing::debug!("delta publisher already finished");
+        }
+    }
+
+    /// Flushes what is buffered and waits until it is committed.
+    async fn finish(self) {
+        drop(self.tx);
+        if let Err(e) = self.task.await {
+            tracing::warn!(error = %e, "delta publisher panicked");
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! The loop (SPEC R7): begin (count, budget, interrupt) → assemble the wire request →
+//! preflight gate → call with retries → normalize → tool round or final text, until a stop
+//! condition; then finalize. Each phase answers continue or break.
+use super::context::{self, TurnContext};
+use super::finalize::{self, Closing};
+use super::preflight::{self, Gate};
+use super::request::{self, CallOutcome, StreamedText};
+use super::{tool_round, StopReason, TurnControl, TurnFailure};
+use crate::gateway::Deps;
+use std::time::Duration;
+use turnkey_providers::{cost_usd, ChatResponse, Provider, ProviderError, Usage};
+use turnkey_storage::{Admission, Fence, NewUsage, TurnId};
+
+struct Loop {
+    final_text: Option<String>,
+    failure: Option<TurnFailure>,
+    usage: Usage,
+    usage_rows: Vec<NewUsage>,
+}
+
+pub async fn run_turn(
+    deps: &Deps,
+    control: &TurnControl,
+    fence: &Fence,
+    admission: &Admission,
+    turn_id: TurnId,
+) {
+    let timeout = Duration::from_secs(deps.config.agent.turn_timeout_s);
+    let timer = {
+        let control = control.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(timeout).await;
+            control.interrupt(StopReason::TimedOut);
+        })
+    };
+    let streamed = StreamedText::default();
+    let mut closing = Closing {
+        fence: fence.clone(),
+        session_id: admission.session_id,
+        admission_id: admission.id,
+        turn_id,
+        tail: None,
+        final_text: None,
+        streamed: String::new(),
+        failure: None,
+        usage: Usage::default(),
+        usage_rows: Vec::new(),
+    };
+    match context::prepare(deps, fence, admission, turn_id).await {
+        Ok(mut ctx) => {
+            let out = iterate(deps, control, &mut ctx, &streamed).await;
+            closing.tail = ctx
+                .turn_rows
+                .last()
+                .map(|m| (m.role, m.tool_calls.is_some()));
+            closing.final_text = out.final_text;
+            closing.failure = out.failure;
+            closing.usage = out.usage;
+            closing.usage_rows = out.usage_rows;
+        }
+        Err(f) => closing.failure = Some(f),
+    }
+    timer.abort();
+    closing.streamed = streamed.take();
+    finalize::finalize(deps, closing).await;
+}
+
+async fn iterate(
+    deps: &Deps,
+    control: &TurnControl,
+    ctx: &mut TurnContext,
+    streamed: &StreamedText,
+) -> Loop {
+    let mut out = Loop {
+        final_text: None,
+        failure: None,
+        usage: Usage::default(),
+        usage_rows: Vec::new(),
+    };
+    let Some(provider) = deps.providers.first().cloned() else {
+        out.failure = Some(TurnFailure::NoProvider);
+        return out;
+    };
+    let cfg = &deps.config;
+    let mut iterations = 0u32;
+    let mut budget = cfg.agent.iteration_budget;
+    let mut overflow_proven = false;
+    loop {
+        // begin_iteration
+        if let Some(r) = control.stop_reason() {
+            out.failure = Some(TurnFailure::Stopped(r));
+            return out;
+        }
+        if iterations >= cfg.agent.max_iterations || budget == 0 {
+            out.failure = Some(TurnFailure::MaxIterations);
+            return out;
+        }
+        iterations += 1;
+        budget -= 1;
+
+        // assemble_api_request + run_preflight_gate
+        let wire = request::wire_messages(ctx);
+        match preflight::gate(&cfg.compression, &wire, provider.context_window(), overflow_proven) {
+            Gate::FailClosed { pressure_tokens, window } => {
+                out.failure = Some(TurnFailure::ContextOverflow(format!(
+                    "request of ~{pressure_tokens} tokens does not fit the {window}-token window"
+                )));
+                return out;
+            }
+            Gate::ShouldCompress { pressure_tokens } => {
+                tracing::info!(turn = %ctx.turn_id, pressure_tokens, "over the compression threshold");
+            }
+            Gate::Proceed { .. } => {}
+        }
+        let req = request::build_request(deps, ctx, provider.as_ref(), wire, true);
+
+        // call with retries, then normalize the response
+        let resp = match request::call_with_retries(deps, ctx, control, provider.as_ref(), req, streamed).await {
+            CallOutcome::Stopped => {
+                out.failure = Some(TurnFailure::Stopped(
+                    control.stop_reason().unwrap_or(StopReason::Interrupted("stopped".into())),
+                ));
+                return out;
+            }
+            CallOutcome::Failed(ProviderError::Overflow { message }) => {
+                // Back to preflight: the gate now fails closed instead of re-sending (SPEC R6.5).
+                tracing::warn!(turn = %ctx.turn_id, %message, "provider proved an overflow");
+                overflow_proven = true;
+                budget += 1;
+                continue;
+            }
+            CallOutcome::Failed(e) => {
+                out.failure = Some(TurnFailure::Provider {
+                    code: e.code().to_owned(),
+                    message: e.to_string(),
+                });
+                return out;
+            }
+            CallOutcome::Response(r) => r,
+        };
+        record_usage(&mut out, provider.as_ref(), &resp);
+
+        if !resp.tool_calls.is_empty() {
+            if let Err(f) = tool_round::run(deps, ctx, &resp).await {
+                out.failure = Some(f);
+                return out;
+            }
+            continue;
+        }
+        out.final_text = resp.content.filter(|t| !t.trim().is_empty());
+        return out;
+    }
+}
+
+fn record_usage(out: &mut Loop, provider: &dyn Provider, resp: &ChatResponse) {
+    out.usage.add(&resp.usage);
+    let model = if resp.model.is_empty() { provider.model() } else { &resp.model };
+    let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    out.usage_rows.push(NewUsage {
+        provider: provider.name().to_owned(),
+        model: model.to_owned(),
+        input_tokens: n(resp.usage.input_tokens),
+        output_tokens: n(resp.usage.output_tokens),
+        cache_read_tokens: n(resp.usage.cache_read_tokens),
+        cache_write_tokens: n(resp.usage.cache_write_tokens),
+        cost_usd: cost_usd(model, &resp.usage),
+    });
+}

@@ -1,0 +1,14 @@
+//! Schema migrations for turnkey. One file per migration; a migration that has shipped is never
+//! edited, only followed by a new one.
+pub use sea_orm_migration::prelude::*;
+
+mod m20261202_000001_initial;
+
+pub struct Migrator;
+
+#[async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![Box::new(m20261202_000001_initial::Migration)]
+    }
+}

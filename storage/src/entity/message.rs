@@ -1,0 +1,28 @@
+//! `messages`: the durable transcript, one row per message, ordered by `idx` within a session.
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
+#[sea_orm(table_name = "messages")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    pub session_id: String,
+    pub idx: i64,
+    pub role: String,
+    pub content: Option<String>,
+    pub api_content: Option<String>,
+    pub tool_calls: Option<String>,
+    pub tool_call_id: Option<String>,
+    pub name: Option<String>,
+    pub turn_id: Option<String>,
+    pub admission_id: Option<String>,
+    pub display: Option<String>,
+    pub platform_message_id: Option<String>,
+    pub token_estimate: i64,
+    pub created_at: i64,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

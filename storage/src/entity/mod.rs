@@ -1,0 +1,14 @@
+//! SeaORM entities, one per table of the initial migration. They stay plain: every query that
+//! gives them meaning lives in the `Store` (see `store/`).
+pub mod admission;
+pub mod api_token;
+pub mod approval;
+pub mod compression_lock;
+pub mod event;
+pub mod lease;
+pub mod message;
+pub mod outbox;
+pub mod principal;
+pub mod session;
+pub mod tool_run;
+pub mod usage;

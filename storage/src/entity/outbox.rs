@@ -1,0 +1,27 @@
+//! `delivery_outbox`: platform replies written before they are sent, so a crash neither loses
+//! nor doubles them.
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
+#[sea_orm(table_name = "delivery_outbox")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    pub platform: String,
+    pub chat_key: String,
+    pub session_id: Option<String>,
+    pub idempotency_key: String,
+    pub kind: String,
+    pub payload: String,
+    pub status: String,
+    pub attempts: i32,
+    pub platform_message_id: Option<String>,
+    pub created_at: i64,
+    pub next_attempt_at: i64,
+    pub sent_at: Option<i64>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,32 @@
+//! `sessions`: one row per conversation, with the per-session counters.
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
+#[sea_orm(table_name = "sessions")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    pub parent_session_id: Option<String>,
+    pub owner: String,
+    pub platform: String,
+    pub chat_key: Option<String>,
+    pub title: Option<String>,
+    pub model: Option<String>,
+    pub system_message: Option<String>,
+    pub system_prompt: Option<String>,
+    pub workspace_snapshot: Option<String>,
+    pub last_event_seq: i64,
+    pub last_admission_seq: i64,
+    pub last_message_idx: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cache_read_tokens: i64,
+    pub cost_usd: f64,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

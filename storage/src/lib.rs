@@ -1,0 +1,13 @@
+//! turnkey's durable facts. SeaORM entities, typed domain records and the `Store`: one typed
+//! function per durable fact (admit, claim, settle, mark unknown, fenced lease, transcript,
+//! events). SQL dialect differences stay inside this crate.
+pub mod entity;
+pub mod ids;
+pub mod model;
+pub mod status;
+mod store;
+
+pub use ids::*;
+pub use model::*;
+pub use status::{AdmissionStatus, TurnResult};
+pub use store::{LeaseClaim, Store, StoreError};

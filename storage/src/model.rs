@@ -1,0 +1,302 @@
+//! Typed domain records the `Store` returns: parsed once from their rows, so that nothing
+//! above the store handles raw status strings or unparsed ids.
+use crate::ids::*;
+use crate::status::AdmissionStatus;
+use serde::{Deserialize, Serialize};
+
+/// Every kind of event a session's log can hold (API.md "Events").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum EventKind {
+    #[serde(rename = "admission.queued")]
+    AdmissionQueued,
+    #[serde(rename = "turn.started")]
+    TurnStarted,
+    #[serde(rename = "message.delta")]
+    MessageDelta,
+    #[serde(rename = "tool.started")]
+    ToolStarted,
+    #[serde(rename = "tool.progress")]
+    ToolProgress,
+    #[serde(rename = "tool.completed")]
+    ToolCompleted,
+    #[serde(rename = "approval.requested")]
+    ApprovalRequested,
+    #[serde(rename = "approval.resolved")]
+    ApprovalResolved,
+    #[serde(rename = "compression.completed")]
+    CompressionCompleted,
+    #[serde(rename = "message.complete")]
+    MessageComplete,
+    #[serde(rename = "turn.finished")]
+    TurnFinished,
+    #[serde(rename = "turn.unknown")]
+    TurnUnknown,
+    #[serde(rename = "session.rotated")]
+    SessionRotated,
+    #[serde(rename = "status")]
+    Status,
+}
+
+impl EventKind {
+    pub const ALL: [EventKind; 14] = [
+        Self::AdmissionQueued,
+        Self::TurnStarted,
+        Self::MessageDelta,
+        Self::ToolStarted,
+        Self::ToolProgress,
+        Self::ToolCompleted,
+        Self::ApprovalRequested,
+        Self::ApprovalResolved,
+        Self::CompressionCompleted,
+        Self::MessageComplete,
+        Self::TurnFinished,
+        Self::TurnUnknown,
+        Self::SessionRotated,
+        Self::Status,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::AdmissionQueued => "admission.queued",
+            Self::TurnStarted => "turn.started",
+            Self::MessageDelta => "message.delta",
+            Self::ToolStarted => "tool.started",
+            Self::ToolProgress => "tool.progress",
+            Self::ToolCompleted => "tool.completed",
+            Self::ApprovalRequested => "approval.requested",
+            Self::ApprovalResolved => "approval.resolved",
+            Self::CompressionCompleted => "compression.completed",
+            Self::MessageComplete => "message.complete",
+            Self::TurnFinished => "turn.finished",
+            Self::TurnUnknown => "turn.unknown",
+            Self::SessionRotated => "session.rotated",
+            Self::Status => "status",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// One committed event, in the API's shape.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Event {
+    pub session_id: SessionId,
+    pub seq: Seq,
+    pub kind: EventKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<TurnId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admission_id: Option<AdmissionId>,
+    pub created_at: String,
+    pub data: serde_json::Value,
+}
+
+/// An event not yet committed: the store assigns its seq.
+#[derive(Clone, Debug)]
+pub struct NewEvent {
+    pub session_id: SessionId,
+    pub kind: EventKind,
+    pub turn_id: Option<TurnId>,
+    pub admission_id: Option<AdmissionId>,
+    pub data: serde_json::Value,
+}
+
+/// Who runs a turn: a process instance on a host.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Owner {
+    pub instance: InstanceId,
+    pub pid: i64,
+    /// Host name plus PID-namespace token, so that a pid is only compared on the host that owns it.
+    pub host: String,
+}
+
+/// Proof that a write belongs to the current holder of a session's lease (SPEC R13.3).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fence {
+    pub session_id: SessionId,
+    pub instance: InstanceId,
+    pub generation: LeaseGeneration,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Lease {
+    pub session_id: SessionId,
+    pub holder: Option<Owner>,
+    pub turn_id: Option<TurnId>,
+    pub platform: Option<String>,
+    pub generation: LeaseGeneration,
+    pub acquired_at: i64,
+    pub expires_at: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Session {
+    pub id: SessionId,
+    pub parent_session_id: Option<SessionId>,
+    pub owner: String,
+    pub platform: String,
+    pub chat_key: Option<String>,
+    pub title: Option<String>,
+    pub model: Option<String>,
+    pub system_message: Option<String>,
+    pub system_prompt: Option<String>,
+    pub workspace_snapshot: Option<String>,
+    pub last_event_seq: Seq,
+    pub usage: UsageTotals,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct UsageTotals {
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cache_read_tokens: i64,
+    pub cost_usd: f64,
+}
+
+#[derive(Clone, Debug)]
+pub struct NewSession {
+    pub id: SessionId,
+    pub owner: String,
+    pub platform: String,
+    pub chat_key: Option<String>,
+    pub title: Option<String>,
+    pub model: Option<String>,
+    pub system_message: Option<String>,
+    pub system_prompt: String,
+    pub workspace_snapshot: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Admission {
+    pub id: AdmissionId,
+    pub session_id: SessionId,
+    pub seq: i64,
+    pub request_id: String,
+    pub payload_digest: String,
+    pub payload: serde_json::Value,
+    pub principal: String,
+    pub surface: String,
+    pub status: AdmissionStatus,
+    pub owner: Option<Owner>,
+    pub turn_id: Option<TurnId>,
+    pub outcome: Option<serde_json::Value>,
+    pub created_at: i64,
+    pub started_at: Option<i64>,
+    pub finished_at: Option<i64>,
+}
+
+#[derive(Clone, Debug)]
+pub struct NewAdmission {
+    pub session_id: SessionId,
+    pub request_id: String,
+    pub payload_digest: String,
+    pub payload: serde_json::Value,
+    pub principal: String,
+    pub surface: String,
+}
+
+/// What `admit` did: a new admission (with its `admission.queued` event) or the earlier one.
+#[derive(Clone, Debug)]
+pub struct Admitted {
+    pub admission: Admission,
+    pub duplicate: bool,
+    pub event: Option<Event>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MessageRole {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+impl MessageRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::System => "system",
+            Self::User => "user",
+            Self::Assistant => "assistant",
+            Self::Tool => "tool",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "system" => Self::System,
+            "user" => Self::User,
+            "assistant" => Self::Assistant,
+            "tool" => Self::Tool,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Message {
+    pub id: MessageId,
+    pub session_id: SessionId,
+    pub idx: i64,
+    pub role: MessageRole,
+    pub content: Option<String>,
+    /// The exact text sent to the provider for this message, when it differs from `content`.
+    pub api_content: Option<String>,
+    pub tool_calls: Option<serde_json::Value>,
+    pub tool_call_id: Option<String>,
+    pub name: Option<String>,
+    pub turn_id: Option<TurnId>,
+    pub admission_id: Option<AdmissionId>,
+    pub display: Option<serde_json::Value>,
+    pub token_estimate: i64,
+    pub created_at: i64,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct NewMessage {
+    pub id: MessageId,
+    pub role: Option<MessageRole>,
+    pub content: Option<String>,
+    pub api_content: Option<String>,
+    pub tool_calls: Option<serde_json::Value>,
+    pub tool_call_id: Option<String>,
+    pub name: Option<String>,
+    pub turn_id: Option<TurnId>,
+    pub admission_id: Option<AdmissionId>,
+    pub display: Option<serde_json::Value>,
+    pub platform_message_id: Option<String>,
+    pub token_estimate: i64,
+}
+
+#[derive(Clone, Debug)]
+pub struct NewUsage {
+    pub provider: String,
+    pub model: String,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cache_read_tokens: i64,
+    pub cache_write_tokens: i64,
+    pub cost_usd: f64,
+}
+
+/// Everything that closes a turn, committed in one transaction: the tail of the transcript,
+/// the usage rows, the terminal receipt and the closing events.
+#[derive(Clone, Debug)]
+pub struct TurnEnd {
+    pub admission_id: AdmissionId,
+    pub turn_id: TurnId,
+    pub messages: Vec<NewMessage>,
+    pub usage: Vec<NewUsage>,
+    pub outcome: serde_json::Value,
+    pub events: Vec<NewEvent>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Principal {
+    pub id: String,
+    pub name: String,
+    pub kind: String,
+}

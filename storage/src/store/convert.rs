@@ -1,0 +1,127 @@
+//! Row → domain conversions. A row that does not parse is reported as `Corrupt`, never guessed.
+use super::{Result, StoreError};
+use crate::entity::{admission, event, lease, message, session};
+use crate::ids::*;
+use crate::model::*;
+use crate::status::AdmissionStatus;
+
+fn json(s: &str, what: &str) -> Result<serde_json::Value> {
+    serde_json::from_str(s).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+}
+
+fn opt_json(s: Option<&str>, what: &str) -> Result<Option<serde_json::Value>> {
+    s.map(|s| json(s, what)).transpose()
+}
+
+fn opt_id<T: std::str::FromStr>(s: Option<&str>, what: &'static str) -> Result<Option<T>> {
+    s.map(|s| parse_id(s, what)).transpose()
+}
+
+fn owner(instance: Option<&str>, pid: Option<i64>, host: Option<&str>) -> Result<Option<Owner>> {
+    match (instance, pid, host) {
+        (Some(i), Some(pid), Some(host)) => Ok(Some(Owner {
+            instance: parse_id(i, "owner instance")?,
+            pid,
+            host: host.to_owned(),
+        })),
+        _ => Ok(None),
+    }
+}
+
+pub(super) fn session(m: session::Model) -> Result<Session> {
+    Ok(Session {
+        id: parse_id(&m.id, "session id")?,
+        parent_session_id: opt_id(m.parent_session_id.as_deref(), "parent session id")?,
+        owner: m.owner,
+        platform: m.platform,
+        chat_key: m.chat_key,
+        title: m.title,
+        model: m.model,
+        system_message: m.system_message,
+        system_prompt: m.system_prompt,
+        workspace_snapshot: m.workspace_snapshot,
+        last_event_seq: Seq(m.last_event_seq),
+        usage: UsageTotals {
+            input_tokens: m.input_tokens,
+            output_tokens: m.output_tokens,
+            cache_read_tokens: m.cache_read_tokens,
+            cost_usd: m.cost_usd,
+        },
+        created_at: m.created_at,
+        updated_at: m.updated_at,
+    })
+}
+
+pub(super) fn admission(m: admission::Model) -> Result<Admission> {
+    Ok(Admission {
+        id: parse_id(&m.id, "admission id")?,
+        session_id: parse_id(&m.session_id, "session id")?,
+        seq: m.seq,
+        request_id: m.request_id,
+        payload_digest: m.payload_digest,
+        payload: json(&m.payload_json, "admission payload")?,
+        principal: m.principal,
+        surface: m.surface,
+        status: AdmissionStatus::parse(&m.status)
+            .ok_or_else(|| StoreError::Corrupt(format!("admission status {:?}", m.status)))?,
+        owner: owner(
+            m.owner_instance.as_deref(),
+            m.owner_pid,
+            m.owner_host.as_deref(),
+        )?,
+        turn_id: opt_id(m.turn_id.as_deref(), "turn id")?,
+        outcome: opt_json(m.outcome.as_deref(), "admission outcome")?,
+        created_at: m.created_at,
+        started_at: m.started_at,
+        finished_at: m.finished_at,
+    })
+}
+
+pub(super) fn event(m: event::Model) -> Result<Event> {
+    Ok(Event {
+        session_id: parse_id(&m.session_id, "session id")?,
+        seq: Seq(m.seq),
+        kind: EventKind::parse(&m.kind)
+            .ok_or_else(|| StoreError::Corrupt(format!("event kind {:?}", m.kind)))?,
+        turn_id: opt_id(m.turn_id.as_deref(), "turn id")?,
+        admission_id: opt_id(m.admission_id.as_deref(), "admission id")?,
+        created_at: rfc3339(m.created_at),
+        data: json(&m.payload, "event payload")?,
+    })
+}
+
+pub(super) fn message(m: message::Model) -> Result<Message> {
+    Ok(Message {
+        id: parse_id(&m.id, "message id")?,
+        session_id: parse_id(&m.session_id, "session id")?,
+        idx: m.idx,
+        role: MessageRole::parse(&m.role)
+            .ok_or_else(|| StoreError::Corrupt(format!("message role {:?}", m.role)))?,
+        content: m.content,
+        api_content: m.api_content,
+        tool_calls: opt_json(m.tool_calls.as_deref(), "tool calls")?,
+        tool_call_id: m.tool_call_id,
+        name: m.name,
+        turn_id: opt_id(m.turn_id.as_deref(), "turn id")?,
+        admission_id: opt_id(m.admission_id.as_deref(), "admission id")?,
+        display: opt_json(m.display.as_deref(), "display")?,
+        token_estimate: m.token_estimate,
+        created_at: m.created_at,
+    })
+}
+
+pub(super) fn lease(m: lease::Model) -> Result<Lease> {
+    Ok(Lease {
+        session_id: parse_id(&m.session_id, "session id")?,
+        holder: owner(
+            m.holder_instance.as_deref(),
+            m.holder_pid,
+            m.host.as_deref(),
+        )?,
+        turn_id: opt_id(m.turn_id.as_deref(), "turn id")?,
+        platform: m.platform,
+        generation: LeaseGeneration(m.generation),
+        acquired_at: m.acquired_at,
+        expires_at: m.expires_at,
+    })
+}

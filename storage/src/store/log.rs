@@ -1,0 +1,126 @@
+//! The two append-only logs of a session: events (what clients replay by seq) and the
+//! transcript (what the model sees next). Turn writes are fenced by the lease generation.
+use super::{check_fence, convert, insert_event, Result, Store, StoreError};
+use crate::entity::{event, message, session};
+use crate::ids::*;
+use crate::model::*;
+use sea_orm::sea_query::{Expr, ExprTrait};
+use sea_orm::{
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect,
+};
+
+impl Store {
+    /// Group commit: appends every event of `batch` in one transaction. A fenced-out event is
+    /// reported in its own slot and does not stop the others from committing.
+    pub async fn append_events(
+        &self,
+        batch: &[(Option<Fence>, NewEvent)],
+    ) -> Result<Vec<Result<Event>>> {
+        let tx = self.write_tx().await?;
+        let mut out = Vec::with_capacity(batch.len());
+        for (fence, ev) in batch {
+            if let Some(f) = fence {
+                match check_fence(&tx, f).await {
+                    Ok(()) => {}
+                    Err(e @ StoreError::Fenced(_)) => {
+                        out.push(Err(e));
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            out.push(Ok(insert_event(&tx, ev).await?));
+        }
+        tx.commit().await?;
+        Ok(out)
+    }
+
+    /// Events after `since`, in seq order, at most `limit`.
+    pub async fn events_since(
+        &self,
+        session: SessionId,
+        since: Seq,
+        limit: u64,
+    ) -> Result<Vec<Event>> {
+        event::Entity::find()
+            .filter(event::Column::SessionId.eq(session.to_string()))
+            .filter(event::Column::Seq.gt(since.0))
+            .order_by_asc(event::Column::Seq)
+            .limit(limit)
+            .all(self.connection())
+            .await?
+            .into_iter()
+            .map(convert::event)
+            .collect()
+    }
+
+    /// Appends one transcript row for the lease holder.
+    pub async fn append_message(&self, fence: &Fence, msg: &NewMessage) -> Result<Message> {
+        let tx = self.write_tx().await?;
+        check_fence(&tx, fence).await?;
+        insert_message(&tx, fence.session_id, msg).await?;
+        let row = message::Entity::find_by_id(msg.id.to_string())
+            .one(&tx)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("message {}", msg.id)))?;
+        tx.commit().await?;
+        convert::message(row)
+    }
+
+    pub async fn list_messages(&self, session: SessionId) -> Result<Vec<Message>> {
+        message::Entity::find()
+            .filter(message::Column::SessionId.eq(session.to_string()))
+            .order_by_asc(message::Column::Idx)
+            .all(self.connection())
+            .await?
+            .into_iter()
+            .map(convert::message)
+            .collect()
+    }
+}
+
+/// Inserts `msg` at the session's next transcript index, inside the caller's transaction.
+pub(super) async fn insert_message<C: ConnectionTrait>(
+    db: &C,
+    session_id: SessionId,
+    msg: &NewMessage,
+) -> Result<i64> {
+    let sid = session_id.to_string();
+    let bumped = session::Entity::update_many()
+        .col_expr(
+            session::Column::LastMessageIdx,
+            Expr::col(session::Column::LastMessageIdx).add(1),
+        )
+        .col_expr(session::Column::UpdatedAt, Expr::value(now_ms()))
+        .filter(session::Column::Id.eq(sid.clone()))
+        .exec_with_returning(db)
+        .await?;
+    let idx = bumped
+        .first()
+        .map(|s| s.last_message_idx)
+        .ok_or_else(|| StoreError::NotFound(format!("session {sid}")))?;
+    let role = msg
+        .role
+        .ok_or_else(|| StoreError::Corrupt("message without a role".into()))?;
+    message::Entity::insert(message::ActiveModel {
+        id: Set(msg.id.to_string()),
+        session_id: Set(sid),
+        idx: Set(idx),
+        role: Set(role.as_str().to_owned()),
+        content: Set(msg.content.clone()),
+        api_content: Set(msg.api_content.clone()),
+        tool_calls: Set(msg.tool_calls.as_ref().map(|v| v.to_string())),
+        tool_call_id: Set(msg.tool_call_id.clone()),
+        name: Set(msg.name.clone()),
+        turn_id: Set(msg.turn_id.map(|t| t.to_string())),
+        admission_id: Set(msg.admission_id.map(|a| a.to_string())),
+        display: Set(msg.display.as_ref().map(|v| v.to_string())),
+        platform_message_id: Set(msg.platform_message_id.clone()),
+        token_estimate: Set(msg.token_estimate),
+        created_at: Set(now_ms()),
+    })
+    .exec_without_returning(db)
+    .await?;
+    Ok(idx)
+}

@@ -1,0 +1,87 @@
+//! Session rows: creation (always with its system prompt already built, SPEC R5.1) and reads.
+use super::{convert, Result, Store};
+use crate::entity::session;
+use crate::ids::{now_ms, SessionId};
+use crate::model::{NewSession, Session};
+use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+
+impl Store {
+    pub async fn create_session(&self, s: NewSession) -> Result<Session> {
+        let now = now_ms();
+        let model = session::ActiveModel {
+            id: Set(s.id.to_string()),
+            parent_session_id: Set(None),
+            owner: Set(s.owner),
+            platform: Set(s.platform),
+            chat_key: Set(s.chat_key),
+            title: Set(s.title),
+            model: Set(s.model),
+            system_message: Set(s.system_message),
+            system_prompt: Set(Some(s.system_prompt)),
+            workspace_snapshot: Set(s.workspace_snapshot),
+            last_event_seq: Set(0),
+            last_admission_seq: Set(0),
+            last_message_idx: Set(0),
+            input_tokens: Set(0),
+            output_tokens: Set(0),
+            cache_read_tokens: Set(0),
+            cost_usd: Set(0.0),
+            created_at: Set(now),
+            updated_at: Set(now),
+        };
+        session::Entity::insert(model)
+            .exec_without_returning(self.connection())
+            .await?;
+        self.get_session(s.id)
+            .await?
+            .ok_or_else(|| super::StoreError::NotFound(format!("session {}", s.id)))
+    }
+
+    pub async fn get_session(&self, id: SessionId) -> Result<Option<Session>> {
+        session::Entity::find_by_id(id.to_string())
+            .one(self.connection())
+            .await?
+            .map(convert::session)
+            .transpose()
+    }
+
+    /// The session a platform chat maps to, if one exists.
+    pub async fn find_session_by_chat_key(
+        &self,
+        platform: &str,
+        chat_key: &str,
+    ) -> Result<Option<Session>> {
+        session::Entity::find()
+            .filter(session::Column::Platform.eq(platform))
+            .filter(session::Column::ChatKey.eq(chat_key))
+            .order_by_asc(session::Column::CreatedAt)
+            .one(self.connection())
+            .await?
+            .map(convert::session)
+            .transpose()
+    }
+
+    /// Newest first; `owner` limits to one principal's sessions, `before` pages by created_at.
+    pub async fn list_sessions(
+        &self,
+        owner: Option<&str>,
+        limit: u64,
+        before: Option<i64>,
+    ) -> Result<Vec<Session>> {
+        let mut q = session::Entity::find();
+        if let Some(o) = owner {
+            q = q.filter(session::Column::Owner.eq(o));
+        }
+        if let Some(b) = before {
+            q = q.filter(session::Column::CreatedAt.lt(b));
+        }
+        q.order_by_desc(session::Column::CreatedAt)
+            .order_by_desc(session::Column::Id)
+            .limit(limit)
+            .all(self.connection())
+            .await?
+            .into_iter()
+            .map(convert::session)
+            .collect()
+    }
+}

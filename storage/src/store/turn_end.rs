@@ -1,0 +1,80 @@
+//! Closing a turn in one transaction (SPEC R10.3–R10.4): tail rows, usage ledger and session
+//! totals, the terminal receipt and the closing events either all commit or none do.
+use super::log::insert_message;
+use super::{check_fence, insert_event, Result, Store, StoreError};
+use crate::entity::{admission, session, usage};
+use crate::ids::*;
+use crate::model::*;
+use crate::status::AdmissionStatus;
+use sea_orm::sea_query::{Expr, ExprTrait};
+use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter};
+
+impl Store {
+    /// `started → terminal` for the lease holder, with everything that closes the turn.
+    pub async fn commit_turn_end(&self, fence: &Fence, end: &TurnEnd) -> Result<Vec<Event>> {
+        let tx = self.write_tx().await?;
+        check_fence(&tx, fence).await?;
+        for m in &end.messages {
+            insert_message(&tx, fence.session_id, m).await?;
+        }
+        let sid = fence.session_id.to_string();
+        let now = now_ms();
+        for u in &end.usage {
+            usage::Entity::insert(usage::ActiveModel {
+                id: Set(uuid::Uuid::now_v7().to_string()),
+                turn_id: Set(end.turn_id.to_string()),
+                session_id: Set(sid.clone()),
+                provider: Set(u.provider.clone()),
+                model: Set(u.model.clone()),
+                input_tokens: Set(u.input_tokens),
+                output_tokens: Set(u.output_tokens),
+                cache_read_tokens: Set(u.cache_read_tokens),
+                cache_write_tokens: Set(u.cache_write_tokens),
+                cost_usd: Set(u.cost_usd),
+                created_at: Set(now),
+            })
+            .exec_without_returning(&tx)
+            .await?;
+            session::Entity::update_many()
+                .col_expr(
+                    session::Column::InputTokens,
+                    Expr::col(session::Column::InputTokens).add(u.input_tokens),
+                )
+                .col_expr(
+                    session::Column::OutputTokens,
+                    Expr::col(session::Column::OutputTokens).add(u.output_tokens),
+                )
+                .col_expr(
+                    session::Column::CacheReadTokens,
+                    Expr::col(session::Column::CacheReadTokens).add(u.cache_read_tokens),
+                )
+                .col_expr(
+                    session::Column::CostUsd,
+                    Expr::col(session::Column::CostUsd).add(u.cost_usd),
+                )
+                .filter(session::Column::Id.eq(sid.clone()))
+                .exec(&tx)
+                .await?;
+        }
+        let res = admission::Entity::update_many()
+            .col_expr(
+                admission::Column::Status,
+                Expr::value(AdmissionStatus::Terminal.as_str()),
+            )
+            .col_expr(admission::Column::Outcome, Expr::value(end.outcome.to_string()))
+            .col_expr(admission::Column::FinishedAt, Expr::value(now))
+            .filter(admission::Column::Id.eq(end.admission_id.to_string()))
+            .filter(admission::Column::Status.eq(AdmissionStatus::Started.as_str()))
+            .exec(&tx)
+            .await?;
+        if res.rows_affected != 1 {
+            return Err(StoreError::WrongState(end.admission_id.to_string()));
+        }
+        let mut events = Vec::with_capacity(end.events.len());
+        for ev in &end.events {
+            events.push(insert_event(&tx, ev).await?);
+        }
+        tx.commit().await?;
+        Ok(events)
+    }
+}

@@ -1,0 +1,429 @@
+//! Starts the real `turnkey` binary for a test: writes its config into a temp dir, spawns
+//! `turnkey serve`, waits for the listening line, and kills/restarts it like a crash would.
+use crate::api::Api;
+use crate::scripted::ScriptedProvider;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How long a start may take before the test gives up (migrations included).
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long the one-off `cargo build` of a missing binary may take.
+const BUILD_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// Environment that must not leak from the developer's shell into the service under test.
+const SCRUBBED_ENV: &[&str] = &[
+    "DATABASE_URL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "FAILPOINTS",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+];
+
+/// How to configure one turnkey process.
+#[derive(Clone, Debug)]
+pub struct TurnkeyOptions {
+    /// `None`: a SQLite file in the temp dir.
+    pub database_url: Option<String>,
+    pub provider_base_url: String,
+    /// Extra environment, e.g. `("FAILPOINTS", "admission.after_commit=return")`.
+    pub env: Vec<(String, String)>,
+    pub lease_ttl_s: u64,
+    pub lease_refresh_s: u64,
+    pub lease_wait_s: u64,
+    /// Appended verbatim to turnkey.toml; may add sections (`[agent]`, `[tools]`, ...) but not
+    /// repeat `[server]`, `[database]`, `[auth]` or `[lease]`.
+    pub extra_toml: String,
+}
+
+impl TurnkeyOptions {
+    /// Defaults for a test against `provider`: short leases so cross-process tests stay fast.
+    pub fn new(provider: &ScriptedProvider) -> Self {
+        Self {
+            database_url: None,
+            provider_base_url: provider.base_url.clone(),
+            env: Vec::new(),
+            lease_ttl_s: 10,
+            lease_refresh_s: 2,
+            lease_wait_s: 60,
+            extra_toml: String::new(),
+        }
+    }
+
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    pub fn database(mut self, url: &str) -> Self {
+        self.database_url = Some(url.to_string());
+        self
+    }
+
+    pub fn extra_toml(mut self, toml: &str) -> Self {
+        self.extra_toml.push_str(toml);
+        self
+    }
+}
+
+/// A running (or killed) turnkey process with its own temp dir.
+pub struct Turnkey {
+    /// `http://127.0.0.1:PORT` of the current process.
+    pub url: String,
+    pub token: String,
+    pub database_url: String,
+    pub dir: tempfile::TempDir,
+    pub config_path: PathBuf,
+    options: TurnkeyOptions,
+    child: Option<Child>,
+    starts: u32,
+    stdout: Arc<Mutex<Vec<String>>>,
+}
+
+impl Turnkey {
+    /// Starts a process; panics (with its log) if it does not print its listening line in time.
+    pub async fn start(options: TurnkeyOptions) -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("turnkey-test-")
+            .tempdir()
+            .unwrap_or_else(|e| panic!("cannot create temp dir: {e}"));
+        let database_url = options.database_url.clone().unwrap_or_else(|| {
+            format!("sqlite://{}/turnkey.db?mode=rwc", dir.path().display())
+        });
+        let token = format!("tk-test-{}", uuid::Uuid::new_v4().simple());
+        let config_path = dir.path().join("turnkey.toml");
+        write_config(&config_path, dir.path(), &database_url, &token, &options);
+        let mut tk = Self {
+            url: String::new(),
+            token,
+            database_url,
+            dir,
+            config_path,
+            options,
+            child: None,
+            starts: 0,
+            stdout: Arc::new(Mutex::new(Vec::new())),
+        };
+        let env = tk.options.env.clone();
+        if let Err(e) = tk.spawn(&env).await {
+            panic!("{e}\n{}", tk.log_tail(200));
+        }
+        tk
+    }
+
+    /// An API client for the current process with the operator token.
+    pub fn api(&self) -> Api {
+        Api::new(&self.url, Some(&self.token))
+    }
+
+    /// Kills the current process if it still runs and starts a new one on the same dir and
+    /// database, with the environment given at start.
+    pub async fn restart(&mut self) {
+        let env = self.options.env.clone();
+        self.restart_with_env(&env).await;
+    }
+
+    /// Like `restart`, with this extra environment instead of the original one.
+    pub async fn restart_with_env(&mut self, env: &[(String, String)]) {
+        self.kill();
+        if let Err(e) = self.spawn(env).await {
+            panic!("restart failed: {e}\n{}", self.log_tail(200));
+        }
+    }
+
+    /// SIGKILL and reap; a process that already died is only reaped.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            if matches!(child.try_wait(), Ok(None)) {
+                // ESRCH only means it died between the check and the signal.
+                if let Err(e) = kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL) {
+                    eprintln!("SIGKILL turnkey: {e}");
+                }
+            }
+            if let Err(e) = child.wait() {
+                eprintln!("waiting for turnkey: {e}");
+            }
+        }
+    }
+
+    /// SIGTERM, then wait (bounded) for a clean exit; SIGKILL if it does not come.
+    pub async fn terminate(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let pid = self.child.as_ref().map(|c| Pid::from_raw(c.id() as i32))?;
+        if let Err(e) = kill(pid, Signal::SIGTERM) {
+            eprintln!("SIGTERM turnkey: {e}");
+        }
+        let status = self.wait_exit(timeout).await;
+        if status.is_none() {
+            self.kill();
+        }
+        status
+    }
+
+    /// Waits (bounded) until the process exits on its own, e.g. at a failpoint.
+    pub async fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let child = self.child.as_mut()?;
+            match child.try_wait() {
+                Ok(Some(status)) => {
+                    self.child = None;
+                    return Some(status);
+                }
+                Ok(None) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(25)).await;
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// Whether the current process is still alive.
+    pub fn is_running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
+    /// The last `lines` lines of stderr (all starts) followed by stdout of the last start.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let stderr = std::fs::read_to_string(self.stderr_path()).unwrap_or_default();
+        let err_lines: Vec<&str> = stderr.lines().collect();
+        let from = err_lines.len().saturating_sub(lines);
+        let stdout = self.stdout.lock().map(|s| s.join("\n")).unwrap_or_default();
+        format!(
+            "--- turnkey stderr ({}) ---\n{}\n--- turnkey stdout ---\n{}",
+            self.stderr_path().display(),
+            err_lines[from..].join("\n"),
+            stdout
+        )
+    }
+
+    fn stderr_path(&self) -> PathBuf {
+        self.dir.path().join("turnkey.stderr.log")
+    }
+
+    async fn spawn(&mut self, env: &[(String, String)]) -> Result<(), String> {
+        let binary = turnkey_binary()?;
+        self.starts += 1;
+        let mut log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.stderr_path())
+            .map_err(|e| format!("cannot open log: {e}"))?;
+        writeln!(log, "=== start #{} env {:?} ===", self.starts, env)
+            .map_err(|e| format!("cannot write log: {e}"))?;
+        let mut cmd = Command::new(&binary);
+        cmd.arg("serve")
+            .arg("--config")
+            .arg(&self.config_path)
+            .arg("--bind")
+            .arg("127.0.0.1:0")
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log));
+        for key in SCRUBBED_ENV {
+            cmd.env_remove(key);
+        }
+        for (key, _) in std::env::vars() {
+            if key.starts_with("TURNKEY__") {
+                cmd.env_remove(key);
+            }
+        }
+        cmd.env("NO_PROXY", "127.0.0.1,localhost")
+            .env("RUST_LOG", std::env::var("TURNKEY_TEST_LOG").unwrap_or("info".into()));
+        for (key, value) in env {
+            cmd.env(key, value);
+        }
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot spawn {}: {e}", binary.display()))?;
+        let stdout = child.stdout.take().ok_or("no stdout pipe")?;
+        self.child = Some(child);
+        let ready = read_stdout(stdout, self.stdout.clone(), self.starts);
+        match tokio::time::timeout(START_TIMEOUT, ready).await {
+            Ok(Ok(Ok(addr))) => {
+                self.url = format!("http://{addr}");
+                Ok(())
+            }
+            Ok(Ok(Err(e))) => {
+                // Reap it so the exit status shows in the message.
+                let status = self.wait_exit(Duration::from_secs(5)).await;
+                Err(format!("turnkey did not start: {e} (exit: {status:?})"))
+            }
+            Ok(Err(_)) => Err("turnkey stdout reader vanished".into()),
+            Err(_) => {
+                self.kill();
+                Err(format!(
+                    "turnkey printed no `listening on http://` line within {START_TIMEOUT:?}"
+                ))
+            }
+        }
+    }
+}
+
+impl Drop for Turnkey {
+    fn drop(&mut self) {
+        self.kill();
+        if std::thread::panicking() {
+            eprintln!("{}", self.log_tail(150));
+        }
+    }
+}
+
+/// Reads stdout on a thread: every line goes into `sink`; the first listening line resolves
+/// the returned receiver with its address; end of output before that resolves it with an error.
+fn read_stdout(
+    stdout: std::process::ChildStdout,
+    sink: Arc<Mutex<Vec<String>>>,
+    start: u32,
+) -> tokio::sync::oneshot::Receiver<Result<String, String>> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let spawned = std::thread::Builder::new()
+        .name("turnkey-stdout".into())
+        .spawn(move || {
+            let mut tx = Some(tx);
+            if let Ok(mut lines) = sink.lock() {
+                lines.push(format!("=== start #{start} ==="));
+            }
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(addr) = line.split("listening on http://").nth(1) {
+                    if let Some(tx) = tx.take() {
+                        // The receiver may have timed out already; nothing else to tell.
+                        drop(tx.send(Ok(addr.trim().trim_end_matches('/').to_string())));
+                    }
+                }
+                if let Ok(mut lines) = sink.lock() {
+                    lines.push(line);
+                }
+            }
+            if let Some(tx) = tx.take() {
+                drop(tx.send(Err("stdout closed before the listening line".into())));
+            }
+        });
+    if let Err(e) = spawned {
+        eprintln!("cannot spawn stdout reader: {e}");
+    }
+    rx
+}
+
+fn write_config(path: &Path, dir: &Path, database_url: &str, token: &str, o: &TurnkeyOptions) {
+    let toml = format!(
+        r#"[server]
+data_dir = "{data}"
+
+[database]
+url = "{database_url}"
+
+[auth]
+operator_token = "{token}"
+
+[[providers]]
+name = "scripted"
+kind = "openai"
+base_url = "{base}"
+api_key = "sk-test"
+model = "scripted-model"
+context_window = 32000
+
+[lease]
+ttl_s = {ttl}
+refresh_s = {refresh}
+wait_s = {wait}
+
+{extra}
+"#,
+        data = dir.join("data").display(),
+        base = o.provider_base_url,
+        ttl = o.lease_ttl_s,
+        refresh = o.lease_refresh_s,
+        wait = o.lease_wait_s,
+        extra = o.extra_toml,
+    );
+    std::fs::write(path, toml).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+}
+
+/// The `turnkey` binary of this build: `TURNKEY_BIN` if set, else `target/<profile>/turnkey`
+/// next to the test executable, built once with cargo if it is missing.
+pub fn turnkey_binary() -> Result<PathBuf, String> {
+    static BINARY: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BINARY.get_or_init(locate_or_build).clone()
+}
+
+fn locate_or_build() -> Result<PathBuf, String> {
+    if let Ok(path) = std::env::var("TURNKEY_BIN") {
+        return Ok(PathBuf::from(path));
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+    // target/<profile>/deps/<test> -> target/<profile>
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .ok_or("test executable has no target/<profile> dir")?
+        .to_path_buf();
+    let binary = profile_dir.join("turnkey");
+    if binary.exists() {
+        return Ok(binary);
+    }
+    let profile = profile_dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("debug");
+    let target_dir = profile_dir.parent().ok_or("no target dir")?;
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .ok_or("no workspace dir")?;
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(workspace)
+        .args(["build", "-p", "turnkey-web", "--bin", "turnkey"])
+        .arg("--target-dir")
+        .arg(target_dir);
+    match profile {
+        "debug" => {}
+        "release" => {
+            cmd.arg("--release");
+        }
+        other => {
+            cmd.args(["--profile", other]);
+        }
+    }
+    eprintln!("building turnkey: {cmd:?}");
+    let mut build = cmd.spawn().map_err(|e| format!("cannot run cargo: {e}"))?;
+    let deadline = Instant::now() + BUILD_TIMEOUT;
+    let status = loop {
+        match build.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(200)),
+            Ok(None) => {
+                // Bounded: a build that takes this long is stuck (or waits on a lock forever).
+                if let Err(e) = build.kill() {
+                    eprintln!("cannot stop cargo: {e}");
+                }
+                return Err(format!("building turnkey took over {BUILD_TIMEOUT:?}"));
+            }
+            Err(e) => return Err(format!("waiting for cargo: {e}")),
+        }
+    };
+    if !status.success() || !binary.exists() {
+        return Err(format!(
+            "`cargo build -p turnkey-web --bin turnkey` failed ({status}); {} is missing",
+            binary.display()
+        ));
+    }
+    Ok(binary)
+}

@@ -1,0 +1,11 @@
+//! End-to-end test support for turnkey: a scripted model provider, a harness that runs the real
+//! `turnkey` binary, a typed API client and fresh PostgreSQL databases.
+pub mod api;
+pub mod harness;
+pub mod pg;
+pub mod scripted;
+pub mod scripted_wire;
+
+pub use api::{Api, Resp, SseEvent};
+pub use harness::{Turnkey, TurnkeyOptions};
+pub use scripted::{RecordedRequest, Reply, ScriptedProvider};

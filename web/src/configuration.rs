@@ -1,0 +1,392 @@
+//! Settings, layered with the `config` crate: built-in defaults → `turnkey.toml` (or
+//! `--config FILE`) → conventional variables (`DATABASE_URL`, `OPENAI_*`, `ANTHROPIC_*`) →
+//! `TURNKEY__SECTION__KEY` → command-line flags. An invalid value is reported with its key.
+use config::{Config, ConfigError, Environment, File, FileFormat, Map, Source, Value, ValueKind};
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use turnkey_actors::config::{AgentConfig, CompressionConfig, LeaseConfig, ToolsConfig};
+use turnkey_actors::RuntimeConfig;
+use turnkey_providers::ProviderConfig;
+
+/// The file read from the working directory when no `--config` is given.
+pub const DEFAULT_CONFIG_FILE: &str = "turnkey.toml";
+const ENV_PREFIX: &str = "TURNKEY";
+const ENV_SEPARATOR: &str = "__";
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    pub server: ServerSettings,
+    pub database: DatabaseSettings,
+    pub auth: AuthSettings,
+    pub providers: Vec<ProviderConfig>,
+    pub agent: AgentConfig,
+    pub tools: ToolsConfig,
+    pub lease: LeaseConfig,
+    pub compression: CompressionConfig,
+    pub platforms: PlatformsSettings,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerSettings {
+    pub bind: String,
+    pub data_dir: PathBuf,
+    /// Largest request body accepted, in bytes.
+    pub max_body_bytes: usize,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        Self {
+            bind: "127.0.0.1:8080".into(),
+            data_dir: PathBuf::from("./data"),
+            max_body_bytes: 1024 * 1024,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DatabaseSettings {
+    /// Filled in by [`load`]: when not configured, a SQLite file inside `server.data_dir`.
+    pub url: String,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthSettings {
+    /// When absent, one is generated into `data_dir/operator.token`.
+    pub operator_token: Option<String>,
+}
+
+/// Messaging platforms; each is off unless its table is present (not served by this build yet).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PlatformsSettings {
+    pub telegram: Option<TelegramSettings>,
+    pub slack: Option<SlackSettings>,
+    pub webhook: Option<WebhookSettings>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelegramSettings {
+    pub bot_token: String,
+    pub secret_token: String,
+    #[serde(default = "TelegramSettings::default_api_base")]
+    pub api_base: String,
+}
+
+impl TelegramSettings {
+    fn default_api_base() -> String {
+        "https://api.telegram.org".into()
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlackSettings {
+    pub bot_token: String,
+    pub signing_secret: String,
+    #[serde(default = "SlackSettings::default_api_base")]
+    pub api_base: String,
+}
+
+impl SlackSettings {
+    fn default_api_base() -> String {
+        "https://slack.com/api".into()
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookSettings {
+    pub secret: String,
+    pub reply_url: Option<String>,
+}
+
+impl Settings {
+    /// The part of the settings the actors run on.
+    pub fn runtime(&self) -> RuntimeConfig {
+        RuntimeConfig {
+            data_dir: self.server.data_dir.clone(),
+            providers: self.providers.clone(),
+            agent: self.agent.clone(),
+            tools: self.tools.clone(),
+            lease: self.lease.clone(),
+            compression: self.compression.clone(),
+        }
+    }
+
+    fn validate(&self) -> Result<(), InvalidConfig> {
+        if self.server.bind.trim().is_empty() {
+            return Err(InvalidConfig::new("server.bind", "must not be empty"));
+        }
+        if self.server.max_body_bytes == 0 {
+            return Err(InvalidConfig::new(
+                "server.max_body_bytes",
+                "must be greater than 0",
+            ));
+        }
+        if self.server.data_dir.as_os_str().is_empty() {
+            return Err(InvalidConfig::new("server.data_dir", "must not be empty"));
+        }
+        let url = &self.database.url;
+        if !(url.starts_with("sqlite:")
+            || url.starts_with("postgres://")
+            || url.starts_with("postgresql://"))
+        {
+            return Err(InvalidConfig::new(
+                "database.url",
+                "must start with sqlite:, postgres:// or postgresql://",
+            ));
+        }
+        if let Some(t) = &self.auth.operator_token {
+            if t.trim().is_empty() {
+                return Err(InvalidConfig::new(
+                    "auth.operator_token",
+                    "must not be empty when set",
+                ));
+            }
+        }
+        self.runtime()
+            .validate()
+            .map_err(|(key, reason)| InvalidConfig { key, reason })
+    }
+}
+
+/// What the command line says, which wins over every other layer.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    /// Must exist when given; otherwise `turnkey.toml` in the working directory is optional.
+    pub config_file: Option<PathBuf>,
+    pub bind: Option<String>,
+    pub database_url: Option<String>,
+}
+
+/// A setting that cannot be used, named by its key (exit code 2).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InvalidConfig {
+    pub key: String,
+    pub reason: String,
+}
+
+impl InvalidConfig {
+    pub fn new(key: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self {
+            key: key.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+impl fmt::Display for InvalidConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid config: {}: {}", self.key, self.reason)
+    }
+}
+
+impl std::error::Error for InvalidConfig {}
+
+impl From<ConfigError> for InvalidConfig {
+    fn from(e: ConfigError) -> Self {
+        let origin = |o: Option<String>| o.map(|o| format!(" (from {o})")).unwrap_or_default();
+        match e {
+            ConfigError::Type {
+                origin: o,
+                unexpected,
+                expected,
+                key,
+            } => Self::new(
+                key.unwrap_or_else(|| "config".into()),
+                format!("invalid type: {unexpected}, expected {expected}{}", origin(o)),
+            ),
+            ConfigError::At {
+                error,
+                origin: o,
+                key,
+            } => Self::new(
+                key.unwrap_or_else(|| "config".into()),
+                format!("{error}{}", origin(o)),
+            ),
+            ConfigError::NotFound(key) => Self::new(key, "missing"),
+            ConfigError::FileParse { uri, cause } => {
+                Self::new(uri.unwrap_or_else(|| "config file".into()), cause.to_string())
+            }
+            other => Self::new("config", other.to_string()),
+        }
+    }
+}
+
+/// Loads the settings from the process environment and the working directory.
+pub fn load(overrides: &Overrides) -> Result<Settings, InvalidConfig> {
+    let env: HashMap<String, String> = std::env::vars().collect();
+    let cwd = std::env::current_dir()
+        .map_err(|e| InvalidConfig::new("config", format!("no working directory: {e}")))?;
+    load_from(overrides, &env, &cwd)
+}
+
+/// Loads the settings from an explicit environment and working directory (for tests).
+pub fn load_from(
+    overrides: &Overrides,
+    env: &HashMap<String, String>,
+    cwd: &Path,
+) -> Result<Settings, InvalidConfig> {
+    let file = config_file(overrides, cwd)?;
+    // The first pass only tells whether the file or TURNKEY__ variables configure providers;
+    // conventional provider variables fill in only when nothing does.
+    let first: Settings = layered(file.as_deref(), None, env, overrides)?
+        .try_deserialize()
+        .map_err(InvalidConfig::from)?;
+    let conventional = Conventional::from_env(env, first.providers.is_empty());
+    let mut settings: Settings = layered(file.as_deref(), Some(conventional), env, overrides)?
+        .try_deserialize()
+        .map_err(InvalidConfig::from)?;
+    if settings.database.url.is_empty() {
+        settings.database.url = default_database_url(&settings.server.data_dir);
+    }
+    settings.validate()?;
+    Ok(settings)
+}
+
+fn config_file(overrides: &Overrides, cwd: &Path) -> Result<Option<PathBuf>, InvalidConfig> {
+    match &overrides.config_file {
+        Some(path) if path.is_file() => Ok(Some(path.clone())),
+        Some(path) => Err(InvalidConfig::new(
+            "--config",
+            format!("no such file: {}", path.display()),
+        )),
+        None => {
+            let default = cwd.join(DEFAULT_CONFIG_FILE);
+            Ok(default.is_file().then_some(default))
+        }
+    }
+}
+
+fn layered(
+    file: Option<&Path>,
+    conventional: Option<Conventional>,
+    env: &HashMap<String, String>,
+    overrides: &Overrides,
+) -> Result<Config, InvalidConfig> {
+    let mut builder = Config::builder();
+    if let Some(path) = file {
+        builder = builder.add_source(File::from(path).format(FileFormat::Toml).required(true));
+    }
+    if let Some(c) = conventional {
+        builder = builder.add_source(c);
+    }
+    let prefix = format!("{ENV_PREFIX}{ENV_SEPARATOR}");
+    let mut ours: Map<String, String> = env
+        .iter()
+        .filter(|(k, _)| k.to_ascii_uppercase().starts_with(&prefix))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    // The one list-valued key: comma separated in the environment. Values stay strings
+    // otherwise, so that a token such as "1e5" is not read as a number.
+    let list_key = format!("{prefix}TOOLS{ENV_SEPARATOR}ENABLED");
+    let enabled = ours
+        .remove(&list_key)
+        .map(|v| comma_list(&v))
+        .unwrap_or_default();
+    builder = builder.add_source(
+        Environment::with_prefix(ENV_PREFIX)
+            .prefix_separator(ENV_SEPARATOR)
+            .separator(ENV_SEPARATOR)
+            .source(Some(ours)),
+    );
+    if !enabled.is_empty() || env.contains_key(&list_key) {
+        builder = builder
+            .set_override("tools.enabled", enabled)
+            .map_err(InvalidConfig::from)?;
+    }
+    builder = builder
+        .set_override_option("server.bind", overrides.bind.clone())
+        .and_then(|b| b.set_override_option("database.url", overrides.database_url.clone()))
+        .map_err(InvalidConfig::from)?;
+    builder.build().map_err(InvalidConfig::from)
+}
+
+fn comma_list(v: &str) -> Vec<String> {
+    v.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+/// `sqlite://<data_dir>/turnkey.db?mode=rwc`: the SQLite file lives in the data directory.
+pub fn default_database_url(data_dir: &Path) -> String {
+    let dir = data_dir.to_string_lossy();
+    let dir = dir.trim_end_matches('/');
+    format!("sqlite://{dir}/turnkey.db?mode=rwc")
+}
+
+/// The conventional variables other tools already set, as one configuration layer.
+#[derive(Clone, Debug)]
+struct Conventional(Map<String, Value>);
+
+impl Conventional {
+    fn from_env(env: &HashMap<String, String>, synthesize_providers: bool) -> Self {
+        let origin = "the environment".to_string();
+        let get = |k: &str| env.get(k).filter(|v| !v.trim().is_empty()).cloned();
+        let mut map = Map::new();
+        if let Some(url) = get("DATABASE_URL") {
+            map.insert("database.url".into(), Value::new(Some(&origin), url));
+        }
+        if synthesize_providers {
+            let mut providers = Vec::new();
+            if get("OPENAI_API_KEY").is_some() || get("OPENAI_BASE_URL").is_some() {
+                providers.push(provider_table(
+                    &origin,
+                    "openai",
+                    get("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".into()),
+                    "OPENAI_API_KEY",
+                    get("OPENAI_MODEL").unwrap_or_else(|| "gpt-4o-mini".into()),
+                ));
+            }
+            if get("ANTHROPIC_API_KEY").is_some() {
+                providers.push(provider_table(
+                    &origin,
+                    "anthropic",
+                    "https://api.anthropic.com/v1".into(),
+                    "ANTHROPIC_API_KEY",
+                    get("ANTHROPIC_MODEL").unwrap_or_else(|| "claude-sonnet-4-5".into()),
+                ));
+            }
+            if !providers.is_empty() {
+                map.insert(
+                    "providers".into(),
+                    Value::new(Some(&origin), ValueKind::Array(providers)),
+                );
+            }
+        }
+        Self(map)
+    }
+}
+
+fn provider_table(origin: &String, kind: &str, base_url: String, key_env: &str, model: String) -> Value {
+    let mut t = Map::new();
+    let mut put = |k: &str, v: String| {
+        t.insert(k.to_string(), Value::new(Some(origin), v));
+    };
+    put("name", kind.to_string());
+    put("kind", kind.to_string());
+    put("base_url", base_url);
+    put("api_key_env", key_env.to_string());
+    put("model", model);
+    Value::new(Some(origin), ValueKind::Table(t))
+}
+
+impl Source for Conventional {
+    fn clone_into_box(&self) -> Box<dyn Source + Send + Sync> {
+        Box::new(self.clone())
+    }
+
+    fn collect(&self) -> Result<Map<String, Value>, ConfigError> {
+        Ok(self.0.clone())
+    }
+}

@@ -1,0 +1,159 @@
+//! `ApiError`: the one mapping from failures to HTTP status and the `{"error":{code,message}}`
+//! body (API.md "Auth"), including the extractor errors actix-web would otherwise answer in text.
+use actix_web::error::{JsonPayloadError, PathError, PayloadError, QueryPayloadError};
+use actix_web::http::{header, StatusCode};
+use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
+use serde_json::json;
+use std::fmt;
+use turnkey_actors::GatewayError;
+use turnkey_storage::StoreError;
+
+#[derive(Clone, Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
+    pub fn not_found(what: impl fmt::Display) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", format!("{what} not found"))
+    }
+
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
+    pub fn payload_too_large(limit: usize) -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("the request body is larger than the limit of {limit} bytes"),
+        )
+    }
+
+    pub fn invalid_json(reason: impl fmt::Display) -> Self {
+        Self::bad_request("invalid_json", format!("the body is not valid JSON: {reason}"))
+    }
+
+    /// A failure of the store, logged in full and reported without its details.
+    pub fn store(e: &StoreError) -> Self {
+        tracing::error!(error = %e, "store error");
+        match e {
+            StoreError::NotFound(what) => Self::not_found(what),
+            StoreError::IdempotencyConflict { request_id } => Self::new(
+                StatusCode::CONFLICT,
+                "idempotency_conflict",
+                format!("request id {request_id} was already used with a different payload"),
+            ),
+            _ => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                "the store is unavailable; retry later",
+            ),
+        }
+    }
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}): {}", self.status, self.code, self.message)
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        self.status
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let mut res = HttpResponse::build(self.status);
+        if self.status == StatusCode::UNAUTHORIZED {
+            res.insert_header((header::WWW_AUTHENTICATE, "Bearer"));
+        }
+        res.json(json!({"error": {"code": self.code, "message": self.message}}))
+    }
+}
+
+impl From<GatewayError> for ApiError {
+    fn from(e: GatewayError) -> Self {
+        match e {
+            GatewayError::NotFound(what) => Self::not_found(what),
+            GatewayError::IdempotencyConflict(_) => {
+                Self::new(StatusCode::CONFLICT, "idempotency_conflict", e.to_string())
+            }
+            GatewayError::InvalidInput { code, message } => Self::bad_request(code, message),
+            GatewayError::ShuttingDown => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "shutting_down",
+                "the server is shutting down; retry on another replica or later",
+            ),
+            GatewayError::Config(msg) => {
+                tracing::error!(error = %msg, "configuration error while serving");
+                Self::new(StatusCode::INTERNAL_SERVER_ERROR, "config_error", msg)
+            }
+            GatewayError::Store(e) => Self::store(&e),
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        Self::store(&e)
+    }
+}
+
+fn json_error(err: JsonPayloadError, limit: usize) -> ApiError {
+    match err {
+        JsonPayloadError::OverflowKnownLength { .. }
+        | JsonPayloadError::Overflow { .. }
+        | JsonPayloadError::Payload(PayloadError::Overflow) => ApiError::payload_too_large(limit),
+        JsonPayloadError::ContentType => ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "the body must be JSON with Content-Type: application/json",
+        ),
+        JsonPayloadError::Deserialize(e) => ApiError::invalid_json(e),
+        JsonPayloadError::Payload(e) => {
+            ApiError::bad_request("invalid_body", format!("the body could not be read: {e}"))
+        }
+        other => ApiError::bad_request("invalid_body", other.to_string()),
+    }
+}
+
+/// JSON bodies: size limit from `server.max_body_bytes`, errors in the API's shape.
+pub fn json_config(limit: usize) -> web::JsonConfig {
+    web::JsonConfig::default()
+        .limit(limit)
+        .error_handler(move |err, _req: &HttpRequest| json_error(err, limit).into())
+}
+
+pub fn path_config() -> web::PathConfig {
+    web::PathConfig::default().error_handler(|err: PathError, _req: &HttpRequest| {
+        ApiError::bad_request("invalid_path", err.to_string()).into()
+    })
+}
+
+pub fn query_config() -> web::QueryConfig {
+    web::QueryConfig::default().error_handler(|err: QueryPayloadError, _req: &HttpRequest| {
+        ApiError::bad_request("invalid_query", err.to_string()).into()
+    })
+}

@@ -1,0 +1,129 @@
+//! The HTTP routes of API.md, one module per resource, and the small request-parsing rules they
+//! share: ids parsed once at the edge, privileged body fields refused, JSON errors for misses.
+pub mod admissions;
+pub mod events;
+pub mod health;
+pub mod metrics;
+pub mod sessions;
+pub mod submissions;
+pub mod tokens;
+
+use crate::error::ApiError;
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpRequest};
+use futures::StreamExt;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+use std::str::FromStr;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(resource("/healthz").route(web::get().to(health::healthz)))
+        .service(resource("/readyz").route(web::get().to(health::readyz)))
+        .service(resource("/metrics").route(web::get().to(metrics::metrics)))
+        .service(
+            web::scope("/v1")
+                .service(
+                    resource("/sessions")
+                        .route(web::post().to(sessions::create))
+                        .route(web::get().to(sessions::list)),
+                )
+                .service(resource("/sessions/{id}").route(web::get().to(sessions::get)))
+                .service(
+                    resource("/sessions/{id}/messages").route(web::get().to(sessions::messages)),
+                )
+                .service(
+                    resource("/sessions/{id}/submissions")
+                        .route(web::post().to(submissions::submit)),
+                )
+                .service(
+                    resource("/sessions/{id}/interrupt")
+                        .route(web::post().to(submissions::interrupt)),
+                )
+                .service(resource("/sessions/{id}/events").route(web::get().to(events::events)))
+                .service(
+                    resource("/admissions/{admission_id}").route(web::get().to(admissions::get)),
+                )
+                .service(resource("/tokens").route(web::post().to(tokens::create))),
+        );
+}
+
+/// A resource whose other methods answer 405 in the API's error shape.
+fn resource(path: &str) -> actix_web::Resource {
+    web::resource(path).default_service(web::to(method_not_allowed))
+}
+
+pub async fn not_found(req: HttpRequest) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        format!("no route for {} {}", req.method(), req.path()),
+    )
+}
+
+async fn method_not_allowed(req: HttpRequest) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("{} is not allowed on {}", req.method(), req.path()),
+    )
+}
+
+/// Parses an id from the path. One that is not a UUID cannot exist, so it is a 404.
+pub fn parse_id<T: FromStr>(raw: &str, what: &str) -> Result<T, ApiError> {
+    raw.parse()
+        .map_err(|_| ApiError::not_found(format!("{what} {raw}")))
+}
+
+/// Body fields that might look like they grant rights. They never do (SPEC R2.1): rights come
+/// from the bearer token alone, so a body naming one is refused rather than silently obeyed.
+const PRIVILEGED_FIELDS: &[&str] = &[
+    "owner",
+    "owner_id",
+    "operator",
+    "principal",
+    "principal_id",
+    "user_id",
+    "is_operator",
+    "admin",
+    "role",
+    "kind",
+];
+
+/// Refuses privileged fields among the ones a body carried beyond its known fields.
+pub fn reject_privileged_fields(extra: &Map<String, Value>) -> Result<(), ApiError> {
+    match extra
+        .keys()
+        .find(|k| PRIVILEGED_FIELDS.contains(&k.as_str()))
+    {
+        Some(k) => Err(ApiError::bad_request(
+            "forbidden_field",
+            format!("the field {k:?} is not accepted: rights come only from the bearer token"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// A JSON body that may be absent: an empty body is `T::default()`. The size limit and error
+/// shapes match the `Json` extractor's.
+pub async fn read_optional_json<T: DeserializeOwned + Default>(
+    mut payload: web::Payload,
+    limit: usize,
+) -> Result<T, ApiError> {
+    let mut body = web::BytesMut::new();
+    while let Some(chunk) = payload.next().await {
+        let chunk = chunk.map_err(|e| match e {
+            actix_web::error::PayloadError::Overflow => ApiError::payload_too_large(limit),
+            other => {
+                ApiError::bad_request("invalid_body", format!("the body could not be read: {other}"))
+            }
+        })?;
+        if body.len() + chunk.len() > limit {
+            return Err(ApiError::payload_too_large(limit));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(&body).map_err(ApiError::invalid_json)
+}

@@ -1,0 +1,194 @@
+//! Sessions: create, list (newest first, only the caller's own unless operator), read one with
+//! its live state, and read its transcript.
+use super::{parse_id, reject_privileged_fields};
+use crate::auth::AuthPrincipal;
+use crate::error::ApiError;
+use crate::startup::AppState;
+use actix_web::{web, HttpResponse};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use turnkey_actors::{Gateway, NewSessionRequest};
+use turnkey_storage::{rfc3339, Message, Session, SessionId, UsageTotals};
+
+const DEFAULT_LIST_LIMIT: u64 = 50;
+const MAX_LIST_LIMIT: u64 = 200;
+
+#[derive(Debug, Deserialize)]
+pub struct CreateSession {
+    pub title: Option<String>,
+    pub system_message: Option<String>,
+    pub model: Option<String>,
+    /// Anything else the body carried; checked for privileged fields, otherwise ignored.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// A session as the API shows it (API.md `GET /v1/sessions/{id}`).
+#[derive(Debug, Serialize)]
+pub struct SessionView {
+    pub id: SessionId,
+    pub title: Option<String>,
+    pub parent_session_id: Option<SessionId>,
+    /// The session the id resolves to; the same id until rotation is served.
+    pub canonical_id: SessionId,
+    pub state: &'static str,
+    pub queue_depth: u64,
+    pub last_event_seq: i64,
+    pub model: Option<String>,
+    pub platform: String,
+    pub usage: UsageTotals,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+impl SessionView {
+    pub async fn load(gateway: &Gateway, s: Session) -> Result<Self, ApiError> {
+        let live = gateway.session_state(s.id).await?;
+        Ok(Self {
+            id: s.id,
+            title: s.title,
+            parent_session_id: s.parent_session_id,
+            canonical_id: s.id,
+            state: if live.running { "running" } else { "idle" },
+            queue_depth: live.queue_depth,
+            last_event_seq: s.last_event_seq.0,
+            model: s.model,
+            platform: s.platform,
+            usage: s.usage,
+            created_at: rfc3339(s.created_at),
+            updated_at: rfc3339(s.updated_at),
+        })
+    }
+}
+
+fn non_blank(v: Option<String>) -> Option<String> {
+    v.filter(|s| !s.trim().is_empty())
+}
+
+pub async fn create(
+    state: web::Data<AppState>,
+    who: AuthPrincipal,
+    body: web::Json<CreateSession>,
+) -> Result<HttpResponse, ApiError> {
+    let body = body.into_inner();
+    reject_privileged_fields(&body.extra)?;
+    let session = state
+        .gateway
+        .create_session(
+            &who.0,
+            NewSessionRequest {
+                title: non_blank(body.title),
+                system_message: non_blank(body.system_message),
+                model: non_blank(body.model),
+                platform: "api".into(),
+                chat_key: None,
+            },
+        )
+        .await?;
+    let view = SessionView::load(&state.gateway, session).await?;
+    Ok(HttpResponse::Created().json(view))
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ListQuery {
+    pub limit: Option<u64>,
+    /// RFC 3339 time or milliseconds since the epoch: only sessions created before it.
+    pub before: Option<String>,
+}
+
+/// Parses `before` as milliseconds or an RFC 3339 time.
+pub fn parse_before(raw: &str) -> Result<i64, ApiError> {
+    if let Ok(ms) = raw.parse::<i64>() {
+        return Ok(ms);
+    }
+    chrono::DateTime::parse_from_rfc3339(raw)
+        .map(|t| t.timestamp_millis())
+        .map_err(|e| {
+            ApiError::bad_request(
+                "invalid_query",
+                format!("before must be an RFC 3339 time or milliseconds: {e}"),
+            )
+        })
+}
+
+pub async fn list(
+    state: web::Data<AppState>,
+    who: AuthPrincipal,
+    query: web::Query<ListQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let limit = query.limit.unwrap_or(DEFAULT_LIST_LIMIT);
+    if limit == 0 || limit > MAX_LIST_LIMIT {
+        return Err(ApiError::bad_request(
+            "invalid_query",
+            format!("limit must be between 1 and {MAX_LIST_LIMIT}"),
+        ));
+    }
+    let before = query.before.as_deref().map(parse_before).transpose()?;
+    let owner = (!who.is_operator()).then_some(who.0.id.as_str());
+    let rows = state
+        .gateway
+        .store()
+        .list_sessions(owner, limit, before)
+        .await?;
+    let views = futures::future::try_join_all(
+        rows.into_iter()
+            .map(|s| SessionView::load(&state.gateway, s)),
+    )
+    .await?;
+    Ok(HttpResponse::Ok().json(serde_json::json!({ "sessions": views })))
+}
+
+pub async fn get(
+    state: web::Data<AppState>,
+    who: AuthPrincipal,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id: SessionId = parse_id(&path, "session")?;
+    let session = state.gateway.authorize(&who.0, id).await?;
+    Ok(HttpResponse::Ok().json(SessionView::load(&state.gateway, session).await?))
+}
+
+/// A transcript row as the API shows it.
+#[derive(Debug, Serialize)]
+pub struct MessageView {
+    pub id: String,
+    pub idx: i64,
+    pub role: &'static str,
+    pub content: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub turn_id: Option<String>,
+    pub created_at: String,
+}
+
+impl From<Message> for MessageView {
+    fn from(m: Message) -> Self {
+        Self {
+            id: m.id.to_string(),
+            idx: m.idx,
+            role: m.role.as_str(),
+            content: m.content,
+            tool_calls: m.tool_calls,
+            tool_call_id: m.tool_call_id,
+            name: m.name,
+            turn_id: m.turn_id.map(|t| t.to_string()),
+            created_at: rfc3339(m.created_at),
+        }
+    }
+}
+
+pub async fn messages(
+    state: web::Data<AppState>,
+    who: AuthPrincipal,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id: SessionId = parse_id(&path, "session")?;
+    state.gateway.authorize(&who.0, id).await?;
+    let rows = state.gateway.store().list_messages(id).await?;
+    let messages: Vec<MessageView> = rows.into_iter().map(MessageView::from).collect();
+    Ok(HttpResponse::Ok().json(serde_json::json!({ "messages": messages })))
+}

@@ -1,0 +1,118 @@
+//! Input into a session: submissions (idempotent by `request_id` / `Idempotency-Key`, SPEC R2.3)
+//! and interrupts of the running turn.
+use super::{parse_id, read_optional_json, reject_privileged_fields};
+use crate::auth::AuthPrincipal;
+use crate::error::ApiError;
+use crate::startup::AppState;
+use actix_web::{web, HttpRequest, HttpResponse};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use turnkey_actors::Submission;
+use turnkey_storage::SessionId;
+
+pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
+
+#[derive(Debug, Deserialize)]
+pub struct SubmitBody {
+    pub text: Option<String>,
+    pub request_id: Option<String>,
+    #[serde(default)]
+    pub attachments: Vec<Value>,
+    pub display: Option<Value>,
+    pub model: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// The request id from the body and the `Idempotency-Key` header, which must agree.
+pub fn request_id(header: Option<&str>, body: Option<&str>) -> Result<Option<String>, ApiError> {
+    let header = header.map(str::trim).filter(|s| !s.is_empty());
+    let body = body.map(str::trim).filter(|s| !s.is_empty());
+    match (header, body) {
+        (Some(h), Some(b)) if h != b => Err(ApiError::bad_request(
+            "idempotency_key_mismatch",
+            "the Idempotency-Key header and request_id differ",
+        )),
+        (h, b) => Ok(h.or(b).map(String::from)),
+    }
+}
+
+pub async fn submit(
+    state: web::Data<AppState>,
+    who: AuthPrincipal,
+    req: HttpRequest,
+    path: web::Path<String>,
+    body: web::Json<SubmitBody>,
+) -> Result<HttpResponse, ApiError> {
+    let session: SessionId = parse_id(&path, "session")?;
+    let body = body.into_inner();
+    reject_privileged_fields(&body.extra)?;
+    let header = match req.headers().get(IDEMPOTENCY_KEY) {
+        Some(v) => Some(v.to_str().map_err(|_| {
+            ApiError::bad_request("invalid_header", "Idempotency-Key is not valid text")
+        })?),
+        None => None,
+    };
+    let request_id = request_id(header, body.request_id.as_deref())?;
+    let text = body.text.unwrap_or_default();
+    if text.trim().is_empty() && body.attachments.is_empty() {
+        return Err(ApiError::bad_request(
+            "empty_input",
+            "text must not be empty unless there are attachments",
+        ));
+    }
+    let receipt = state
+        .gateway
+        .submit(
+            &who.0,
+            session,
+            Submission {
+                text,
+                request_id,
+                attachments: body.attachments,
+                display: body.display,
+                model: body.model.filter(|m| !m.trim().is_empty()),
+                surface: "api".into(),
+            },
+        )
+        .await?;
+    let mut res = if receipt.duplicate {
+        HttpResponse::Ok()
+    } else {
+        HttpResponse::Accepted()
+    };
+    Ok(res.json(receipt))
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct InterruptBody {
+    pub reason: Option<String>,
+}
+
+pub async fn interrupt(
+    state: web::Data<AppState>,
+    who: AuthPrincipal,
+    path: web::Path<String>,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let session: SessionId = parse_id(&path, "session")?;
+    let body: InterruptBody = read_optional_json(payload, state.max_body_bytes).await?;
+    let reason = body.reason.filter(|r| !r.trim().is_empty());
+    let interrupted = state.gateway.interrupt(&who.0, session, reason).await?;
+    Ok(HttpResponse::Accepted().json(json!({ "interrupted": interrupted })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::request_id;
+
+    #[test]
+    fn r2_3_header_and_body_request_ids_must_agree() {
+        assert_eq!(request_id(Some("a"), Some("a")).ok().flatten(), Some("a".into()));
+        assert_eq!(request_id(Some("a"), None).ok().flatten(), Some("a".into()));
+        assert_eq!(request_id(None, Some("b")).ok().flatten(), Some("b".into()));
+        assert_eq!(request_id(None, None).ok().flatten(), None);
+        let err = request_id(Some("a"), Some("b")).err().map(|e| e.code);
+        assert_eq!(err, Some("idempotency_key_mismatch"));
+    }
+}

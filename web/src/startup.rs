@@ -1,0 +1,334 @@
+//! Start-up and shutdown of `turnkey serve`: store, migrations, operator principal and token,
+//! the gateway, then the HTTP server. On SIGTERM/SIGINT admission stops first, running turns
+//! get a bounded grace, and only then does the server stop (actix's own signal handling is off).
+use crate::auth::{self, OPERATOR_ID, OPERATOR_KIND};
+use crate::configuration::{InvalidConfig, Settings};
+use crate::error;
+use crate::routes::{self, metrics::Metrics};
+use actix_web::body::MessageBody;
+use actix_web::dev::{Server, Service, ServiceFactory, ServiceRequest, ServiceResponse};
+use actix_web::{web, App, HttpServer};
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+use turnkey_actors::{Gateway, GatewayError};
+use turnkey_storage::{Store, StoreError};
+
+/// How long running turns may take to reach a safe point after a stop signal.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// How long open HTTP connections (SSE included) get after the gateway has stopped.
+const HTTP_SHUTDOWN_TIMEOUT_S: u64 = 5;
+const OPERATOR_TOKEN_FILE: &str = "operator.token";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error(transparent)]
+    Config(#[from] InvalidConfig),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    #[error("gateway: {0}")]
+    Gateway(#[from] GatewayError),
+}
+
+fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> StartupError {
+    let context = context.into();
+    move |source| StartupError::Io { context, source }
+}
+
+/// What every handler shares.
+pub struct AppState {
+    pub gateway: Gateway,
+    pub operator_token: String,
+    pub metrics: Arc<Metrics>,
+    pub max_body_bytes: usize,
+    shutdown: watch::Sender<bool>,
+}
+
+impl AppState {
+    pub fn new(gateway: Gateway, operator_token: String, max_body_bytes: usize) -> Self {
+        Self {
+            gateway,
+            operator_token,
+            metrics: Arc::new(Metrics::new()),
+            max_body_bytes,
+            shutdown: watch::channel(false).0,
+        }
+    }
+
+    /// From now on `/readyz` answers 503 and event streams end.
+    pub fn begin_shutdown(&self) {
+        self.shutdown.send_replace(true);
+    }
+
+    pub fn shutting_down(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+
+    /// Resolves once shutdown has begun; long-lived responses select on it.
+    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+}
+
+/// The operator's bearer token and whether this start generated it (then it is printed once).
+#[derive(Clone, Debug)]
+pub struct OperatorToken {
+    pub value: String,
+    pub generated: bool,
+}
+
+/// Creates the data directory (spills, checkpoints, the SQLite file, the operator token).
+pub fn prepare_data_dir(dir: &Path) -> Result<(), StartupError> {
+    std::fs::create_dir_all(dir).map_err(io_err(format!(
+        "cannot create server.data_dir {}",
+        dir.display()
+    )))
+}
+
+/// `auth.operator_token`, else `data_dir/operator.token`, else a new one written there (0600).
+pub fn resolve_operator_token(settings: &Settings) -> Result<OperatorToken, StartupError> {
+    if let Some(t) = &settings.auth.operator_token {
+        return Ok(OperatorToken {
+            value: t.trim().to_owned(),
+            generated: false,
+        });
+    }
+    let path = settings.server.data_dir.join(OPERATOR_TOKEN_FILE);
+    if let Some(value) = read_token_file(&path)? {
+        return Ok(OperatorToken {
+            value,
+            generated: false,
+        });
+    }
+    let value = auth::generate_token();
+    match write_token_file(&path, &value) {
+        Ok(()) => Ok(OperatorToken {
+            value,
+            generated: true,
+        }),
+        // Another process sharing the data directory won the race: use its token.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read_token_file(&path)?
+            .map(|value| OperatorToken {
+                value,
+                generated: false,
+            })
+            .ok_or_else(|| StartupError::Io {
+                context: format!("{} is empty", path.display()),
+                source: e,
+            }),
+        Err(e) => Err(io_err(format!("cannot write {}", path.display()))(e)),
+    }
+}
+
+fn read_token_file(path: &PathBuf) -> Result<Option<String>, StartupError> {
+    match std::fs::read_to_string(path) {
+        Ok(s) if !s.trim().is_empty() => Ok(Some(s.trim().to_owned())),
+        Ok(_) => {
+            std::fs::remove_file(path).map_err(io_err(format!("cannot replace {}", path.display())))?;
+            Ok(None)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err(format!("cannot read {}", path.display()))(e)),
+    }
+}
+
+fn write_token_file(path: &PathBuf, token: &str) -> std::io::Result<()> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = opts.open(path)?;
+    f.write_all(format!("{token}\n").as_bytes())?;
+    f.sync_all()
+}
+
+/// Everything the server needs before it binds: the migrated store, the operator, the token
+/// and the running gateway. Must run inside the actix System.
+pub async fn prepare(settings: &Settings) -> Result<(AppState, OperatorToken), StartupError> {
+    prepare_data_dir(&settings.server.data_dir)?;
+    let store = Store::connect(&settings.database.url).await?;
+    store.migrate().await?;
+    store
+        .ensure_principal(OPERATOR_ID, OPERATOR_ID, OPERATOR_KIND)
+        .await?;
+    let token = resolve_operator_token(settings)?;
+    let gateway = Gateway::start(settings.runtime(), store).await?;
+    let state = AppState::new(gateway, token.value.clone(), settings.server.max_body_bytes);
+    Ok((state, token))
+}
+
+/// The actix-web application: routes, extractor error shapes, request metrics.
+pub fn build_app(
+    state: web::Data<AppState>,
+) -> App<
+    impl ServiceFactory<
+        ServiceRequest,
+        Config = (),
+        Response = ServiceResponse<impl MessageBody>,
+        Error = actix_web::Error,
+        InitError = (),
+    >,
+> {
+    let metrics = state.metrics.clone();
+    let limit = state.max_body_bytes;
+    App::new()
+        .app_data(state)
+        .app_data(error::json_config(limit))
+        .app_data(error::path_config())
+        .app_data(error::query_config())
+        .app_data(web::PayloadConfig::new(limit))
+        .configure(routes::configure)
+        .default_service(web::to(routes::not_found))
+        .wrap_fn(move |req, srv| {
+            let metrics = metrics.clone();
+            let started = Instant::now();
+            let method = req.method().clone();
+            let path = req.path().to_owned();
+            let fut = srv.call(req);
+            async move {
+                let res = fut.await?;
+                let route = res
+                    .request()
+                    .match_pattern()
+                    .unwrap_or_else(|| "unmatched".into());
+                let status = res.status().as_u16();
+                metrics.record_request(&route, status);
+                tracing::info!(
+                    %method, %path, status, ms = started.elapsed().as_millis() as u64,
+                    "request"
+                );
+                Ok(res)
+            }
+        })
+}
+
+/// A bound, not yet running server.
+pub struct Application {
+    server: Server,
+    local_addr: SocketAddr,
+    state: web::Data<AppState>,
+    operator_token: OperatorToken,
+}
+
+impl Application {
+    pub async fn build(settings: Settings) -> Result<Self, StartupError> {
+        let (state, operator_token) = prepare(&settings).await?;
+        let bind = settings.server.bind.clone();
+        let listener = TcpListener::bind(&bind).map_err(io_err(format!("cannot bind {bind}")))?;
+        let local_addr = listener
+            .local_addr()
+            .map_err(io_err("cannot read the bound address"))?;
+        let state = web::Data::new(state);
+        let data = state.clone();
+        let server = HttpServer::new(move || build_app(data.clone()))
+            .listen(listener)
+            .map_err(io_err(format!("cannot listen on {local_addr}")))?
+            .disable_signals()
+            .shutdown_timeout(HTTP_SHUTDOWN_TIMEOUT_S)
+            .run();
+        Ok(Self {
+            server,
+            local_addr,
+            state,
+            operator_token,
+        })
+    }
+
+    /// The address actually bound (so `--bind 127.0.0.1:0` works).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    pub fn operator_token(&self) -> &OperatorToken {
+        &self.operator_token
+    }
+
+    pub fn state(&self) -> web::Data<AppState> {
+        self.state.clone()
+    }
+
+    /// Serves until SIGTERM/SIGINT, then: stop admitting, let turns reach a safe point
+    /// (at most [`SHUTDOWN_GRACE`]), stop the server.
+    pub async fn run_until_stopped(self) -> Result<(), StartupError> {
+        let signals = StopSignals::register().map_err(io_err("cannot install signal handlers"))?;
+        let handle = self.server.handle();
+        let state = self.state.clone();
+        let stopper = actix_web::rt::spawn(async move {
+            let which = signals.recv().await;
+            tracing::info!(signal = which, "stopping: admission closed, waiting for running turns");
+            state.begin_shutdown();
+            state.gateway.shutdown(SHUTDOWN_GRACE).await;
+            handle.stop(true).await;
+        });
+        let served = self.server.await;
+        stopper.abort();
+        served.map_err(io_err("server error"))?;
+        tracing::info!("stopped");
+        Ok(())
+    }
+}
+
+/// `turnkey serve`: prints the one-time token line (if generated) and the listening line.
+pub async fn serve(settings: Settings) -> Result<(), StartupError> {
+    let app = Application::build(settings).await?;
+    let mut out = std::io::stdout();
+    if app.operator_token().generated {
+        writeln!(out, "operator token: {}", app.operator_token().value)
+            .map_err(io_err("stdout"))?;
+    }
+    writeln!(out, "listening on http://{}", app.local_addr()).map_err(io_err("stdout"))?;
+    out.flush().map_err(io_err("stdout"))?;
+    app.run_until_stopped().await
+}
+
+#[cfg(unix)]
+struct StopSignals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+#[cfg(unix)]
+impl StopSignals {
+    fn register() -> std::io::Result<Self> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Self {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    async fn recv(mut self) -> &'static str {
+        tokio::select! {
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.int.recv() => "SIGINT",
+        }
+    }
+}
+
+#[cfg(not(unix))]
+struct StopSignals;
+
+#[cfg(not(unix))]
+impl StopSignals {
+    fn register() -> std::io::Result<Self> {
+        Ok(Self)
+    }
+
+    async fn recv(self) -> &'static str {
+        match tokio::signal::ctrl_c().await {
+            Ok(()) => "ctrl-c",
+            Err(_) => std::future::pending().await,
+        }
+    }
+}
