@@ -203,7 +203,12 @@ impl Api {
         let deadline = Instant::now() + timeout;
         loop {
             let r = self
-                .try_send(reqwest::Method::GET, &format!("/v1/admissions/{id}"), None, &[])
+                .try_send(
+                    reqwest::Method::GET,
+                    &format!("/v1/admissions/{id}"),
+                    None,
+                    &[],
+                )
                 .await;
             let last = match r {
                 Ok(r) if r.status == 200 => {
@@ -299,7 +304,17 @@ impl Api {
             .send()
             .await
             .unwrap_or_else(|e| panic!("SSE events of {session}: {e}"));
-        assert_eq!(resp.status().as_u16(), 200, "SSE events of {session}");
+        let content_type = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        if resp.status().as_u16() != 200 || !content_type.starts_with("text/event-stream") {
+            let status = resp.status();
+            let text = resp.text().await.unwrap_or_default();
+            panic!("SSE events of {session}: {status} {content_type:?} {text}");
+        }
         let mut stream = resp.bytes_stream().eventsource();
         let mut got = Vec::new();
         let deadline = tokio::time::Instant::now() + how_long;
@@ -407,7 +422,10 @@ async fn read(resp: reqwest::Response) -> Result<Resp, String> {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
-    let text = resp.text().await.map_err(|e| format!("reading body: {e}"))?;
+    let text = resp
+        .text()
+        .await
+        .map_err(|e| format!("reading body: {e}"))?;
     let body = serde_json::from_str(&text).unwrap_or(Value::Null);
     Ok(Resp {
         status,

@@ -96,9 +96,10 @@ impl Turnkey {
             .prefix("turnkey-test-")
             .tempdir()
             .unwrap_or_else(|e| panic!("cannot create temp dir: {e}"));
-        let database_url = options.database_url.clone().unwrap_or_else(|| {
-            format!("sqlite://{}/turnkey.db?mode=rwc", dir.path().display())
-        });
+        let database_url = options
+            .database_url
+            .clone()
+            .unwrap_or_else(|| format!("sqlite://{}/turnkey.db?mode=rwc", dir.path().display()));
         let token = format!("tk-test-{}", uuid::Uuid::new_v4().simple());
         let config_path = dir.path().join("turnkey.toml");
         write_config(&config_path, dir.path(), &database_url, &token, &options);
@@ -243,8 +244,10 @@ impl Turnkey {
                 cmd.env_remove(key);
             }
         }
-        cmd.env("NO_PROXY", "127.0.0.1,localhost")
-            .env("RUST_LOG", std::env::var("TURNKEY_TEST_LOG").unwrap_or("info".into()));
+        cmd.env("NO_PROXY", "127.0.0.1,localhost").env(
+            "RUST_LOG",
+            std::env::var("TURNKEY_TEST_LOG").unwrap_or("info".into()),
+        );
         for (key, value) in env {
             cmd.env(key, value);
         }

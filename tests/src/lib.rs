@@ -4,8 +4,10 @@ pub mod api;
 pub mod harness;
 pub mod pg;
 pub mod scripted;
-pub mod scripted_wire;
+mod scripted_server;
+mod scripted_wire;
 
 pub use api::{Api, Resp, SseEvent};
 pub use harness::{Turnkey, TurnkeyOptions};
 pub use scripted::{RecordedRequest, Reply, ScriptedProvider};
+pub use scripted_wire::Wire;

@@ -71,10 +71,8 @@ impl Drop for PgDatabase {
             rt.block_on(async {
                 let admin = connect_admin().await?;
                 let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
-                let run = tokio::time::timeout(
-                    Duration::from_secs(10),
-                    admin.execute_unprepared(&sql),
-                );
+                let run =
+                    tokio::time::timeout(Duration::from_secs(10), admin.execute_unprepared(&sql));
                 match run.await {
                     Ok(Ok(_)) => Ok(()),
                     Ok(Err(e)) => Err(e.to_string()),
@@ -86,7 +84,10 @@ impl Drop for PgDatabase {
         match dropped {
             Ok(Ok(())) => {}
             Ok(Err(e)) => eprintln!("could not drop test database {}: {e}", self.name),
-            Err(_) => eprintln!("could not drop test database {}: thread panicked", self.name),
+            Err(_) => eprintln!(
+                "could not drop test database {}: thread panicked",
+                self.name
+            ),
         }
     }
 }

@@ -1,16 +1,14 @@
 //! The scripted provider: a real HTTP server on loopback that speaks OpenAI Chat Completions and
 //! Anthropic Messages and answers from a script (FIFO, rules, default), recording every request
 //! so tests can count calls and measure how many ran at once.
-use crate::scripted_wire::{self as wire, Usage, Wire};
-use actix_web::{dev::ServerHandle, web, App, HttpRequest, HttpResponse, HttpServer};
+use crate::scripted_server::serve;
+use crate::scripted_wire::Wire;
+use actix_web::dev::ServerHandle;
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, watch};
-
-/// Longest a `Hang` reply stays silent when nobody releases it; keeps every test bounded.
-const MAX_HANG: Duration = Duration::from_secs(300);
+use tokio::sync::watch;
 
 /// One scripted answer.
 #[derive(Clone, Debug)]
@@ -64,7 +62,7 @@ impl Reply {
         }
     }
 
-    fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             Self::Text { .. } => "text",
             Self::ToolCalls(_) => "tool_calls",
@@ -92,40 +90,41 @@ pub struct RecordedRequest {
     pub finished_at: Option<Instant>,
 }
 
-struct Rule {
+pub(crate) struct Rule {
     needle: String,
     reply: Reply,
     remaining: Option<usize>,
 }
 
 #[derive(Default)]
-struct Script {
-    queue: VecDeque<Reply>,
-    rules: Vec<Rule>,
-    records: Vec<RecordedRequest>,
-    other_requests: Vec<String>,
+pub(crate) struct Script {
+    pub(crate) queue: VecDeque<Reply>,
+    pub(crate) rules: Vec<Rule>,
+    pub(crate) records: Vec<RecordedRequest>,
+    pub(crate) other_requests: Vec<String>,
 }
 
-struct Shared {
-    script: Mutex<Script>,
+pub(crate) struct Shared {
+    pub(crate) script: Mutex<Script>,
     /// Bumped by `release_hangs`; each hanging reply waits for a change.
-    hang_release: watch::Sender<u64>,
+    pub(crate) hang_release: watch::Sender<u64>,
 }
 
 impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Script> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Script> {
         // A panicking test thread must not hide the records from the others.
         self.script.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn next_reply(&self, last_user_text: &str) -> Reply {
+    pub(crate) fn next_reply(&self, last_user_text: &str) -> Reply {
         let mut script = self.lock();
         if let Some(reply) = script.queue.pop_front() {
             return reply;
         }
-        let hit = script.rules.iter_mut().find(|r| {
-            r.remaining != Some(0) && last_user_text.contains(r.needle.as_str())
-        });
+        let hit = script
+            .rules
+            .iter_mut()
+            .find(|r| r.remaining != Some(0) && last_user_text.contains(r.needle.as_str()));
         if let Some(rule) = hit {
             if let Some(n) = rule.remaining.as_mut() {
                 *n -= 1;
@@ -137,13 +136,13 @@ impl Shared {
 }
 
 /// Marks its request finished when dropped, so a client that goes away ends the interval too.
-struct InFlight {
-    shared: Arc<Shared>,
-    index: usize,
+pub(crate) struct InFlight {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) index: usize,
 }
 
 impl InFlight {
-    fn finish(&self) {
+    pub(crate) fn finish(&self) {
         let mut script = self.shared.lock();
         if let Some(r) = script.records.get_mut(self.index) {
             r.finished_at.get_or_insert_with(Instant::now);
@@ -301,261 +300,5 @@ impl ScriptedProvider {
     /// Lets every reply that is hanging now finish (later `Hang` replies hang again).
     pub fn release_hangs(&self) {
         self.shared.hang_release.send_modify(|g| *g += 1);
-    }
-}
-
-type Started = Result<(std::net::SocketAddr, ServerHandle), String>;
-
-fn serve(shared: Arc<Shared>, started: std::sync::mpsc::Sender<Started>) {
-    let system = actix_rt::System::new();
-    system.block_on(async move {
-        let data = web::Data::from(shared);
-        let server = HttpServer::new(move || {
-            App::new()
-                .app_data(data.clone())
-                .app_data(web::PayloadConfig::new(64 << 20))
-                .default_service(web::to(dispatch))
-        })
-        .workers(2)
-        .disable_signals()
-        .shutdown_timeout(1)
-        .bind(("127.0.0.1", 0));
-        let server = match server {
-            Ok(s) => s,
-            Err(e) => {
-                // The receiver waits for exactly this message; if it is gone there is no one to tell.
-                drop(started.send(Err(e.to_string())));
-                return;
-            }
-        };
-        let addr = server.addrs()[0];
-        let running = server.run();
-        if started.send(Ok((addr, running.handle()))).is_err() {
-            return;
-        }
-        if let Err(e) = running.await {
-            eprintln!("scripted provider stopped with an error: {e}");
-        }
-    });
-}
-
-async fn dispatch(req: HttpRequest, body: web::Bytes, shared: web::Data<Shared>) -> HttpResponse {
-    let path = req.path().to_string();
-    let wire = if path.ends_with("/chat/completions") {
-        Wire::OpenAi
-    } else if path.ends_with("/messages") {
-        Wire::Anthropic
-    } else {
-        shared.lock().other_requests.push(path.clone());
-        return if path.ends_with("/models") {
-            HttpResponse::Ok().json(json!({"object": "list", "data": [
-                {"id": "scripted-model", "object": "model", "created": 0, "owned_by": "scripted"}
-            ]}))
-        } else {
-            HttpResponse::NotFound().json(json!({"error": {"message": "no such path",
-                "type": "not_found", "code": "not_found"}}))
-        };
-    };
-    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let last_user_text = wire::last_user_text(&body);
-    let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
-    let include_usage = body
-        .pointer("/stream_options/include_usage")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    let reply = shared.next_reply(&last_user_text);
-    let headers = req
-        .headers()
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string()))
-        .collect();
-    let index = {
-        let mut script = shared.lock();
-        script.records.push(RecordedRequest {
-            path,
-            wire,
-            body: body.clone(),
-            headers,
-            last_user_text,
-            stream,
-            reply: reply.kind(),
-            received_at: Instant::now(),
-            finished_at: None,
-        });
-        script.records.len() - 1
-    };
-    let flight = InFlight {
-        shared: shared.clone().into_inner(),
-        index,
-    };
-    let answer = Answer {
-        wire,
-        stream,
-        include_usage,
-        body,
-        flight,
-    };
-    answer.respond(reply).await
-}
-
-/// One request being answered.
-struct Answer {
-    wire: Wire,
-    stream: bool,
-    include_usage: bool,
-    body: Value,
-    flight: InFlight,
-}
-
-impl Answer {
-    async fn respond(self, reply: Reply) -> HttpResponse {
-        match reply {
-            Reply::Text {
-                chunks,
-                chunk_delay,
-            } => {
-                if self.stream {
-                    self.stream_text(chunks, chunk_delay)
-                } else {
-                    let text = chunks.concat();
-                    tokio::time::sleep(chunk_delay * chunks.len() as u32).await;
-                    let usage = Usage::estimate(&self.body, &text);
-                    self.flight.finish();
-                    HttpResponse::Ok().json(wire::full_body(self.wire, Some(&text), &[], usage))
-                }
-            }
-            Reply::ToolCalls(calls) => {
-                let usage = Usage::estimate(&self.body, &json!(calls).to_string());
-                if self.stream {
-                    let mut frames = wire::stream_head(self.wire, usage);
-                    frames.extend(wire::tool_call_frames(self.wire, &calls));
-                    frames.extend(wire::stream_tail(
-                        self.wire,
-                        true,
-                        self.include_usage,
-                        usage,
-                    ));
-                    let timed = frames.into_iter().map(|f| (Duration::ZERO, f)).collect();
-                    sse(timed, self.flight)
-                } else {
-                    self.flight.finish();
-                    HttpResponse::Ok().json(wire::full_body(self.wire, None, &calls, usage))
-                }
-            }
-            Reply::Error {
-                status,
-                body,
-                retry_after,
-            } => {
-                let code = actix_web::http::StatusCode::from_u16(status)
-                    .unwrap_or(actix_web::http::StatusCode::INTERNAL_SERVER_ERROR);
-                let mut builder = HttpResponse::build(code);
-                if let Some(secs) = retry_after {
-                    builder.insert_header(("Retry-After", secs.to_string()));
-                }
-                self.flight.finish();
-                builder.json(body)
-            }
-            Reply::Overflow => {
-                self.flight.finish();
-                HttpResponse::BadRequest().json(wire::overflow_body(self.wire))
-            }
-            Reply::Malformed(bytes) => {
-                self.flight.finish();
-                let content_type = if self.stream {
-                    "text/event-stream"
-                } else {
-                    "application/json"
-                };
-                HttpResponse::Ok().content_type(content_type).body(bytes)
-            }
-            Reply::Hang => self.hang(),
-        }
-    }
-
-    fn stream_text(self, chunks: Vec<String>, delay: Duration) -> HttpResponse {
-        let text = chunks.concat();
-        let usage = Usage::estimate(&self.body, &text);
-        let immediate = |frames: Vec<String>| frames.into_iter().map(|f| (Duration::ZERO, f));
-        let mut timed: Vec<(Duration, String)> = Vec::new();
-        timed.extend(immediate(wire::stream_head(self.wire, usage)));
-        timed.extend(immediate(wire::text_block_start(self.wire)));
-        timed.extend(chunks.iter().map(|c| (delay, wire::text_delta(self.wire, c))));
-        timed.extend(immediate(wire::text_block_stop(self.wire)));
-        timed.extend(immediate(wire::stream_tail(
-            self.wire,
-            false,
-            self.include_usage,
-            usage,
-        )));
-        sse(timed, self.flight)
-    }
-
-    /// Headers now, then nothing until released (then a short normal answer) or the client leaves.
-    fn hang(self) -> HttpResponse {
-        let (tx, rx) = mpsc::channel::<Result<web::Bytes, std::io::Error>>(16);
-        let mut released = self.flight.shared.hang_release.subscribe();
-        let content_type = if self.stream {
-            "text/event-stream"
-        } else {
-            "application/json"
-        };
-        tokio::spawn(async move {
-            let flight = self.flight;
-            tokio::select! {
-                _ = released.changed() => {}
-                _ = tx.closed() => return,
-                _ = tokio::time::sleep(MAX_HANG) => {}
-            }
-            let text = "released";
-            let usage = Usage::estimate(&self.body, text);
-            let frames = if self.stream {
-                let mut f = wire::stream_head(self.wire, usage);
-                f.extend(wire::text_block_start(self.wire));
-                f.push(wire::text_delta(self.wire, text));
-                f.extend(wire::text_block_stop(self.wire));
-                f.extend(wire::stream_tail(self.wire, false, self.include_usage, usage));
-                f
-            } else {
-                vec![wire::full_body(self.wire, Some(text), &[], usage).to_string()]
-            };
-            send_frames(&tx, frames.into_iter().map(|f| (Duration::ZERO, f)), &flight).await;
-        });
-        HttpResponse::Ok()
-            .content_type(content_type)
-            .streaming(tokio_stream::wrappers::ReceiverStream::new(rx))
-    }
-}
-
-/// A streaming 200 whose frames are produced by a task, each after its delay.
-fn sse(frames: Vec<(Duration, String)>, flight: InFlight) -> HttpResponse {
-    let (tx, rx) = mpsc::channel::<Result<web::Bytes, std::io::Error>>(16);
-    tokio::spawn(async move {
-        send_frames(&tx, frames.into_iter(), &flight).await;
-    });
-    HttpResponse::Ok()
-        .content_type("text/event-stream")
-        .insert_header(("Cache-Control", "no-cache"))
-        .streaming(tokio_stream::wrappers::ReceiverStream::new(rx))
-}
-
-/// Sends frames in order; the request counts as finished just before the last frame goes out,
-/// so a client reacting to the end can never be seen overlapping this request.
-async fn send_frames(
-    tx: &mpsc::Sender<Result<web::Bytes, std::io::Error>>,
-    frames: impl ExactSizeIterator<Item = (Duration, String)>,
-    flight: &InFlight,
-) {
-    let last = frames.len().saturating_sub(1);
-    for (i, (delay, frame)) in frames.enumerate() {
-        if !delay.is_zero() {
-            tokio::time::sleep(delay).await;
-        }
-        if i == last {
-            flight.finish();
-        }
-        if tx.send(Ok(web::Bytes::from(frame))).await.is_err() {
-            return; // the client went away; `flight` records the end when dropped
-        }
     }
 }

@@ -74,7 +74,10 @@ fn openai_frame(delta: Value, finish: Option<&str>) -> String {
 }
 
 fn anthropic_frame(event: Value) -> String {
-    let kind = event.get("type").and_then(Value::as_str).unwrap_or("unknown");
+    let kind = event
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("unknown");
     format!("event: {kind}\ndata: {event}\n\n")
 }
 
@@ -222,7 +225,11 @@ pub(crate) fn full_body(wire: Wire, text: Option<&str>, calls: &[Call], usage: U
                     })
                     .collect();
             }
-            let finish = if calls.is_empty() { "stop" } else { "tool_calls" };
+            let finish = if calls.is_empty() {
+                "stop"
+            } else {
+                "tool_calls"
+            };
             json!({
                 "id": "chatcmpl-scripted", "object": "chat.completion", "created": 0,
                 "model": "scripted-model",
@@ -238,7 +245,11 @@ pub(crate) fn full_body(wire: Wire, text: Option<&str>, calls: &[Call], usage: U
             content.extend(calls.iter().map(|(id, name, args)| {
                 json!({"type": "tool_use", "id": id, "name": name, "input": args})
             }));
-            let stop = if calls.is_empty() { "end_turn" } else { "tool_use" };
+            let stop = if calls.is_empty() {
+                "end_turn"
+            } else {
+                "tool_use"
+            };
             json!({
                 "id": "msg_scripted", "type": "message", "role": "assistant",
                 "model": "scripted-model", "content": content, "stop_reason": stop,

@@ -10,7 +10,7 @@ pub mod tokens;
 
 use crate::error::ApiError;
 use actix_web::http::StatusCode;
-use actix_web::{web, HttpRequest};
+use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
 use futures::StreamExt;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
@@ -52,20 +52,22 @@ fn resource(path: &str) -> actix_web::Resource {
     web::resource(path).default_service(web::to(method_not_allowed))
 }
 
-pub async fn not_found(req: HttpRequest) -> ApiError {
+pub async fn not_found(req: HttpRequest) -> HttpResponse {
     ApiError::new(
         StatusCode::NOT_FOUND,
         "not_found",
         format!("no route for {} {}", req.method(), req.path()),
     )
+    .error_response()
 }
 
-async fn method_not_allowed(req: HttpRequest) -> ApiError {
+async fn method_not_allowed(req: HttpRequest) -> HttpResponse {
     ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
         "method_not_allowed",
         format!("{} is not allowed on {}", req.method(), req.path()),
     )
+    .error_response()
 }
 
 /// Parses an id from the path. One that is not a UUID cannot exist, so it is a 404.

@@ -1,0 +1,246 @@
+//! The OpenAI Chat Completions request body: a projection of the neutral `ChatRequest` that
+//! never changes the transcript it came from (SPEC R8.1).
+use crate::wire::{ChatMessage, ChatRequest, Role, ToolCall, ToolSchema};
+use serde::Serialize;
+
+#[derive(Serialize)]
+pub(super) struct RequestBody<'a> {
+    model: &'a str,
+    messages: Vec<WireMessage<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f32>,
+}
+
+/// Without this, OpenAI streams carry no usage at all.
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Serialize)]
+struct WireMessage<'a> {
+    role: Role,
+    /// Always present: a string, or null only on an assistant message that has tool calls
+    /// (the one place OpenAI accepts a missing content).
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<WireToolCall<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct WireToolCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunctionCall<'a>,
+}
+
+#[derive(Serialize)]
+struct WireFunctionCall<'a> {
+    name: &'a str,
+    arguments: &'a str,
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: &'a ToolSchema,
+}
+
+impl<'a> RequestBody<'a> {
+    pub(super) fn new(req: &'a ChatRequest) -> Self {
+        Self {
+            model: &req.model,
+            messages: req.messages.iter().map(WireMessage::new).collect(),
+            tools: req
+                .tools
+                .iter()
+                .map(|function| WireTool {
+                    kind: "function",
+                    function,
+                })
+                .collect(),
+            stream: req.stream,
+            stream_options: req.stream.then_some(StreamOptions {
+                include_usage: true,
+            }),
+            max_tokens: req.max_tokens,
+            temperature: req.temperature,
+        }
+    }
+}
+
+impl<'a> WireMessage<'a> {
+    fn new(m: &'a ChatMessage) -> Self {
+        let has_calls = m.role == Role::Assistant && !m.tool_calls.is_empty();
+        let content = match m.content.as_deref() {
+            None if has_calls => None,
+            other => Some(other.unwrap_or("")),
+        };
+        Self {
+            role: m.role,
+            content,
+            tool_calls: if m.role == Role::Assistant {
+                m.tool_calls.iter().map(WireToolCall::new).collect()
+            } else {
+                Vec::new()
+            },
+            tool_call_id: match m.role {
+                Role::Tool => m.tool_call_id.as_deref(),
+                _ => None,
+            },
+            name: m.name.as_deref().filter(|n| name_allowed(m.role, n)),
+        }
+    }
+}
+
+impl<'a> WireToolCall<'a> {
+    fn new(c: &'a ToolCall) -> Self {
+        Self {
+            id: &c.id,
+            kind: "function",
+            function: WireFunctionCall {
+                name: &c.name,
+                arguments: &c.arguments,
+            },
+        }
+    }
+}
+
+/// OpenAI takes a participant `name` on system, user and assistant messages only, and rejects
+/// the whole request when it is not `^[a-zA-Z0-9_-]{1,64}$`; such a name is left out.
+fn name_allowed(role: Role, name: &str) -> bool {
+    role != Role::Tool
+        && (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    fn request(messages: Vec<ChatMessage>, tools: Vec<ToolSchema>, stream: bool) -> ChatRequest {
+        ChatRequest {
+            model: "gpt-4o".into(),
+            messages,
+            tools,
+            stream,
+            max_tokens: None,
+            temperature: None,
+        }
+    }
+
+    fn body(req: &ChatRequest) -> Value {
+        serde_json::to_value(RequestBody::new(req)).unwrap()
+    }
+
+    #[test]
+    fn plain_request_has_no_optional_fields() {
+        let v = body(&request(vec![ChatMessage::user("hi")], vec![], false));
+        assert_eq!(
+            v,
+            json!({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "stream": false})
+        );
+    }
+
+    #[test]
+    fn streaming_asks_for_usage_and_options_are_sent() {
+        let mut req = request(vec![ChatMessage::user("hi")], vec![], true);
+        req.max_tokens = Some(100);
+        req.temperature = Some(0.5);
+        let v = body(&req);
+        assert_eq!(v["stream"], true);
+        assert_eq!(v["stream_options"], json!({"include_usage": true}));
+        assert_eq!(v["max_tokens"], 100);
+        assert_eq!(v["temperature"], 0.5);
+    }
+
+    #[test]
+    fn tools_and_tool_messages_take_the_openai_shape() {
+        let call = ToolCall {
+            id: "call_1".into(),
+            name: "read_file".into(),
+            arguments: "{\"path\":\"a\"}".into(),
+        };
+        let assistant = ChatMessage {
+            content: None,
+            tool_calls: vec![call],
+            ..ChatMessage::assistant("")
+        };
+        let result = ChatMessage {
+            name: Some("read_file".into()),
+            ..ChatMessage::tool_result("call_1", "contents")
+        };
+        let tool = ToolSchema {
+            name: "read_file".into(),
+            description: "Read a file".into(),
+            parameters: json!({"type": "object"}),
+        };
+        let v = body(&request(vec![assistant, result], vec![tool], false));
+        assert_eq!(
+            v["messages"][0],
+            json!({"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_1", "type": "function",
+                 "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}}]})
+        );
+        assert_eq!(
+            v["messages"][1],
+            json!({"role": "tool", "content": "contents", "tool_call_id": "call_1"})
+        );
+        assert_eq!(
+            v["tools"],
+            json!([{"type": "function", "function": {
+                "name": "read_file", "description": "Read a file", "parameters": {"type": "object"}}}])
+        );
+    }
+
+    #[test]
+    fn content_is_null_only_where_openai_allows_it() {
+        let empty = |role| ChatMessage {
+            role,
+            content: None,
+            tool_calls: vec![],
+            tool_call_id: None,
+            name: None,
+        };
+        let msgs = vec![
+            empty(Role::System),
+            empty(Role::User),
+            empty(Role::Assistant),
+        ];
+        let v = body(&request(msgs, vec![], false));
+        for m in v["messages"].as_array().unwrap() {
+            assert_eq!(m["content"], "", "{m}");
+        }
+    }
+
+    #[test]
+    fn invalid_participant_names_are_left_out() {
+        let named = |n: &str| ChatMessage {
+            name: Some(n.into()),
+            ..ChatMessage::user("x")
+        };
+        let v = body(&request(
+            vec![named("alice_1"), named("Alice Smith")],
+            vec![],
+            false,
+        ));
+        assert_eq!(v["messages"][0]["name"], "alice_1");
+        assert!(v["messages"][1].get("name").is_none());
+    }
+}

@@ -1,0 +1,169 @@
+//! The `Provider` trait every model client implements, its configuration, and the factory
+//! that turns one configured `[[providers]]` entry into a client.
+use crate::error::ProviderError;
+use crate::openai::OpenAiProvider;
+use crate::wire::{ChatRequest, ChatResponse};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::sync::Arc;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// Any Chat Completions compatible server.
+    Openai,
+    Anthropic,
+}
+
+/// One `[[providers]]` entry of the configuration.
+// Debug is written by hand so that a logged config never shows the key.
+#[derive(Clone, Deserialize, Serialize)]
+pub struct ProviderConfig {
+    pub name: String,
+    pub kind: ProviderKind,
+    pub base_url: String,
+    #[serde(default)]
+    pub api_key: Option<String>,
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    pub model: String,
+    #[serde(default = "default_window")]
+    pub context_window: u32,
+    /// Used for compression summaries.
+    #[serde(default)]
+    pub auxiliary: bool,
+    /// Bound on one whole non-streamed call, and on waiting for a stream's response headers.
+    #[serde(default = "default_timeout")]
+    pub request_timeout_s: u64,
+    /// Longest silence allowed between two chunks of a stream.
+    #[serde(default = "default_idle")]
+    pub stream_idle_timeout_s: u64,
+}
+
+fn default_window() -> u32 {
+    128_000
+}
+
+fn default_timeout() -> u64 {
+    600
+}
+
+fn default_idle() -> u64 {
+    120
+}
+
+impl ProviderConfig {
+    /// `api_key` when set, else the value of the environment variable named by `api_key_env`.
+    /// Empty values count as unset.
+    pub fn resolved_api_key(&self) -> Option<String> {
+        if let Some(key) = self.api_key.as_ref().filter(|k| !k.is_empty()) {
+            return Some(key.clone());
+        }
+        let var = self.api_key_env.as_ref().filter(|v| !v.is_empty())?;
+        std::env::var(var).ok().filter(|k| !k.is_empty())
+    }
+}
+
+impl fmt::Debug for ProviderConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProviderConfig")
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("api_key_env", &self.api_key_env)
+            .field("model", &self.model)
+            .field("context_window", &self.context_window)
+            .field("auxiliary", &self.auxiliary)
+            .field("request_timeout_s", &self.request_timeout_s)
+            .field("stream_idle_timeout_s", &self.stream_idle_timeout_s)
+            .finish()
+    }
+}
+
+/// Receives each streamed text fragment as it arrives.
+pub type DeltaSink<'a> = &'a (dyn Fn(&str) + Send + Sync);
+
+#[async_trait::async_trait]
+pub trait Provider: Send + Sync {
+    fn name(&self) -> &str;
+    fn model(&self) -> &str;
+    fn context_window(&self) -> u32;
+    /// One attempt. Streams when req.stream is true, calling on_delta per text fragment.
+    async fn chat(
+        &self,
+        req: &ChatRequest,
+        on_delta: DeltaSink<'_>,
+    ) -> Result<ChatResponse, ProviderError>;
+}
+
+/// Builds the client for one configured provider.
+pub fn build_provider(cfg: &ProviderConfig) -> Result<Arc<dyn Provider>, ProviderError> {
+    match cfg.kind {
+        ProviderKind::Openai => Ok(Arc::new(OpenAiProvider::new(cfg)?)),
+        ProviderKind::Anthropic => Err(ProviderError::Unsupported(format!(
+            "provider '{}': kind \"anthropic\" is not implemented yet; use kind \"openai\" \
+             with an OpenAI-compatible endpoint",
+            cfg.name
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(kind: &str) -> ProviderConfig {
+        serde_json::from_value(serde_json::json!({
+            "name": "main", "kind": kind, "base_url": "http://127.0.0.1:9/v1",
+            "api_key": "sk-secret", "model": "gpt-4o"
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn defaults_apply_and_debug_hides_the_key() {
+        let c = cfg("openai");
+        assert_eq!(c.context_window, 128_000);
+        assert_eq!(c.request_timeout_s, 600);
+        assert_eq!(c.stream_idle_timeout_s, 120);
+        assert!(!c.auxiliary);
+        assert!(!format!("{c:?}").contains("sk-secret"));
+        assert_eq!(c.resolved_api_key().as_deref(), Some("sk-secret"));
+    }
+
+    #[test]
+    fn api_key_falls_back_to_the_named_env_var() {
+        let mut c = cfg("openai");
+        c.api_key = None;
+        c.api_key_env = Some("PATH".into());
+        assert_eq!(c.resolved_api_key(), std::env::var("PATH").ok());
+        c.api_key_env = Some("TURNKEY_TEST_SURELY_UNSET_VAR".into());
+        assert_eq!(c.resolved_api_key(), None);
+        c.api_key = Some(String::new());
+        assert_eq!(c.resolved_api_key(), None);
+    }
+
+    #[test]
+    fn factory_builds_openai_and_refuses_anthropic_clearly() {
+        let p = build_provider(&cfg("openai")).unwrap();
+        assert_eq!(p.name(), "main");
+        assert_eq!(p.model(), "gpt-4o");
+        assert_eq!(p.context_window(), 128_000);
+        let Err(e) = build_provider(&cfg("anthropic")) else {
+            panic!("anthropic should be unsupported for now");
+        };
+        assert_eq!(e.code(), "provider_unsupported");
+        assert!(e.to_string().contains("anthropic"));
+    }
+
+    #[test]
+    fn a_bad_base_url_is_refused_at_build_time() {
+        let mut c = cfg("openai");
+        c.base_url = "not a url".into();
+        assert!(matches!(
+            build_provider(&c),
+            Err(ProviderError::Unsupported(_))
+        ));
+    }
+}

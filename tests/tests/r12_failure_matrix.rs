@@ -1,0 +1,234 @@
+//! SPEC R12 rows that need a crash: the process dies (failpoint or SIGKILL) at a named point,
+//! restarts on the same store, and the admission ends exactly as the failure matrix says.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::Value;
+use std::time::Duration;
+use turnkey_tests::{Api, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
+
+const BOUND: Duration = Duration::from_secs(30);
+/// Long enough for a wrong re-run to reach the provider.
+const SETTLE: Duration = Duration::from_secs(3);
+
+fn text_of(message: &Value) -> String {
+    match &message["content"] {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// Events that mention `admission_id`, at the top level or in `data`.
+fn events_of(events: &[Value], admission_id: &str) -> Vec<Value> {
+    events
+        .iter()
+        .filter(|e| {
+            e["admission_id"].as_str() == Some(admission_id)
+                || e["data"]["admission_id"].as_str() == Some(admission_id)
+        })
+        .cloned()
+        .collect()
+}
+
+fn kinds(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap_or("?").to_string())
+        .collect()
+}
+
+/// Submits after a restart with the same request id and returns the duplicate receipt.
+async fn resubmit(api: &Api, session: &str, text: &str, request_id: &str) -> Value {
+    let again = api.submit(session, text, Some(request_id)).await;
+    assert_eq!(
+        again.status, 200,
+        "the admission survived the crash: {}",
+        again.text
+    );
+    assert_eq!(again.body["duplicate"], Value::Bool(true), "{}", again.text);
+    again.body
+}
+
+async fn die_at_failpoint(tk: &mut Turnkey, point: &str) {
+    let status = tk.wait_exit(Duration::from_secs(10)).await;
+    assert!(status.is_some(), "turnkey did not die at failpoint {point}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r12_admitted_not_claimed_restart_drains_it() {
+    let provider = ScriptedProvider::start();
+    let opts = TurnkeyOptions::new(&provider).env("FAILPOINTS", "admission.after_commit=return");
+    let mut tk = Turnkey::start(opts).await;
+    let session = tk.api().create_session_id().await;
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let text = "durable before anything runs";
+
+    let first = tk.api().try_submit(&session, text, Some(&request_id)).await;
+    assert!(
+        first.is_err(),
+        "the process should die before answering: {first:?}"
+    );
+    die_at_failpoint(&mut tk, "admission.after_commit").await;
+    assert_eq!(provider.request_count(), 0);
+
+    tk.restart_with_env(&[]).await;
+    // The restart drains the queue by itself, before anyone asks about the admission.
+    provider
+        .wait_for_requests(1, BOUND)
+        .await
+        .unwrap_or_else(|e| panic!("restart did not drain the queued admission: {e}"));
+    let api = tk.api();
+    let receipt = resubmit(&api, &session, text, &request_id).await;
+    let admission_id = receipt["admission_id"].as_str().unwrap().to_string();
+    let admission = api.wait_terminal(&admission_id, BOUND).await;
+    assert_eq!(admission["outcome"]["result"], "completed", "{admission}");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(provider.request_count(), 1, "ran exactly once");
+    assert_eq!(provider.requests()[0].last_user_text, text);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r12_claimed_turn_not_begun_becomes_unknown_not_rerun() {
+    let provider = ScriptedProvider::start();
+    let opts = TurnkeyOptions::new(&provider).env("FAILPOINTS", "turn.after_claim=return");
+    let mut tk = Turnkey::start(opts).await;
+    let session = tk.api().create_session_id().await;
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let text = "claimed then the owner died";
+
+    // The receipt may or may not make it out before the process dies.
+    let first = tk.api().try_submit(&session, text, Some(&request_id)).await;
+    let first_id = match &first {
+        Ok(r) if r.status == 202 => Some(r.str_field("admission_id")),
+        Ok(r) => panic!(
+            "unexpected answer to the first submission: {} {}",
+            r.status, r.text
+        ),
+        Err(_) => None,
+    };
+    die_at_failpoint(&mut tk, "turn.after_claim").await;
+
+    tk.restart_with_env(&[]).await;
+    let api = tk.api();
+    let receipt = resubmit(&api, &session, text, &request_id).await;
+    let admission_id = receipt["admission_id"].as_str().unwrap().to_string();
+    if let Some(id) = first_id {
+        assert_eq!(
+            id, admission_id,
+            "the duplicate names the original admission"
+        );
+    }
+    let admission = api
+        .wait_admission(&admission_id, |s| s == "unknown" || s == "terminal", BOUND)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        admission["status"], "unknown",
+        "dead owner -> unknown: {admission}"
+    );
+
+    let events = api.all_events(&session, 0).await;
+    let mine = events_of(&events, &admission_id);
+    assert!(
+        kinds(&mine).iter().any(|k| k == "turn.unknown"),
+        "a turn.unknown event exists for {admission_id}; its events: {:?}",
+        kinds(&mine)
+    );
+
+    tokio::time::sleep(SETTLE).await;
+    assert_eq!(
+        provider.request_count(),
+        0,
+        "an unknown admission is never re-run"
+    );
+    let still = api.admission(&admission_id).await;
+    assert_eq!(still.body["status"], "unknown", "{}", still.text);
+
+    // The session is not stuck: a new submission runs.
+    let next = api
+        .submit_accepted(&session, "a new message after recovery")
+        .await;
+    let done = api.wait_terminal(&next, BOUND).await;
+    assert_eq!(done["outcome"]["result"], "completed", "{done}");
+    assert_eq!(provider.request_count(), 1);
+    assert_eq!(
+        provider.requests()[0].last_user_text,
+        "a new message after recovery"
+    );
+    let still = api.admission(&admission_id).await;
+    assert_eq!(still.body["status"], "unknown", "{}", still.text);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r12_sigkill_mid_turn_is_unknown_without_invented_answer() {
+    let provider = ScriptedProvider::start();
+    provider.push(Reply::Hang);
+    let mut tk = Turnkey::start(TurnkeyOptions::new(&provider)).await;
+    let api = tk.api();
+    let session = api.create_session_id().await;
+    let text = "the model never answers this";
+    let admission_id = api.submit_accepted(&session, text).await;
+    provider.wait_for_requests(1, BOUND).await.unwrap();
+    let running = api
+        .wait_admission(&admission_id, |s| s == "started", BOUND)
+        .await
+        .unwrap_or_else(|e| panic!("a turn talking to the model is `started`: {e}"));
+    assert_eq!(running["status"], "started");
+
+    tk.kill();
+    tk.restart().await;
+    let api = tk.api();
+    let admission = api
+        .wait_admission(&admission_id, |s| s != "started", BOUND)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        admission["status"], "unknown",
+        "not queued (no blind re-run), not terminal (no invented outcome): {admission}"
+    );
+    let events = api.all_events(&session, 0).await;
+    assert!(
+        kinds(&events_of(&events, &admission_id))
+            .iter()
+            .any(|k| k == "turn.unknown"),
+        "turn.unknown event; all kinds: {:?}",
+        kinds(&events)
+    );
+
+    provider.release_hangs();
+    tokio::time::sleep(SETTLE).await;
+    assert_eq!(
+        provider.request_count(),
+        1,
+        "the killed turn was not re-run"
+    );
+    assert_eq!(api.admission(&admission_id).await.body["status"], "unknown");
+
+    let messages = api.messages(&session).await;
+    assert!(
+        messages
+            .iter()
+            .any(|m| m["role"] == "user" && text_of(m).contains(text)),
+        "the user row is kept: {messages:?}"
+    );
+    let invented: Vec<_> = messages
+        .iter()
+        .filter(|m| m["role"] == "assistant" && !text_of(m).trim().is_empty())
+        .collect();
+    assert!(
+        invented.is_empty(),
+        "no invented assistant answer: {invented:?}"
+    );
+
+    let next = api.submit_accepted(&session, "and now a normal turn").await;
+    let done = api.wait_terminal(&next, BOUND).await;
+    assert_eq!(done["outcome"]["result"], "completed", "{done}");
+    assert_eq!(provider.request_count(), 2);
+    let messages = api.messages(&session).await;
+    assert!(
+        messages
+            .iter()
+            .any(|m| m["role"] == "assistant" && text_of(m) == "ok: and now a normal turn"),
+        "the later turn answered: {messages:?}"
+    );
+}

@@ -1,0 +1,241 @@
+//! The command line (API.md "Command line"): `serve`, `migrate`, `chat`, `doctor`, and the exit
+//! codes: 0 ok, 2 bad usage or invalid config (the message names the key), 1 other failure.
+use crate::configuration::{self, InvalidConfig, Overrides, Settings};
+use crate::startup::{self, StartupError};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use turnkey_storage::Store;
+
+#[derive(Debug, Parser)]
+#[command(name = "turnkey", version, about = "A durable AI-agent gateway")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run migrations, recover, and serve HTTP until SIGTERM/SIGINT.
+    Serve(ServeArgs),
+    /// Apply database migrations and exit.
+    Migrate(StoreArgs),
+    /// Terminal client for a running server (not implemented yet in this build).
+    Chat(ChatArgs),
+    /// Check the configuration and the store, list the providers; exit 0 when all is well.
+    Doctor(StoreArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Config file (TOML); default: ./turnkey.toml when present.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Address to listen on, e.g. 127.0.0.1:8080 (port 0 picks a free port).
+    #[arg(long, value_name = "ADDR")]
+    pub bind: Option<String>,
+    /// Database URL: sqlite://… or postgres://…
+    #[arg(long, value_name = "URL")]
+    pub database: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct StoreArgs {
+    /// Database URL: sqlite://… or postgres://…
+    #[arg(long, value_name = "URL")]
+    pub database: Option<String>,
+    /// Config file (TOML); default: ./turnkey.toml when present.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "Not implemented yet in this build: `turnkey chat` exits with status 1.")]
+pub struct ChatArgs {
+    /// Server URL.
+    #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    /// Session to continue; default: a new one.
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Bearer token; default: $TURNKEY_TOKEN.
+    #[arg(long, value_name = "TOKEN", env = "TURNKEY_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+}
+
+/// Why a command failed, which decides the exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum Failure {
+    #[error(transparent)]
+    Config(#[from] InvalidConfig),
+    #[error("{0}")]
+    Other(String),
+}
+
+impl Failure {
+    pub fn exit_code(&self) -> ExitCode {
+        match self {
+            Self::Config(_) => ExitCode::from(2),
+            Self::Other(_) => ExitCode::from(1),
+        }
+    }
+}
+
+impl From<StartupError> for Failure {
+    fn from(e: StartupError) -> Self {
+        match e {
+            StartupError::Config(c) => Self::Config(c),
+            other => Self::Other(other.to_string()),
+        }
+    }
+}
+
+/// Runs the parsed command to its end and reports how it went.
+pub fn run(cli: Cli) -> ExitCode {
+    crate::telemetry::init();
+    let outcome = match cli.command {
+        Command::Chat(_) => Err(Failure::Other(
+            "turnkey chat: not implemented yet in this build".into(),
+        )),
+        Command::Serve(args) => load(args.config, args.bind, args.database)
+            .and_then(|s| in_system(startup::serve(s)).map_err(Failure::from)),
+        Command::Migrate(args) => {
+            load(args.config, None, args.database).and_then(|s| in_system(migrate(s)))
+        }
+        Command::Doctor(args) => {
+            load(args.config, None, args.database).and_then(|s| in_system(doctor(s)))
+        }
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{e}");
+            e.exit_code()
+        }
+    }
+}
+
+fn load(
+    config_file: Option<PathBuf>,
+    bind: Option<String>,
+    database_url: Option<String>,
+) -> Result<Settings, Failure> {
+    Ok(configuration::load(&Overrides {
+        config_file,
+        bind,
+        database_url,
+    })?)
+}
+
+/// Runs `fut` on a fresh actix System (the gateway's actors need one).
+fn in_system<T>(fut: impl std::future::Future<Output = T>) -> T {
+    actix_web::rt::System::new().block_on(fut)
+}
+
+async fn migrate(settings: Settings) -> Result<(), Failure> {
+    startup::prepare_data_dir(&settings.server.data_dir)?;
+    let store = connect(&settings).await?;
+    store
+        .migrate()
+        .await
+        .map_err(|e| Failure::Other(format!("migration failed: {e}")))?;
+    println!("migrations applied to {}", redact_url(&settings.database.url));
+    Ok(())
+}
+
+async fn connect(settings: &Settings) -> Result<Store, Failure> {
+    Store::connect(&settings.database.url).await.map_err(|e| {
+        Failure::Other(format!(
+            "cannot connect to {}: {e}",
+            redact_url(&settings.database.url)
+        ))
+    })
+}
+
+async fn doctor(settings: Settings) -> Result<(), Failure> {
+    println!("config: ok");
+    println!("bind: {}", settings.server.bind);
+    println!("data_dir: {}", settings.server.data_dir.display());
+    println!("database: {}", redact_url(&settings.database.url));
+    startup::prepare_data_dir(&settings.server.data_dir)?;
+    let store = connect(&settings).await?;
+    let migrated = store.is_ready().await;
+    println!(
+        "store: reachable, {}",
+        if migrated {
+            "migrated"
+        } else {
+            "NOT migrated (run `turnkey migrate`)"
+        }
+    );
+    if settings.providers.is_empty() {
+        println!("providers: none configured (turns will fail until one is)");
+    }
+    for (i, p) in settings.providers.iter().enumerate() {
+        let role = if i == 0 { "primary" } else { "fallback" };
+        println!("provider[{i}] ({role}): {}", describe_provider(p));
+    }
+    if migrated {
+        Ok(())
+    } else {
+        Err(Failure::Other("doctor: the store is not migrated".into()))
+    }
+}
+
+/// Name, kind, model and base URL of a provider, never its key.
+fn describe_provider(p: &turnkey_providers::ProviderConfig) -> String {
+    let v = serde_json::to_value(p).unwrap_or_default();
+    let field = |k: &str| match v.get(k) {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(other) if !other.is_null() => other.to_string(),
+        _ => "-".into(),
+    };
+    format!(
+        "name={} kind={} model={} base_url={}",
+        field("name"),
+        field("kind"),
+        field("model"),
+        field("base_url")
+    )
+}
+
+/// The URL without its password, for printing.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let Some((creds, host)) = rest.split_once('@') else {
+        return url.to_owned();
+    };
+    match creds.split_once(':') {
+        Some((user, _password)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(
+            redact_url("postgres://me:secret@db/turnkey"),
+            "postgres://me:***@db/turnkey"
+        );
+        assert_eq!(redact_url("sqlite://./data/t.db"), "sqlite://./data/t.db");
+    }
+
+    #[test]
+    fn cli_parses_every_command() {
+        for args in [
+            vec!["turnkey", "serve", "--bind", "127.0.0.1:0", "--database", "sqlite://x.db"],
+            vec!["turnkey", "migrate", "--database", "sqlite://x.db"],
+            vec!["turnkey", "chat", "--url", "http://x", "--session", "s", "--token", "t"],
+            vec!["turnkey", "doctor"],
+        ] {
+            assert!(Cli::try_parse_from(args).is_ok());
+        }
+        assert!(Cli::try_parse_from(["turnkey", "serve", "--nope"]).is_err());
+    }
+}

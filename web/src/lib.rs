@@ -1,0 +1,9 @@
+//! turnkey's doors onto the gateway: command line, configuration, HTTP API (auth, routes, SSE)
+//! and start-up/shutdown. A library so that tests can start the app in-process.
+pub mod auth;
+pub mod cli;
+pub mod configuration;
+pub mod error;
+pub mod routes;
+pub mod startup;
+pub mod telemetry;

@@ -1,0 +1,193 @@
+//! Configuration layering (DESIGN.md "Configuration"): defaults → file → conventional
+//! variables → `TURNKEY__SECTION__KEY` → flags, and invalid values named by their key.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may fail loudly
+use std::collections::HashMap;
+use std::path::PathBuf;
+use tempfile::TempDir;
+use turnkey_web::configuration::{load_from, InvalidConfig, Overrides, Settings};
+
+fn dir_with_file(toml: Option<&str>) -> TempDir {
+    let d = tempfile::tempdir().expect("tempdir");
+    if let Some(t) = toml {
+        std::fs::write(d.path().join("turnkey.toml"), t).expect("write turnkey.toml");
+    }
+    d
+}
+
+fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn load(d: &TempDir, pairs: &[(&str, &str)]) -> Result<Settings, InvalidConfig> {
+    load_from(&Overrides::default(), &env(pairs), d.path())
+}
+
+fn ok(d: &TempDir, pairs: &[(&str, &str)]) -> Settings {
+    match load(d, pairs) {
+        Ok(s) => s,
+        Err(e) => panic!("settings should load: {e}"),
+    }
+}
+
+fn err(d: &TempDir, pairs: &[(&str, &str)]) -> InvalidConfig {
+    match load(d, pairs) {
+        Ok(s) => panic!("settings should not load: {s:?}"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn defaults_match_api_md() {
+    let d = dir_with_file(None);
+    let s = ok(&d, &[]);
+    assert_eq!(s.server.bind, "127.0.0.1:8080");
+    assert_eq!(s.server.data_dir, PathBuf::from("./data"));
+    assert_eq!(s.server.max_body_bytes, 1024 * 1024);
+    assert_eq!(s.database.url, "sqlite://./data/turnkey.db?mode=rwc");
+    assert_eq!(s.auth.operator_token, None);
+    assert!(s.providers.is_empty());
+    assert_eq!(s.lease.ttl_s, 300);
+    assert_eq!(s.agent.max_iterations, 90);
+}
+
+#[test]
+fn the_database_defaults_to_a_file_in_data_dir() {
+    let d = dir_with_file(Some("[server]\ndata_dir = \"/var/lib/turnkey/\"\n"));
+    let s = ok(&d, &[]);
+    assert_eq!(s.database.url, "sqlite:///var/lib/turnkey/turnkey.db?mode=rwc");
+}
+
+#[test]
+fn r4_1_lease_timings_come_from_the_file_and_env_wins() {
+    let d = dir_with_file(Some("[lease]\nttl_s = 100\nrefresh_s = 20\nwait_s = 50\n"));
+    let s = ok(&d, &[]);
+    assert_eq!((s.lease.ttl_s, s.lease.refresh_s, s.lease.wait_s), (100, 20, 50));
+    let s = ok(&d, &[("TURNKEY__LEASE__TTL_S", "10"), ("TURNKEY__LEASE__REFRESH_S", "3")]);
+    assert_eq!((s.lease.ttl_s, s.lease.refresh_s, s.lease.wait_s), (10, 3, 50));
+}
+
+#[test]
+fn flags_win_over_env_and_env_over_conventional_variables() {
+    let d = dir_with_file(Some("[server]\nbind = \"0.0.0.0:1\"\n"));
+    let pairs = [
+        ("TURNKEY__SERVER__BIND", "127.0.0.1:2"),
+        ("DATABASE_URL", "sqlite://conventional.db"),
+    ];
+    let s = ok(&d, &pairs);
+    assert_eq!(s.server.bind, "127.0.0.1:2");
+    assert_eq!(s.database.url, "sqlite://conventional.db");
+
+    let s = ok(&d, &[("DATABASE_URL", "sqlite://a.db"), ("TURNKEY__DATABASE__URL", "sqlite://b.db")]);
+    assert_eq!(s.database.url, "sqlite://b.db");
+
+    let flags = Overrides {
+        bind: Some("127.0.0.1:0".into()),
+        database_url: Some("sqlite://flag.db".into()),
+        ..Overrides::default()
+    };
+    let s = load_from(&flags, &env(&pairs), d.path()).expect("settings");
+    assert_eq!(s.server.bind, "127.0.0.1:0");
+    assert_eq!(s.database.url, "sqlite://flag.db");
+}
+
+#[test]
+fn an_explicit_config_file_replaces_the_working_directory_one() {
+    let d = dir_with_file(Some("[server]\nbind = \"127.0.0.1:1\"\n"));
+    let other = d.path().join("other.toml");
+    std::fs::write(&other, "[server]\nbind = \"127.0.0.1:3\"\n").expect("write");
+    let flags = Overrides {
+        config_file: Some(other),
+        ..Overrides::default()
+    };
+    let s = load_from(&flags, &HashMap::new(), d.path()).expect("settings");
+    assert_eq!(s.server.bind, "127.0.0.1:3");
+
+    let missing = Overrides {
+        config_file: Some(d.path().join("missing.toml")),
+        ..Overrides::default()
+    };
+    let e = load_from(&missing, &HashMap::new(), d.path()).expect_err("missing file");
+    assert_eq!(e.key, "--config");
+}
+
+#[test]
+fn a_value_of_the_wrong_type_names_its_key() {
+    let d = dir_with_file(None);
+    let e = err(&d, &[("TURNKEY__LEASE__TTL_S", "soon")]);
+    assert_eq!(e.key, "lease.ttl_s", "{e}");
+    assert!(e.to_string().starts_with("invalid config: lease.ttl_s: "), "{e}");
+
+    let d = dir_with_file(Some("[agent]\nbusy_policy = \"sometimes\"\n"));
+    let e = err(&d, &[]);
+    assert_eq!(e.key, "agent.busy_policy", "{e}");
+}
+
+#[test]
+fn a_value_that_fails_validation_names_its_key() {
+    let d = dir_with_file(None);
+    let e = err(&d, &[("TURNKEY__LEASE__TTL_S", "0")]);
+    assert_eq!(e.key, "lease.ttl_s", "{e}");
+    let e = err(&d, &[("TURNKEY__DATABASE__URL", "mysql://x")]);
+    assert_eq!(e.key, "database.url", "{e}");
+    let e = err(&d, &[("TURNKEY__SERVER__MAX_BODY_BYTES", "0")]);
+    assert_eq!(e.key, "server.max_body_bytes", "{e}");
+}
+
+#[test]
+fn unknown_keys_are_refused() {
+    let d = dir_with_file(Some("[server]\nbindd = \"127.0.0.1:1\"\n"));
+    let e = err(&d, &[]);
+    assert_eq!(e.key, "server", "{e}");
+    assert!(e.reason.contains("bindd"), "{e}");
+    let d = dir_with_file(None);
+    let e = err(&d, &[("TURNKEY__NOPE__X", "1")]);
+    assert!(e.reason.contains("nope"), "{e}");
+}
+
+#[test]
+fn tools_enabled_is_a_comma_list_in_the_environment() {
+    let d = dir_with_file(None);
+    let s = ok(&d, &[("TURNKEY__TOOLS__ENABLED", "read_file, terminal")]);
+    assert_eq!(s.tools.enabled, vec!["read_file", "terminal"]);
+}
+
+#[test]
+fn string_values_stay_strings() {
+    let d = dir_with_file(None);
+    let s = ok(&d, &[("TURNKEY__AUTH__OPERATOR_TOKEN", "1e5")]);
+    assert_eq!(s.auth.operator_token.as_deref(), Some("1e5"));
+}
+
+#[test]
+fn openai_variables_synthesize_a_provider_when_none_is_configured() {
+    let d = dir_with_file(None);
+    let s = ok(&d, &[("OPENAI_API_KEY", "sk-x"), ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")]);
+    assert_eq!(s.providers.len(), 1);
+    let p = serde_json::to_value(&s.providers[0]).expect("provider json");
+    assert_eq!(p["name"], "openai");
+    assert_eq!(p["kind"], "openai");
+    assert_eq!(p["base_url"], "http://127.0.0.1:9/v1");
+    assert_eq!(p["model"], "gpt-4o-mini");
+    assert_eq!(p["api_key_env"], "OPENAI_API_KEY");
+
+    let s = ok(&d, &[("ANTHROPIC_API_KEY", "k"), ("ANTHROPIC_MODEL", "claude-x")]);
+    let p = serde_json::to_value(&s.providers[0]).expect("provider json");
+    assert_eq!(p["kind"], "anthropic");
+    assert_eq!(p["base_url"], "https://api.anthropic.com/v1");
+    assert_eq!(p["model"], "claude-x");
+}
+
+#[test]
+fn configured_providers_are_not_replaced_by_conventional_variables() {
+    let d = dir_with_file(Some(
+        "[[providers]]\nname = \"main\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:8/v1\"\nmodel = \"m\"\n",
+    ));
+    let s = ok(&d, &[("OPENAI_API_KEY", "sk-x")]);
+    assert_eq!(s.providers.len(), 1);
+    let p = serde_json::to_value(&s.providers[0]).expect("provider json");
+    assert_eq!(p["name"], "main");
+    assert_eq!(p["base_url"], "http://127.0.0.1:8/v1");
+}
