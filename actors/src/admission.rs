@@ -211,12 +211,33 @@ mod tests {
 
     #[test]
     fn r2_3_digest_ignores_the_relay_but_not_the_text() {
-        let a = normalize(&operator(), &Submission { text: "x".into(), surface: "api".into(), ..Default::default() })
-            .expect("valid");
-        let b = normalize(&operator(), &Submission { text: "x".into(), surface: "ws".into(), ..Default::default() })
-            .expect("valid");
-        let c = normalize(&operator(), &Submission { text: "y".into(), surface: "api".into(), ..Default::default() })
-            .expect("valid");
+        let a = normalize(
+            &operator(),
+            &Submission {
+                text: "x".into(),
+                surface: "api".into(),
+                ..Default::default()
+            },
+        )
+        .expect("valid");
+        let b = normalize(
+            &operator(),
+            &Submission {
+                text: "x".into(),
+                surface: "ws".into(),
+                ..Default::default()
+            },
+        )
+        .expect("valid");
+        let c = normalize(
+            &operator(),
+            &Submission {
+                text: "y".into(),
+                surface: "api".into(),
+                ..Default::default()
+            },
+        )
+        .expect("valid");
         assert_eq!(digest(&a), digest(&b));
         assert_ne!(digest(&a), digest(&c));
     }

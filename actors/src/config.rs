@@ -157,7 +157,10 @@ impl RuntimeConfig {
             return bad("lease.ttl_s", "must be greater than 0");
         }
         if self.lease.refresh_s == 0 || self.lease.refresh_s >= self.lease.ttl_s {
-            return bad("lease.refresh_s", "must be greater than 0 and less than lease.ttl_s");
+            return bad(
+                "lease.refresh_s",
+                "must be greater than 0 and less than lease.ttl_s",
+            );
         }
         if self.agent.max_iterations == 0 {
             return bad("agent.max_iterations", "must be greater than 0");

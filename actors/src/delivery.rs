@@ -30,7 +30,8 @@ impl EventHub {
             None => false,
         };
         if nobody_listens {
-            self.channels.remove_if(&session, |_, tx| tx.receiver_count() == 0);
+            self.channels
+                .remove_if(&session, |_, tx| tx.receiver_count() == 0);
         }
     }
 }
@@ -89,7 +90,9 @@ impl DeliveryActor {
                 Err(e) => {
                     let msg = e.to_string();
                     for w in waiters {
-                        let _ = w.send(Err(StoreError::Unavailable(format!("event commit failed: {msg}"))));
+                        let _ = w.send(Err(StoreError::Unavailable(format!(
+                            "event commit failed: {msg}"
+                        ))));
                     }
                 }
             }
@@ -103,8 +106,9 @@ impl Actor for DeliveryActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        // Turns of many sessions publish here at once; do not drop their events under load.
-        ctx.set_mailbox_capacity(usize::MAX >> 1);
+        // Turns of many sessions publish here at once. A full mailbox makes `send` wait (back-
+        // pressure); it never drops an event.
+        ctx.set_mailbox_capacity(4096);
     }
 }
 

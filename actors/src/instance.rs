@@ -62,7 +62,10 @@ fn pid_alive(pid: i64) -> bool {
         Err(_) => {
             use nix::sys::signal::kill;
             use nix::unistd::Pid;
-            !matches!(kill(Pid::from_raw(pid32), None), Err(nix::errno::Errno::ESRCH))
+            !matches!(
+                kill(Pid::from_raw(pid32), None),
+                Err(nix::errno::Errno::ESRCH)
+            )
         }
     }
 }

@@ -70,7 +70,11 @@ impl Refresher {
                     _ = stop2.cancelled() => return,
                     _ = tokio::time::sleep(every) => {}
                 }
-                match deps.store.refresh_lease(&fence, ms(deps.config.lease.ttl_s)).await {
+                match deps
+                    .store
+                    .refresh_lease(&fence, ms(deps.config.lease.ttl_s))
+                    .await
+                {
                     Ok(()) => valid_until = Instant::now() + ttl,
                     Err(StoreError::Fenced(_)) => {
                         tracing::warn!(session = %fence.session_id, "turn lease lost");

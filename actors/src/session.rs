@@ -183,8 +183,12 @@ async fn drain(deps: Arc<Deps>, session: SessionId, addr: Addr<SessionActor>) {
         };
         // Under the lease-first order, a `started` admission we find now belonged to a
         // previous holder that lost the lease: its outcome cannot be known.
-        crate::recovery::mark_orphans_unknown(&deps, session, "previous lease holder lost the lease")
-            .await;
+        crate::recovery::mark_orphans_unknown(
+            &deps,
+            session,
+            "previous lease holder lost the lease",
+        )
+        .await;
         let refresher = Refresher::spawn(deps.clone(), fence.clone());
         loop {
             if deps.shutdown.is_cancelled() || refresher.lost.is_cancelled() {

@@ -109,8 +109,14 @@ impl MigrationTrait for Migration {
         )
         .await?;
         for (name, cols) in [
-            ("uq_admissions_session_request", [SessionAdmissions::SessionId, SessionAdmissions::RequestId]),
-            ("uq_admissions_session_seq", [SessionAdmissions::SessionId, SessionAdmissions::Seq]),
+            (
+                "uq_admissions_session_request",
+                [SessionAdmissions::SessionId, SessionAdmissions::RequestId],
+            ),
+            (
+                "uq_admissions_session_seq",
+                [SessionAdmissions::SessionId, SessionAdmissions::Seq],
+            ),
         ] {
             m.create_index(
                 Index::create()

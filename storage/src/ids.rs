@@ -65,7 +65,9 @@ uuid_id!(
 );
 
 /// A per-session event sequence number: unique and increasing, without gaps.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct Seq(pub i64);
 

@@ -1,5 +1,6 @@
 //! The Store's durable facts against a real SQLite file: idempotent admission, the status
 //! machine, fenced leases and gap-free event seqs.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
 use serde_json::json;
 use turnkey_storage::*;
 
@@ -86,7 +87,10 @@ async fn r2_5_fifo_is_ordered_by_seq() {
     let first = s.admit(new_adm(sid, "a", "1")).await.expect("a").admission;
     let second = s.admit(new_adm(sid, "b", "2")).await.expect("b").admission;
     assert!(second.seq > first.seq);
-    assert_eq!(s.next_queued(sid).await.expect("q").expect("head").id, first.id);
+    assert_eq!(
+        s.next_queued(sid).await.expect("q").expect("head").id,
+        first.id
+    );
     assert_eq!(s.queue_depth(sid).await.expect("depth"), 2);
 }
 
@@ -134,9 +138,14 @@ async fn r4_1_live_lease_is_exclusive_and_expired_one_is_taken_over() {
     assert!(lease(&s, sid, &b, 60_000).await.is_none(), "b must wait");
     s.refresh_lease(&fa, 1).await.expect("shorten");
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    let fb = lease(&s, sid, &b, 60_000).await.expect("b takes the expired lease");
+    let fb = lease(&s, sid, &b, 60_000)
+        .await
+        .expect("b takes the expired lease");
     assert!(fb.generation > fa.generation);
-    assert!(matches!(s.refresh_lease(&fa, 60_000).await, Err(StoreError::Fenced(_))));
+    assert!(matches!(
+        s.refresh_lease(&fa, 60_000).await,
+        Err(StoreError::Fenced(_))
+    ));
 }
 
 #[tokio::test]
@@ -175,7 +184,10 @@ async fn r13_3_stale_generation_cannot_write() {
         content: Some("late".into()),
         ..Default::default()
     };
-    assert!(matches!(s.append_message(&fa, &msg).await, Err(StoreError::Fenced(_))));
+    assert!(matches!(
+        s.append_message(&fa, &msg).await,
+        Err(StoreError::Fenced(_))
+    ));
     let ev = NewEvent {
         session_id: sid,
         kind: EventKind::MessageDelta,
@@ -188,7 +200,10 @@ async fn r13_3_stale_generation_cannot_write() {
         .await
         .expect("batch");
     assert!(matches!(res[0], Err(StoreError::Fenced(_))));
-    assert!(res[1].is_ok(), "the current holder's event commits in the same batch");
+    assert!(
+        res[1].is_ok(),
+        "the current holder's event commits in the same batch"
+    );
     assert!(s.list_messages(sid).await.expect("list").is_empty());
 }
 
@@ -201,7 +216,10 @@ async fn r13_3_release_keeps_the_generation_growing() {
     assert!(s.release_lease(&f1).await.expect("release"));
     let f2 = lease(&s, sid, &a, 60_000).await.expect("2");
     assert!(f2.generation > f1.generation);
-    assert!(!s.release_lease(&f1).await.expect("stale release is a no-op"));
+    assert!(!s
+        .release_lease(&f1)
+        .await
+        .expect("stale release is a no-op"));
 }
 
 #[tokio::test]
@@ -212,7 +230,8 @@ async fn r11_2_event_seqs_are_contiguous_across_writers() {
     for i in 0..10 {
         let s = s.clone();
         tasks.push(tokio::spawn(async move {
-            s.admit(new_adm(sid, &format!("r{i}"), &format!("t{i}"))).await
+            s.admit(new_adm(sid, &format!("r{i}"), &format!("t{i}")))
+                .await
         }));
     }
     for t in tasks {
@@ -222,7 +241,10 @@ async fn r11_2_event_seqs_are_contiguous_across_writers() {
     let seqs: Vec<i64> = evs.iter().map(|e| e.seq.0).collect();
     assert_eq!(seqs, (1..=10).collect::<Vec<_>>());
     let tail = s.events_since(sid, Seq(7), 100).await.expect("since 7");
-    assert_eq!(tail.iter().map(|e| e.seq.0).collect::<Vec<_>>(), vec![8, 9, 10]);
+    assert_eq!(
+        tail.iter().map(|e| e.seq.0).collect::<Vec<_>>(),
+        vec![8, 9, 10]
+    );
 }
 
 #[tokio::test]
@@ -268,5 +290,10 @@ async fn r10_4_turn_end_commits_tail_usage_receipt_and_events_together() {
     assert_eq!(got.outcome.expect("outcome")["final_response"], "done");
     let sess = s.get_session(sid).await.expect("get").expect("row");
     assert_eq!(sess.usage.input_tokens, 10);
-    assert_eq!(s.list_messages(sid).await.expect("msgs")[0].content.as_deref(), Some("done"));
+    assert_eq!(
+        s.list_messages(sid).await.expect("msgs")[0]
+            .content
+            .as_deref(),
+        Some("done")
+    );
 }

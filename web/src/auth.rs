@@ -38,7 +38,10 @@ pub fn generate_token() -> String {
 pub fn tokens_match(given: &str, expected: &str) -> bool {
     let a = Sha256::digest(given.as_bytes());
     let b = Sha256::digest(expected.as_bytes());
-    a.iter().zip(b.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    a.iter()
+        .zip(b.iter())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+        == 0
 }
 
 /// The authenticated caller of a request.
@@ -64,7 +67,9 @@ fn bearer(req: &HttpRequest) -> Result<String, ApiError> {
         .ok_or_else(|| ApiError::unauthorized("expected Authorization: Bearer TOKEN"))?;
     let token = token.trim();
     if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() {
-        return Err(ApiError::unauthorized("expected Authorization: Bearer TOKEN"));
+        return Err(ApiError::unauthorized(
+            "expected Authorization: Bearer TOKEN",
+        ));
     }
     Ok(token.to_owned())
 }

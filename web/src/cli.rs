@@ -59,7 +59,12 @@ pub struct ChatArgs {
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
     /// Bearer token; default: $TURNKEY_TOKEN.
-    #[arg(long, value_name = "TOKEN", env = "TURNKEY_TOKEN", hide_env_values = true)]
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "TURNKEY_TOKEN",
+        hide_env_values = true
+    )]
     pub token: Option<String>,
 }
 
@@ -139,7 +144,10 @@ async fn migrate(settings: Settings) -> Result<(), Failure> {
         .migrate()
         .await
         .map_err(|e| Failure::Other(format!("migration failed: {e}")))?;
-    println!("migrations applied to {}", redact_url(&settings.database.url));
+    println!(
+        "migrations applied to {}",
+        redact_url(&settings.database.url)
+    );
     Ok(())
 }
 
@@ -229,9 +237,25 @@ mod tests {
     #[test]
     fn cli_parses_every_command() {
         for args in [
-            vec!["turnkey", "serve", "--bind", "127.0.0.1:0", "--database", "sqlite://x.db"],
+            vec![
+                "turnkey",
+                "serve",
+                "--bind",
+                "127.0.0.1:0",
+                "--database",
+                "sqlite://x.db",
+            ],
             vec!["turnkey", "migrate", "--database", "sqlite://x.db"],
-            vec!["turnkey", "chat", "--url", "http://x", "--session", "s", "--token", "t"],
+            vec![
+                "turnkey",
+                "chat",
+                "--url",
+                "http://x",
+                "--session",
+                "s",
+                "--token",
+                "t",
+            ],
             vec!["turnkey", "doctor"],
         ] {
             assert!(Cli::try_parse_from(args).is_ok());

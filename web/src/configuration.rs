@@ -202,7 +202,10 @@ impl From<ConfigError> for InvalidConfig {
                 key,
             } => Self::new(
                 key.unwrap_or_else(|| "config".into()),
-                format!("invalid type: {unexpected}, expected {expected}{}", origin(o)),
+                format!(
+                    "invalid type: {unexpected}, expected {expected}{}",
+                    origin(o)
+                ),
             ),
             ConfigError::At {
                 error,
@@ -213,9 +216,10 @@ impl From<ConfigError> for InvalidConfig {
                 format!("{error}{}", origin(o)),
             ),
             ConfigError::NotFound(key) => Self::new(key, "missing"),
-            ConfigError::FileParse { uri, cause } => {
-                Self::new(uri.unwrap_or_else(|| "config file".into()), cause.to_string())
-            }
+            ConfigError::FileParse { uri, cause } => Self::new(
+                uri.unwrap_or_else(|| "config file".into()),
+                cause.to_string(),
+            ),
             other => Self::new("config", other.to_string()),
         }
     }
@@ -368,7 +372,13 @@ impl Conventional {
     }
 }
 
-fn provider_table(origin: &String, kind: &str, base_url: String, key_env: &str, model: String) -> Value {
+fn provider_table(
+    origin: &String,
+    kind: &str,
+    base_url: String,
+    key_env: &str,
+    model: String,
+) -> Value {
     let mut t = Map::new();
     let mut put = |k: &str, v: String| {
         t.insert(k.to_string(), Value::new(Some(origin), v));

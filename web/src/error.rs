@@ -29,7 +29,11 @@ impl ApiError {
     }
 
     pub fn not_found(what: impl fmt::Display) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "not_found", format!("{what} not found"))
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("{what} not found"),
+        )
     }
 
     pub fn unauthorized(message: impl Into<String>) -> Self {
@@ -49,7 +53,10 @@ impl ApiError {
     }
 
     pub fn invalid_json(reason: impl fmt::Display) -> Self {
-        Self::bad_request("invalid_json", format!("the body is not valid JSON: {reason}"))
+        Self::bad_request(
+            "invalid_json",
+            format!("the body is not valid JSON: {reason}"),
+        )
     }
 
     /// A failure of the store, logged in full and reported without its details.

@@ -132,7 +132,8 @@ fn read_token_file(path: &PathBuf) -> Result<Option<String>, StartupError> {
     match std::fs::read_to_string(path) {
         Ok(s) if !s.trim().is_empty() => Ok(Some(s.trim().to_owned())),
         Ok(_) => {
-            std::fs::remove_file(path).map_err(io_err(format!("cannot replace {}", path.display())))?;
+            std::fs::remove_file(path)
+                .map_err(io_err(format!("cannot replace {}", path.display())))?;
             Ok(None)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -266,7 +267,10 @@ impl Application {
         let state = self.state.clone();
         let stopper = actix_web::rt::spawn(async move {
             let which = signals.recv().await;
-            tracing::info!(signal = which, "stopping: admission closed, waiting for running turns");
+            tracing::info!(
+                signal = which,
+                "stopping: admission closed, waiting for running turns"
+            );
             state.begin_shutdown();
             state.gateway.shutdown(SHUTDOWN_GRACE).await;
             handle.stop(true).await;

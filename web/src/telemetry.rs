@@ -6,7 +6,8 @@ const DEFAULT_FILTER: &str = "info,sqlx=warn,sea_orm=warn,sea_orm_migration=warn
 
 /// Installs the global subscriber; a second call (tests) is a no-op.
 pub fn init() {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
     // Err only means a subscriber is already installed, which is what we want anyway.
     let _already_installed = tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -19,7 +19,10 @@ async fn error_code<B: actix_web::body::MessageBody>(
 ) -> (StatusCode, String) {
     let status = res.status();
     let body: Value = test::read_body_json(res).await;
-    let code = body["error"]["code"].as_str().unwrap_or_default().to_owned();
+    let code = body["error"]["code"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     assert!(
         body["error"]["message"].is_string(),
         "error body without a message: {body}"
@@ -61,7 +64,10 @@ async fn unknown_routes_are_json_404() {
     let d = dir();
     let (app, _) = test_app!(&d);
     let res = test::call_service(&app, TestRequest::get().uri("/nope").to_request()).await;
-    assert_eq!(error_code(res).await, (StatusCode::NOT_FOUND, "not_found".into()));
+    assert_eq!(
+        error_code(res).await,
+        (StatusCode::NOT_FOUND, "not_found".into())
+    );
     let req = TestRequest::delete().uri("/v1/sessions").to_request();
     let res = test::call_service(&app, req).await;
     assert_eq!(
@@ -75,13 +81,19 @@ async fn missing_or_wrong_token_is_401() {
     let d = dir();
     let (app, _) = test_app!(&d);
     let res = test::call_service(&app, TestRequest::get().uri("/v1/sessions").to_request()).await;
-    assert_eq!(error_code(res).await, (StatusCode::UNAUTHORIZED, "unauthorized".into()));
+    assert_eq!(
+        error_code(res).await,
+        (StatusCode::UNAUTHORIZED, "unauthorized".into())
+    );
     let req = TestRequest::get()
         .uri("/v1/sessions")
         .insert_header(bearer("tk_wrong"))
         .to_request();
     let res = test::call_service(&app, req).await;
-    assert_eq!(error_code(res).await, (StatusCode::UNAUTHORIZED, "unauthorized".into()));
+    assert_eq!(
+        error_code(res).await,
+        (StatusCode::UNAUTHORIZED, "unauthorized".into())
+    );
 }
 
 #[actix_web::test]
@@ -95,7 +107,10 @@ async fn malformed_json_is_400_invalid_json() {
         .set_payload("{\"title\": ")
         .to_request();
     let res = test::call_service(&app, req).await;
-    assert_eq!(error_code(res).await, (StatusCode::BAD_REQUEST, "invalid_json".into()));
+    assert_eq!(
+        error_code(res).await,
+        (StatusCode::BAD_REQUEST, "invalid_json".into())
+    );
 }
 
 #[actix_web::test]
@@ -109,7 +124,10 @@ async fn lone_surrogate_is_400_invalid_json() {
         .set_payload(r#"{"title": "bad \ud800 text"}"#)
         .to_request();
     let res = test::call_service(&app, req).await;
-    assert_eq!(error_code(res).await, (StatusCode::BAD_REQUEST, "invalid_json".into()));
+    assert_eq!(
+        error_code(res).await,
+        (StatusCode::BAD_REQUEST, "invalid_json".into())
+    );
 }
 
 #[actix_web::test]
@@ -142,7 +160,10 @@ async fn wrong_content_type_is_415() {
     let res = test::call_service(&app, req).await;
     assert_eq!(
         error_code(res).await,
-        (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type".into())
+        (
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type".into()
+        )
     );
 }
 
@@ -193,7 +214,9 @@ async fn sessions_are_created_read_and_listed() {
     assert_eq!(created["canonical_id"], created["id"]);
     assert_eq!(created["state"], "idle");
     assert_eq!(created["queue_depth"], 0);
-    assert!(created["created_at"].as_str().is_some_and(|t| t.ends_with('Z')));
+    assert!(created["created_at"]
+        .as_str()
+        .is_some_and(|t| t.ends_with('Z')));
 
     let req = TestRequest::get()
         .uri(&format!("/v1/sessions/{id}"))
@@ -229,7 +252,10 @@ async fn a_session_id_that_is_not_a_uuid_is_404() {
         .insert_header(operator())
         .to_request();
     let res = test::call_service(&app, req).await;
-    assert_eq!(error_code(res).await, (StatusCode::NOT_FOUND, "not_found".into()));
+    assert_eq!(
+        error_code(res).await,
+        (StatusCode::NOT_FOUND, "not_found".into())
+    );
 }
 
 async fn new_token<S, B>(app: &S, name: &str) -> String
@@ -267,7 +293,10 @@ async fn r2_1_others_sessions_are_404_and_tokens_are_operator_only() {
         .insert_header(bearer(&bob))
         .to_request();
     let res = test::call_service(&app, req).await;
-    assert_eq!(error_code(res).await, (StatusCode::NOT_FOUND, "not_found".into()));
+    assert_eq!(
+        error_code(res).await,
+        (StatusCode::NOT_FOUND, "not_found".into())
+    );
 
     let req = TestRequest::get()
         .uri("/v1/sessions")
@@ -282,7 +311,10 @@ async fn r2_1_others_sessions_are_404_and_tokens_are_operator_only() {
         .set_json(json!({"text": "hi"}))
         .to_request();
     let res = test::call_service(&app, req).await;
-    assert_eq!(error_code(res).await, (StatusCode::NOT_FOUND, "not_found".into()));
+    assert_eq!(
+        error_code(res).await,
+        (StatusCode::NOT_FOUND, "not_found".into())
+    );
 
     let req = TestRequest::post()
         .uri("/v1/tokens")
@@ -290,7 +322,10 @@ async fn r2_1_others_sessions_are_404_and_tokens_are_operator_only() {
         .set_json(json!({"name": "mallory"}))
         .to_request();
     let res = test::call_service(&app, req).await;
-    assert_eq!(error_code(res).await, (StatusCode::FORBIDDEN, "forbidden".into()));
+    assert_eq!(
+        error_code(res).await,
+        (StatusCode::FORBIDDEN, "forbidden".into())
+    );
 }
 
 #[actix_web::test]
@@ -338,7 +373,10 @@ async fn r2_3_duplicate_submit_returns_the_same_receipt() {
     );
 
     let res = test::call_service(&app, submit(json!({"text": "  "}), None)).await;
-    assert_eq!(error_code(res).await, (StatusCode::BAD_REQUEST, "empty_input".into()));
+    assert_eq!(
+        error_code(res).await,
+        (StatusCode::BAD_REQUEST, "empty_input".into())
+    );
 
     let forged = json!({"text": "hi", "owner_id": "operator"});
     let res = test::call_service(&app, submit(forged, None)).await;
@@ -356,7 +394,8 @@ async fn r2_3_duplicate_submit_returns_the_same_receipt() {
     assert_eq!(adm["admission_id"], first["admission_id"]);
     assert_eq!(adm["session_id"], session["id"]);
     assert!(
-        ["queued", "started", "unknown", "terminal"].contains(&adm["status"].as_str().unwrap_or("")),
+        ["queued", "started", "unknown", "terminal"]
+            .contains(&adm["status"].as_str().unwrap_or("")),
         "{adm}"
     );
 
@@ -404,5 +443,8 @@ async fn interrupt_answers_202_with_or_without_a_body() {
         .set_payload("{nope")
         .to_request();
     let res = test::call_service(&app, req).await;
-    assert_eq!(error_code(res).await, (StatusCode::BAD_REQUEST, "invalid_json".into()));
+    assert_eq!(
+        error_code(res).await,
+        (StatusCode::BAD_REQUEST, "invalid_json".into())
+    );
 }

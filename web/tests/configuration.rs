@@ -57,16 +57,31 @@ fn defaults_match_api_md() {
 fn the_database_defaults_to_a_file_in_data_dir() {
     let d = dir_with_file(Some("[server]\ndata_dir = \"/var/lib/turnkey/\"\n"));
     let s = ok(&d, &[]);
-    assert_eq!(s.database.url, "sqlite:///var/lib/turnkey/turnkey.db?mode=rwc");
+    assert_eq!(
+        s.database.url,
+        "sqlite:///var/lib/turnkey/turnkey.db?mode=rwc"
+    );
 }
 
 #[test]
 fn r4_1_lease_timings_come_from_the_file_and_env_wins() {
     let d = dir_with_file(Some("[lease]\nttl_s = 100\nrefresh_s = 20\nwait_s = 50\n"));
     let s = ok(&d, &[]);
-    assert_eq!((s.lease.ttl_s, s.lease.refresh_s, s.lease.wait_s), (100, 20, 50));
-    let s = ok(&d, &[("TURNKEY__LEASE__TTL_S", "10"), ("TURNKEY__LEASE__REFRESH_S", "3")]);
-    assert_eq!((s.lease.ttl_s, s.lease.refresh_s, s.lease.wait_s), (10, 3, 50));
+    assert_eq!(
+        (s.lease.ttl_s, s.lease.refresh_s, s.lease.wait_s),
+        (100, 20, 50)
+    );
+    let s = ok(
+        &d,
+        &[
+            ("TURNKEY__LEASE__TTL_S", "10"),
+            ("TURNKEY__LEASE__REFRESH_S", "3"),
+        ],
+    );
+    assert_eq!(
+        (s.lease.ttl_s, s.lease.refresh_s, s.lease.wait_s),
+        (10, 3, 50)
+    );
 }
 
 #[test]
@@ -80,7 +95,13 @@ fn flags_win_over_env_and_env_over_conventional_variables() {
     assert_eq!(s.server.bind, "127.0.0.1:2");
     assert_eq!(s.database.url, "sqlite://conventional.db");
 
-    let s = ok(&d, &[("DATABASE_URL", "sqlite://a.db"), ("TURNKEY__DATABASE__URL", "sqlite://b.db")]);
+    let s = ok(
+        &d,
+        &[
+            ("DATABASE_URL", "sqlite://a.db"),
+            ("TURNKEY__DATABASE__URL", "sqlite://b.db"),
+        ],
+    );
     assert_eq!(s.database.url, "sqlite://b.db");
 
     let flags = Overrides {
@@ -118,7 +139,10 @@ fn a_value_of_the_wrong_type_names_its_key() {
     let d = dir_with_file(None);
     let e = err(&d, &[("TURNKEY__LEASE__TTL_S", "soon")]);
     assert_eq!(e.key, "lease.ttl_s", "{e}");
-    assert!(e.to_string().starts_with("invalid config: lease.ttl_s: "), "{e}");
+    assert!(
+        e.to_string().starts_with("invalid config: lease.ttl_s: "),
+        "{e}"
+    );
 
     let d = dir_with_file(Some("[agent]\nbusy_policy = \"sometimes\"\n"));
     let e = err(&d, &[]);
@@ -164,7 +188,13 @@ fn string_values_stay_strings() {
 #[test]
 fn openai_variables_synthesize_a_provider_when_none_is_configured() {
     let d = dir_with_file(None);
-    let s = ok(&d, &[("OPENAI_API_KEY", "sk-x"), ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")]);
+    let s = ok(
+        &d,
+        &[
+            ("OPENAI_API_KEY", "sk-x"),
+            ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1"),
+        ],
+    );
     assert_eq!(s.providers.len(), 1);
     let p = serde_json::to_value(&s.providers[0]).expect("provider json");
     assert_eq!(p["name"], "openai");
@@ -173,7 +203,10 @@ fn openai_variables_synthesize_a_provider_when_none_is_configured() {
     assert_eq!(p["model"], "gpt-4o-mini");
     assert_eq!(p["api_key_env"], "OPENAI_API_KEY");
 
-    let s = ok(&d, &[("ANTHROPIC_API_KEY", "k"), ("ANTHROPIC_MODEL", "claude-x")]);
+    let s = ok(
+        &d,
+        &[("ANTHROPIC_API_KEY", "k"), ("ANTHROPIC_MODEL", "claude-x")],
+    );
     let p = serde_json::to_value(&s.providers[0]).expect("provider json");
     assert_eq!(p["kind"], "anthropic");
     assert_eq!(p["base_url"], "https://api.anthropic.com/v1");

@@ -69,7 +69,10 @@ impl Running {
                 assert!(self.lines.try_recv().is_err(), "nothing more on stdout");
                 return status;
             }
-            assert!(Instant::now() < deadline, "turnkey did not stop after SIGTERM");
+            assert!(
+                Instant::now() < deadline,
+                "turnkey did not stop after SIGTERM"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -102,7 +105,10 @@ fn invalid_config_exits_2_and_names_the_key() {
 #[test]
 fn bad_usage_exits_2_and_chat_is_not_implemented_yet() {
     let d = TempDir::new().unwrap();
-    let out = command(d.path()).args(["serve", "--nope"]).output().unwrap();
+    let out = command(d.path())
+        .args(["serve", "--nope"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let out = command(d.path()).args(["chat"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -113,7 +119,11 @@ fn bad_usage_exits_2_and_chat_is_not_implemented_yet() {
 fn migrate_then_doctor_succeed() {
     let d = TempDir::new().unwrap();
     let out = command(d.path()).arg("migrate").output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = command(d.path()).arg("doctor").output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
@@ -129,7 +139,11 @@ async fn serve_prints_the_token_once_and_stops_on_sigterm() {
         .strip_prefix("operator token: tk_")
         .map(|t| format!("tk_{t}"))
         .expect("first line is the generated token");
-    assert!(!server.base.ends_with(":0"), "the real port is printed: {}", server.base);
+    assert!(
+        !server.base.ends_with(":0"),
+        "the real port is printed: {}",
+        server.base
+    );
 
     let token_file = d.path().join("data").join("operator.token");
     #[cfg(unix)]
@@ -151,7 +165,11 @@ async fn serve_prints_the_token_once_and_stops_on_sigterm() {
     assert!(server.stop().success());
 
     let (server, lines) = Running::start(d.path());
-    assert_eq!(lines.len(), 1, "the token is printed only when generated: {lines:?}");
+    assert_eq!(
+        lines.len(),
+        1,
+        "the token is printed only when generated: {lines:?}"
+    );
     let res = http
         .get(format!("{}/v1/sessions", server.base))
         .bearer_auth(&token)
@@ -222,7 +240,11 @@ async fn r11_2_sse_replays_gap_free_honours_last_event_id_and_goes_live() {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let adm: Value = http
-            .get(format!("{}/v1/admissions/{}", server.base, receipt["admission_id"].as_str().unwrap()))
+            .get(format!(
+                "{}/v1/admissions/{}",
+                server.base,
+                receipt["admission_id"].as_str().unwrap()
+            ))
             .bearer_auth(&token)
             .send()
             .await

@@ -33,7 +33,10 @@ pub fn usage_json(u: &Usage) -> Value {
 }
 
 pub async fn finalize(deps: &Deps, c: Closing) {
-    if matches!(c.failure, Some(TurnFailure::Stopped(super::StopReason::LeaseLost))) {
+    if matches!(
+        c.failure,
+        Some(TurnFailure::Stopped(super::StopReason::LeaseLost))
+    ) {
         // Another process may own the session: every write would be fenced out anyway, and
         // the new holder marks this admission unknown.
         tracing::warn!(turn = %c.turn_id, "lease lost; turn ends without writing");
@@ -45,7 +48,9 @@ pub async fn finalize(deps: &Deps, c: Closing) {
         .final_text
         .clone()
         .filter(|t| !t.trim().is_empty())
-        .or_else(|| (c.failure.is_none() && !c.streamed.trim().is_empty()).then(|| c.streamed.clone()));
+        .or_else(|| {
+            (c.failure.is_none() && !c.streamed.trim().is_empty()).then(|| c.streamed.clone())
+        });
     let (result, failure) = match (&final_text, &c.failure) {
         (Some(_), None) => (TurnResult::Completed, None),
         (_, Some(f @ TurnFailure::Stopped(_))) => (TurnResult::Interrupted, Some(f.clone())),
@@ -60,17 +65,23 @@ pub async fn finalize(deps: &Deps, c: Closing) {
     if let Some(text) = final_text.as_ref().filter(|_| failure.is_none()) {
         // R10.3: a delivered final answer always has an assistant row.
         messages.push(assistant_row(message_id, text, None, &c));
-        events.push(event(ids, EventKind::MessageComplete, json!({
-            "message_id": message_id,
-            "text": text,
-            "usage": usage_json(&c.usage),
-            "cost": cost,
-        })));
+        events.push(event(
+            ids,
+            EventKind::MessageComplete,
+            json!({
+                "message_id": message_id,
+                "text": text,
+                "usage": usage_json(&c.usage),
+                "cost": cost,
+            }),
+        ));
     } else if let Some(f) = &failure {
         // R10.5: close an open user or tool tail so the next input is not merged with this
         // one; keep what the user already saw. Context-pressure failures must not grow.
-        let tail_open = matches!(c.tail, Some((MessageRole::User, _)) | Some((MessageRole::Tool, _)))
-            || matches!(c.tail, Some((MessageRole::Assistant, true)));
+        let tail_open = matches!(
+            c.tail,
+            Some((MessageRole::User, _)) | Some((MessageRole::Tool, _))
+        ) || matches!(c.tail, Some((MessageRole::Assistant, true)));
         if !f.is_context_pressure() && tail_open {
             let text = if c.streamed.trim().is_empty() {
                 format!("[turn ended without an answer: {}]", f.code())

@@ -81,7 +81,10 @@ pub enum TurnFailure {
     Stopped(StopReason),
     /// A write the turn depends on failed: nothing runs from memory after that.
     PersistenceFailed(String),
-    Provider { code: String, message: String },
+    Provider {
+        code: String,
+        message: String,
+    },
     /// The request cannot fit the window and compression could not make it fit.
     ContextOverflow(String),
     NoProvider,

@@ -65,7 +65,10 @@ mod tests {
     fn r6_5_proven_overflow_fails_closed() {
         let c = CompressionConfig::default();
         let m = vec![ChatMessage::user("hi".to_string())];
-        assert!(matches!(gate(&c, &m, 128_000, true), Gate::FailClosed { .. }));
+        assert!(matches!(
+            gate(&c, &m, 128_000, true),
+            Gate::FailClosed { .. }
+        ));
     }
 
     #[test]
@@ -75,13 +78,22 @@ mod tests {
             ChatMessage::system("s".to_string()),
             ChatMessage::user("hi".to_string()),
         ];
-        assert!(matches!(gate(&c, &small, 1000, false), Gate::Proceed { .. }));
+        assert!(matches!(
+            gate(&c, &small, 1000, false),
+            Gate::Proceed { .. }
+        ));
         let big = vec![
             ChatMessage::system("s".to_string()),
             ChatMessage::user("word ".repeat(700)),
         ];
-        assert!(matches!(gate(&c, &big, 1000, false), Gate::ShouldCompress { .. }));
+        assert!(matches!(
+            gate(&c, &big, 1000, false),
+            Gate::ShouldCompress { .. }
+        ));
         let huge = vec![ChatMessage::user("word ".repeat(2000))];
-        assert!(matches!(gate(&c, &huge, 1000, false), Gate::FailClosed { .. }));
+        assert!(matches!(
+            gate(&c, &huge, 1000, false),
+            Gate::FailClosed { .. }
+        ));
     }
 }

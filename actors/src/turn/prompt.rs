@@ -102,7 +102,10 @@ fn volatile_layer(now: chrono::DateTime<chrono::Utc>) -> String {
 fn workspace_snapshot(dir: &Path) -> String {
     let mut out = format!("Directory: {}", dir.display());
     if let Ok(head) = std::fs::read_to_string(dir.join(".git/HEAD")) {
-        let branch = head.trim().strip_prefix("ref: refs/heads/").unwrap_or(head.trim());
+        let branch = head
+            .trim()
+            .strip_prefix("ref: refs/heads/")
+            .unwrap_or(head.trim());
         out.push_str(&format!("\nGit branch: {branch}"));
     }
     match std::fs::read_dir(dir) {

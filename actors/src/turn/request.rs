@@ -134,7 +134,10 @@ impl StreamedText {
         self.0.lock().map(|s| s.is_empty()).unwrap_or(true)
     }
     pub fn take(&self) -> String {
-        self.0.lock().map(|mut s| std::mem::take(&mut *s)).unwrap_or_default()
+        self.0
+            .lock()
+            .map(|mut s| std::mem::take(&mut *s))
+            .unwrap_or_default()
     }
 }
 

@@ -100,8 +100,16 @@ async fn iterate(
 
         // assemble_api_request + run_preflight_gate
         let wire = request::wire_messages(ctx);
-        match preflight::gate(&cfg.compression, &wire, provider.context_window(), overflow_proven) {
-            Gate::FailClosed { pressure_tokens, window } => {
+        match preflight::gate(
+            &cfg.compression,
+            &wire,
+            provider.context_window(),
+            overflow_proven,
+        ) {
+            Gate::FailClosed {
+                pressure_tokens,
+                window,
+            } => {
                 out.failure = Some(TurnFailure::ContextOverflow(format!(
                     "request of ~{pressure_tokens} tokens does not fit the {window}-token window"
                 )));
@@ -115,29 +123,34 @@ async fn iterate(
         let req = request::build_request(deps, ctx, provider.as_ref(), wire, true);
 
         // call with retries, then normalize the response
-        let resp = match request::call_with_retries(deps, ctx, control, provider.as_ref(), req, streamed).await {
-            CallOutcome::Stopped => {
-                out.failure = Some(TurnFailure::Stopped(
-                    control.stop_reason().unwrap_or(StopReason::Interrupted("stopped".into())),
-                ));
-                return out;
-            }
-            CallOutcome::Failed(ProviderError::Overflow { message }) => {
-                // Back to preflight: the gate now fails closed instead of re-sending (SPEC R6.5).
-                tracing::warn!(turn = %ctx.turn_id, %message, "provider proved an overflow");
-                overflow_proven = true;
-                budget += 1;
-                continue;
-            }
-            CallOutcome::Failed(e) => {
-                out.failure = Some(TurnFailure::Provider {
-                    code: e.code().to_owned(),
-                    message: e.to_string(),
-                });
-                return out;
-            }
-            CallOutcome::Response(r) => r,
-        };
+        let resp =
+            match request::call_with_retries(deps, ctx, control, provider.as_ref(), req, streamed)
+                .await
+            {
+                CallOutcome::Stopped => {
+                    out.failure = Some(TurnFailure::Stopped(
+                        control
+                            .stop_reason()
+                            .unwrap_or(StopReason::Interrupted("stopped".into())),
+                    ));
+                    return out;
+                }
+                CallOutcome::Failed(ProviderError::Overflow { message }) => {
+                    // Back to preflight: the gate now fails closed instead of re-sending (SPEC R6.5).
+                    tracing::warn!(turn = %ctx.turn_id, %message, "provider proved an overflow");
+                    overflow_proven = true;
+                    budget += 1;
+                    continue;
+                }
+                CallOutcome::Failed(e) => {
+                    out.failure = Some(TurnFailure::Provider {
+                        code: e.code().to_owned(),
+                        message: e.to_string(),
+                    });
+                    return out;
+                }
+                CallOutcome::Response(r) => r,
+            };
         record_usage(&mut out, provider.as_ref(), &resp);
 
         if !resp.tool_calls.is_empty() {
@@ -154,7 +167,11 @@ async fn iterate(
 
 fn record_usage(out: &mut Loop, provider: &dyn Provider, resp: &ChatResponse) {
     out.usage.add(&resp.usage);
-    let model = if resp.model.is_empty() { provider.model() } else { &resp.model };
+    let model = if resp.model.is_empty() {
+        provider.model()
+    } else {
+        &resp.model
+    };
     let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
     out.usage_rows.push(NewUsage {
         provider: provider.name().to_owned(),

@@ -31,7 +31,11 @@ pub fn normalize_calls(calls: &[ToolCall]) -> Vec<ToolCall> {
         .collect()
 }
 
-pub async fn run(deps: &Deps, ctx: &mut TurnContext, resp: &ChatResponse) -> Result<(), TurnFailure> {
+pub async fn run(
+    deps: &Deps,
+    ctx: &mut TurnContext,
+    resp: &ChatResponse,
+) -> Result<(), TurnFailure> {
     let calls = normalize_calls(&resp.tool_calls);
     let assistant = NewMessage {
         id: MessageId::new(),
@@ -53,9 +57,18 @@ pub async fn run(deps: &Deps, ctx: &mut TurnContext, resp: &ChatResponse) -> Res
 
     for (i, call) in calls.iter().enumerate() {
         let (status, text) = if i >= MAX_CALLS_PER_ROUND {
-            ("skipped", format!("not run: more than {MAX_CALLS_PER_ROUND} calls in one message"))
+            (
+                "skipped",
+                format!("not run: more than {MAX_CALLS_PER_ROUND} calls in one message"),
+            )
         } else {
-            ("error", format!("unknown tool: {:?} is not available in this session", call.name))
+            (
+                "error",
+                format!(
+                    "unknown tool: {:?} is not available in this session",
+                    call.name
+                ),
+            )
         };
         let result = NewMessage {
             id: MessageId::new(),
@@ -94,7 +107,11 @@ pub async fn run(deps: &Deps, ctx: &mut TurnContext, resp: &ChatResponse) -> Res
 }
 
 /// Commits a turn event under the fence; a fenced-out or failed commit ends the turn.
-pub(crate) async fn publish(deps: &Deps, ctx: &TurnContext, event: NewEvent) -> Result<(), TurnFailure> {
+pub(crate) async fn publish(
+    deps: &Deps,
+    ctx: &TurnContext,
+    event: NewEvent,
+) -> Result<(), TurnFailure> {
     match deps
         .delivery
         .send(Publish {

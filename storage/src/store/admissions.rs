@@ -59,10 +59,10 @@ impl Store {
         }
         let ahead = admission::Entity::find()
             .filter(admission::Column::SessionId.eq(sid.clone()))
-            .filter(
-                admission::Column::Status
-                    .is_in([AdmissionStatus::Queued.as_str(), AdmissionStatus::Started.as_str()]),
-            )
+            .filter(admission::Column::Status.is_in([
+                AdmissionStatus::Queued.as_str(),
+                AdmissionStatus::Started.as_str(),
+            ]))
             .count(&tx)
             .await?;
         let id = AdmissionId::new();
@@ -179,7 +179,10 @@ impl Store {
                 Expr::value(owner.instance.to_string()),
             )
             .col_expr(admission::Column::OwnerPid, Expr::value(owner.pid))
-            .col_expr(admission::Column::OwnerHost, Expr::value(owner.host.clone()))
+            .col_expr(
+                admission::Column::OwnerHost,
+                Expr::value(owner.host.clone()),
+            )
             .col_expr(admission::Column::TurnId, Expr::value(turn.to_string()))
             .col_expr(admission::Column::StartedAt, Expr::value(now_ms()))
             .filter(admission::Column::Id.eq(admission.to_string()))
@@ -209,7 +212,10 @@ impl Store {
     /// the `turn.unknown` event, or `None` when the admission was no longer `started`.
     pub async fn mark_unknown(&self, id: AdmissionId, reason: &str) -> Result<Option<Event>> {
         let tx = self.write_tx().await?;
-        let Some(row) = admission::Entity::find_by_id(id.to_string()).one(&tx).await? else {
+        let Some(row) = admission::Entity::find_by_id(id.to_string())
+            .one(&tx)
+            .await?
+        else {
             return Err(StoreError::NotFound(format!("admission {id}")));
         };
         let a = convert::admission(row)?;

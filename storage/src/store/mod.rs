@@ -110,7 +110,10 @@ impl Store {
 /// the transaction ends: a takeover cannot slip in between this check and the write it guards.
 pub(crate) async fn check_fence<C: ConnectionTrait>(db: &C, fence: &Fence) -> Result<()> {
     let res = lease::Entity::update_many()
-        .col_expr(lease::Column::Generation, Expr::col(lease::Column::Generation).into())
+        .col_expr(
+            lease::Column::Generation,
+            Expr::col(lease::Column::Generation),
+        )
         .filter(lease::Column::SessionId.eq(fence.session_id.to_string()))
         .filter(lease::Column::HolderInstance.eq(fence.instance.to_string()))
         .filter(lease::Column::Generation.eq(fence.generation.0))

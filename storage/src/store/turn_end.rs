@@ -61,7 +61,10 @@ impl Store {
                 admission::Column::Status,
                 Expr::value(AdmissionStatus::Terminal.as_str()),
             )
-            .col_expr(admission::Column::Outcome, Expr::value(end.outcome.to_string()))
+            .col_expr(
+                admission::Column::Outcome,
+                Expr::value(end.outcome.to_string()),
+            )
             .col_expr(admission::Column::FinishedAt, Expr::value(now))
             .filter(admission::Column::Id.eq(end.admission_id.to_string()))
             .filter(admission::Column::Status.eq(AdmissionStatus::Started.as_str()))

@@ -43,7 +43,12 @@ fn last_event_id(req: &HttpRequest) -> Result<Option<Seq>, ApiError> {
     let Some(v) = req.headers().get("Last-Event-ID") else {
         return Ok(None);
     };
-    let bad = || ApiError::bad_request("invalid_last_event_id", "Last-Event-ID must be an event seq");
+    let bad = || {
+        ApiError::bad_request(
+            "invalid_last_event_id",
+            "Last-Event-ID must be an event seq",
+        )
+    };
     let raw = v.to_str().map_err(|_| bad())?.trim();
     if raw.is_empty() {
         return Ok(None);
@@ -65,7 +70,10 @@ pub async fn events(
     state.gateway.authorize(&who.0, session).await?;
     let since = match query.since {
         Some(n) if n < 0 => {
-            return Err(ApiError::bad_request("invalid_query", "since must be 0 or more"))
+            return Err(ApiError::bad_request(
+                "invalid_query",
+                "since must be 0 or more",
+            ))
         }
         Some(n) => Seq(n),
         None => Seq(0),
@@ -76,7 +84,10 @@ pub async fn events(
     }
     let limit = query.limit.unwrap_or(DEFAULT_PAGE);
     if limit == 0 {
-        return Err(ApiError::bad_request("invalid_query", "limit must be at least 1"));
+        return Err(ApiError::bad_request(
+            "invalid_query",
+            "limit must be at least 1",
+        ));
     }
     let events = state
         .gateway

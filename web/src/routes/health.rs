@@ -10,8 +10,7 @@ pub async fn healthz() -> HttpResponse {
 
 pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
     if state.shutting_down() {
-        return HttpResponse::ServiceUnavailable()
-            .json(json!({"status": "shutting_down"}));
+        return HttpResponse::ServiceUnavailable().json(json!({"status": "shutting_down"}));
     }
     if state.gateway.store().is_ready().await {
         HttpResponse::Ok().json(json!({"status": "ready"}))

@@ -127,6 +127,8 @@ mod tests {
         assert!(text.contains(
             "turnkey_http_requests_total{route=\"/v1/sessions/{id}\",status=\"200\"} 2\n"
         ));
-        assert!(text.contains("turnkey_http_requests_total{route=\"unmatched\",status=\"404\"} 1\n"));
+        assert!(
+            text.contains("turnkey_http_requests_total{route=\"unmatched\",status=\"404\"} 1\n")
+        );
     }
 }

@@ -115,9 +115,10 @@ pub async fn read_optional_json<T: DeserializeOwned + Default>(
     while let Some(chunk) = payload.next().await {
         let chunk = chunk.map_err(|e| match e {
             actix_web::error::PayloadError::Overflow => ApiError::payload_too_large(limit),
-            other => {
-                ApiError::bad_request("invalid_body", format!("the body could not be read: {other}"))
-            }
+            other => ApiError::bad_request(
+                "invalid_body",
+                format!("the body could not be read: {other}"),
+            ),
         })?;
         if body.len() + chunk.len() > limit {
             return Err(ApiError::payload_too_large(limit));

@@ -108,7 +108,10 @@ mod tests {
 
     #[test]
     fn r2_3_header_and_body_request_ids_must_agree() {
-        assert_eq!(request_id(Some("a"), Some("a")).ok().flatten(), Some("a".into()));
+        assert_eq!(
+            request_id(Some("a"), Some("a")).ok().flatten(),
+            Some("a".into())
+        );
         assert_eq!(request_id(Some("a"), None).ok().flatten(), Some("a".into()));
         assert_eq!(request_id(None, Some("b")).ok().flatten(), Some("b".into()));
         assert_eq!(request_id(None, None).ok().flatten(), None);

@@ -5,7 +5,7 @@ use actix_web::web;
 use std::collections::HashMap;
 use tempfile::TempDir;
 use turnkey_web::configuration::{load_from, Overrides, Settings};
-use turnkey_web::startup::{build_app, prepare, AppState};
+use turnkey_web::startup::{prepare, AppState};
 
 pub const OPERATOR: &str = "tk_test_operator";
 pub const MAX_BODY: usize = 4096;
@@ -13,10 +13,22 @@ pub const MAX_BODY: usize = 4096;
 pub fn env_for(dir: &TempDir) -> HashMap<String, String> {
     let root = dir.path().display().to_string();
     HashMap::from([
-        ("TURNKEY__SERVER__DATA_DIR".to_string(), format!("{root}/data")),
-        ("TURNKEY__TOOLS__WORKSPACE".to_string(), format!("{root}/ws")),
-        ("TURNKEY__AUTH__OPERATOR_TOKEN".to_string(), OPERATOR.to_string()),
-        ("TURNKEY__SERVER__MAX_BODY_BYTES".to_string(), MAX_BODY.to_string()),
+        (
+            "TURNKEY__SERVER__DATA_DIR".to_string(),
+            format!("{root}/data"),
+        ),
+        (
+            "TURNKEY__TOOLS__WORKSPACE".to_string(),
+            format!("{root}/ws"),
+        ),
+        (
+            "TURNKEY__AUTH__OPERATOR_TOKEN".to_string(),
+            OPERATOR.to_string(),
+        ),
+        (
+            "TURNKEY__SERVER__MAX_BODY_BYTES".to_string(),
+            MAX_BODY.to_string(),
+        ),
     ])
 }
 
@@ -35,7 +47,8 @@ pub async fn state(dir: &TempDir) -> web::Data<AppState> {
 macro_rules! test_app {
     ($dir:expr) => {{
         let state = $crate::common::state($dir).await;
-        let app = actix_web::test::init_service(turnkey_web::startup::build_app(state.clone())).await;
+        let app =
+            actix_web::test::init_service(turnkey_web::startup::build_app(state.clone())).await;
         (app, state)
     }};
 }
