@@ -4,13 +4,73 @@
 use serde_json::json;
 use turnkey_storage::*;
 
-async fn store() -> (Store, std::path::PathBuf) {
+/// A fresh, migrated SQLite file.
+async fn sqlite() -> Store {
     let dir = std::env::temp_dir().join(format!("tk-store-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).expect("mkdir");
-    let url = format!("sqlite://{}/t.db?mode=rwc", dir.display());
-    let s = Store::connect(&url).await.expect("connect");
+    let s = Store::connect(&format!("sqlite://{}/t.db?mode=rwc", dir.display()))
+        .await
+        .expect("connect");
     s.migrate().await.expect("migrate");
-    (s, dir)
+    s
+}
+
+/// A fresh, migrated PostgreSQL database on 127.0.0.1:5432, or `None` (with a one-line reason)
+/// when the server is not there and `TURNKEY_REQUIRE_PG` is not set.
+async fn postgres() -> Option<(Store, String)> {
+    use sea_orm::ConnectionTrait;
+    let admin = match Store::connect("postgres://postgres@127.0.0.1:5432/test").await {
+        Ok(a) => a,
+        Err(e) if std::env::var("TURNKEY_REQUIRE_PG").as_deref() != Ok("1") => {
+            println!("skipping: PostgreSQL not reachable at 127.0.0.1:5432 ({e})");
+            return None;
+        }
+        Err(e) => panic!("TURNKEY_REQUIRE_PG=1 but PostgreSQL is not reachable: {e}"),
+    };
+    let name = format!("tk_store_{}", uuid::Uuid::new_v4().simple());
+    admin
+        .connection()
+        .execute_unprepared(&format!("CREATE DATABASE {name}"))
+        .await
+        .expect("create database");
+    let s = Store::connect(&format!("postgres://postgres@127.0.0.1:5432/{name}"))
+        .await
+        .expect("connect");
+    s.migrate().await.expect("migrate");
+    Some((s, name))
+}
+
+/// Drops a database made by `postgres()`, so that runs leave no residue on the server.
+async fn drop_postgres(name: &str) {
+    use sea_orm::ConnectionTrait;
+    let admin = Store::connect("postgres://postgres@127.0.0.1:5432/test")
+        .await
+        .expect("connect");
+    admin
+        .connection()
+        .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .await
+        .expect("drop database");
+}
+
+/// Runs one fact against both backends: `name::sqlite` and `name::postgres`.
+macro_rules! on_both {
+    ($name:ident) => {
+        mod $name {
+            #[tokio::test]
+            async fn sqlite() {
+                super::$name(super::sqlite().await).await;
+            }
+            #[tokio::test]
+            async fn postgres() {
+                if let Some((s, db)) = super::postgres().await {
+                    super::$name(s.clone()).await;
+                    s.connection().clone().close().await.expect("close");
+                    super::drop_postgres(&db).await;
+                }
+            }
+        }
+    };
 }
 
 async fn session(s: &Store) -> SessionId {
@@ -64,9 +124,8 @@ async fn lease(s: &Store, sid: SessionId, o: &Owner, ttl_ms: i64) -> Option<Fenc
     .expect("lease")
 }
 
-#[tokio::test]
-async fn r2_3_same_request_id_admits_once_and_other_digest_conflicts() {
-    let (s, _d) = store().await;
+on_both!(r2_3_same_request_id_admits_once_and_other_digest_conflicts);
+async fn r2_3_same_request_id_admits_once_and_other_digest_conflicts(s: Store) {
     let sid = session(&s).await;
     let a = s.admit(new_adm(sid, "r1", "hi")).await.expect("admit");
     assert!(!a.duplicate);
@@ -80,9 +139,8 @@ async fn r2_3_same_request_id_admits_once_and_other_digest_conflicts() {
     assert!(matches!(c, Err(StoreError::IdempotencyConflict { .. })));
 }
 
-#[tokio::test]
-async fn r2_5_fifo_is_ordered_by_seq() {
-    let (s, _d) = store().await;
+on_both!(r2_5_fifo_is_ordered_by_seq);
+async fn r2_5_fifo_is_ordered_by_seq(s: Store) {
     let sid = session(&s).await;
     let first = s.admit(new_adm(sid, "a", "1")).await.expect("a").admission;
     let second = s.admit(new_adm(sid, "b", "2")).await.expect("b").admission;
@@ -94,9 +152,8 @@ async fn r2_5_fifo_is_ordered_by_seq() {
     assert_eq!(s.queue_depth(sid).await.expect("depth"), 2);
 }
 
-#[tokio::test]
-async fn r2_4_claim_settle_and_unknown_follow_the_status_machine() {
-    let (s, _d) = store().await;
+on_both!(r2_4_claim_settle_and_unknown_follow_the_status_machine);
+async fn r2_4_claim_settle_and_unknown_follow_the_status_machine(s: Store) {
     let sid = session(&s).await;
     let o = owner();
     let fence = lease(&s, sid, &o, 60_000).await.expect("free lease");
@@ -129,9 +186,8 @@ async fn r2_4_claim_settle_and_unknown_follow_the_status_machine() {
     assert!(s.mark_unknown(a.id, "again").await.expect("noop").is_none());
 }
 
-#[tokio::test]
-async fn r4_1_live_lease_is_exclusive_and_expired_one_is_taken_over() {
-    let (s, _d) = store().await;
+on_both!(r4_1_live_lease_is_exclusive_and_expired_one_is_taken_over);
+async fn r4_1_live_lease_is_exclusive_and_expired_one_is_taken_over(s: Store) {
     let sid = session(&s).await;
     let (a, b) = (owner(), owner());
     let fa = lease(&s, sid, &a, 60_000).await.expect("a gets it");
@@ -148,9 +204,8 @@ async fn r4_1_live_lease_is_exclusive_and_expired_one_is_taken_over() {
     ));
 }
 
-#[tokio::test]
-async fn r4_4_dead_holder_is_reclaimed_before_ttl() {
-    let (s, _d) = store().await;
+on_both!(r4_4_dead_holder_is_reclaimed_before_ttl);
+async fn r4_4_dead_holder_is_reclaimed_before_ttl(s: Store) {
     let sid = session(&s).await;
     let (a, b) = (owner(), owner());
     lease(&s, sid, &a, 600_000).await.expect("a");
@@ -170,9 +225,8 @@ async fn r4_4_dead_holder_is_reclaimed_before_ttl() {
     assert!(fb.is_some());
 }
 
-#[tokio::test]
-async fn r13_3_stale_generation_cannot_write() {
-    let (s, _d) = store().await;
+on_both!(r13_3_stale_generation_cannot_write);
+async fn r13_3_stale_generation_cannot_write(s: Store) {
     let sid = session(&s).await;
     let (a, b) = (owner(), owner());
     let fa = lease(&s, sid, &a, 1).await.expect("a");
@@ -207,9 +261,8 @@ async fn r13_3_stale_generation_cannot_write() {
     assert!(s.list_messages(sid).await.expect("list").is_empty());
 }
 
-#[tokio::test]
-async fn r13_3_release_keeps_the_generation_growing() {
-    let (s, _d) = store().await;
+on_both!(r13_3_release_keeps_the_generation_growing);
+async fn r13_3_release_keeps_the_generation_growing(s: Store) {
     let sid = session(&s).await;
     let a = owner();
     let f1 = lease(&s, sid, &a, 60_000).await.expect("1");
@@ -222,9 +275,8 @@ async fn r13_3_release_keeps_the_generation_growing() {
         .expect("stale release is a no-op"));
 }
 
-#[tokio::test]
-async fn r11_2_event_seqs_are_contiguous_across_writers() {
-    let (s, _d) = store().await;
+on_both!(r11_2_event_seqs_are_contiguous_across_writers);
+async fn r11_2_event_seqs_are_contiguous_across_writers(s: Store) {
     let sid = session(&s).await;
     let mut tasks = Vec::new();
     for i in 0..10 {
@@ -247,9 +299,8 @@ async fn r11_2_event_seqs_are_contiguous_across_writers() {
     );
 }
 
-#[tokio::test]
-async fn r10_4_turn_end_commits_tail_usage_receipt_and_events_together() {
-    let (s, _d) = store().await;
+on_both!(r10_4_turn_end_commits_tail_usage_receipt_and_events_together);
+async fn r10_4_turn_end_commits_tail_usage_receipt_and_events_together(s: Store) {
     let sid = session(&s).await;
     let o = owner();
     let fence = lease(&s, sid, &o, 60_000).await.expect("lease");

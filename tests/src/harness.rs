@@ -35,6 +35,9 @@ pub struct TurnkeyOptions {
     /// `None`: a SQLite file in the temp dir.
     pub database_url: Option<String>,
     pub provider_base_url: String,
+    /// The `api_key` of the scripted provider entry; distinct keys tell processes apart in
+    /// the provider's recorded `authorization` headers.
+    pub provider_api_key: String,
     /// Extra environment, e.g. `("FAILPOINTS", "admission.after_commit=return")`.
     pub env: Vec<(String, String)>,
     pub lease_ttl_s: u64,
@@ -51,6 +54,7 @@ impl TurnkeyOptions {
         Self {
             database_url: None,
             provider_base_url: provider.base_url.clone(),
+            provider_api_key: "sk-test".into(),
             env: Vec::new(),
             lease_ttl_s: 10,
             lease_refresh_s: 2,
@@ -66,6 +70,11 @@ impl TurnkeyOptions {
 
     pub fn database(mut self, url: &str) -> Self {
         self.database_url = Some(url.to_string());
+        self
+    }
+
+    pub fn provider_api_key(mut self, key: &str) -> Self {
+        self.provider_api_key = key.to_string();
         self
     }
 
@@ -244,10 +253,12 @@ impl Turnkey {
                 cmd.env_remove(key);
             }
         }
-        cmd.env("NO_PROXY", "127.0.0.1,localhost").env(
-            "RUST_LOG",
-            std::env::var("TURNKEY_TEST_LOG").unwrap_or("info".into()),
-        );
+        cmd.env("NO_PROXY", "127.0.0.1,localhost")
+            .env("NO_COLOR", "1")
+            .env(
+                "RUST_LOG",
+                std::env::var("TURNKEY_TEST_LOG").unwrap_or("info".into()),
+            );
         for (key, value) in env {
             cmd.env(key, value);
         }
@@ -339,7 +350,7 @@ operator_token = "{token}"
 name = "scripted"
 kind = "openai"
 base_url = "{base}"
-api_key = "sk-test"
+api_key = "{api_key}"
 model = "scripted-model"
 context_window = 32000
 
@@ -352,6 +363,7 @@ wait_s = {wait}
 "#,
         data = dir.join("data").display(),
         base = o.provider_base_url,
+        api_key = o.provider_api_key,
         ttl = o.lease_ttl_s,
         refresh = o.lease_refresh_s,
         wait = o.lease_wait_s,

@@ -90,6 +90,16 @@ pub struct RecordedRequest {
     pub finished_at: Option<Instant>,
 }
 
+impl RecordedRequest {
+    /// A header's value (names are case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
 pub(crate) struct Rule {
     needle: String,
     reply: Reply,

@@ -51,7 +51,10 @@ async fn two_processes_one_store(first: TurnkeyOptions, provider: &ScriptedProvi
     provider.on_user_text(S1, slow_answer(S1));
     provider.on_user_text(S2, slow_answer(S2));
     let tk1 = Turnkey::start(first.clone()).await;
-    let tk2 = Turnkey::start(first.database(&tk1.database_url)).await;
+    let second = first
+        .database(&tk1.database_url)
+        .provider_api_key("sk-second");
+    let tk2 = Turnkey::start(second).await;
     let apis = [tk1.api(), tk2.api()];
     let s1 = apis[0].create_session_id().await;
     let s2 = apis[1].create_session_id().await;
@@ -88,6 +91,15 @@ async fn two_processes_one_store(first: TurnkeyOptions, provider: &ScriptedProvi
     );
     let across = provider.max_concurrency_where(|t| t.contains(S1) || t.contains(S2));
     println!("max concurrency across the two sessions: {across} (2 shows they ran side by side)");
+    let by_second = provider
+        .requests()
+        .iter()
+        .filter(|r| r.header("authorization") == Some("Bearer sk-second"))
+        .count();
+    println!(
+        "model calls made by the second process: {by_second} of {}",
+        TURNS_S1 + TURNS_S2
+    );
 
     // Each turn wrote its own pair of rows: nothing doubled, nothing merged.
     let messages = apis[1].messages(&s1).await;

@@ -46,15 +46,21 @@ impl Running {
                 }
             }
         });
+        // From here on `Drop` reaps the child, even if a check below fails.
+        let mut running = Self {
+            child,
+            lines,
+            base: String::new(),
+        };
         let mut seen = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let line = lines.recv_timeout(left).expect("no listening line in time");
+            let line = running.lines.recv_timeout(left).expect("no listening line in time");
             seen.push(line.clone());
             if let Some(addr) = line.strip_prefix("listening on http://") {
-                let base = format!("http://{addr}");
-                return (Self { child, lines, base }, seen);
+                running.base = format!("http://{addr}");
+                return (running, seen);
             }
         }
     }
