@@ -5,6 +5,7 @@ use crate::startup::{self, StartupError};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use turnkey_actors::GatewayError;
 use turnkey_storage::Store;
 
 #[derive(Debug, Parser)]
@@ -90,6 +91,10 @@ impl From<StartupError> for Failure {
     fn from(e: StartupError) -> Self {
         match e {
             StartupError::Config(c) => Self::Config(c),
+            // The gateway refuses configuration only when it builds the providers.
+            StartupError::Gateway(GatewayError::Config(reason)) => {
+                Self::Config(InvalidConfig::new("providers", reason))
+            }
             other => Self::Other(other.to_string()),
         }
     }

@@ -56,7 +56,10 @@ impl Running {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let line = running.lines.recv_timeout(left).expect("no listening line in time");
+            let line = running
+                .lines
+                .recv_timeout(left)
+                .expect("no listening line in time");
             seen.push(line.clone());
             if let Some(addr) = line.strip_prefix("listening on http://") {
                 running.base = format!("http://{addr}");

@@ -1,0 +1,214 @@
+//! One turn's lifecycle through the real binary: what the model sees (R5), the preflight gate
+//! (R6), provider error paths (R8, R12 rows 429/5xx/overflow/garbage), and how finalize closes
+//! the tail (R10).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::Value;
+use std::time::Duration;
+use turnkey_tests::{Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
+
+const BOUND: Duration = Duration::from_secs(30);
+
+async fn start() -> (ScriptedProvider, Turnkey) {
+    let provider = ScriptedProvider::start();
+    let tk = Turnkey::start(TurnkeyOptions::new(&provider)).await;
+    (provider, tk)
+}
+
+fn outcome(adm: &Value) -> &Value {
+    &adm["outcome"]
+}
+
+fn roles(messages: &[Value]) -> Vec<String> {
+    messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap_or("?").to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r5_2_system_prompt_is_built_once_and_replayed_byte_for_byte() {
+    let (provider, tk) = start().await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    for text in ["first", "second", "third"] {
+        let a = api.submit_accepted(&s, text).await;
+        api.wait_terminal(&a, BOUND).await;
+    }
+    let reqs = provider.requests();
+    assert_eq!(reqs.len(), 3);
+    let system: Vec<Value> = reqs.iter().map(|r| r.body["messages"][0].clone()).collect();
+    assert_eq!(system[0]["role"], "system");
+    assert!(system[0]["content"].as_str().unwrap().contains("# Workspace"));
+    assert_eq!(system[0], system[1], "the prompt must not be rebuilt between turns");
+    assert_eq!(system[1], system[2]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r5_4_wire_copy_replays_history_without_bookkeeping_fields() {
+    let (provider, tk) = start().await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    provider.push(Reply::text("answer one"));
+    let a = api.submit_accepted(&s, "question one").await;
+    api.wait_terminal(&a, BOUND).await;
+    let a = api.submit_accepted(&s, "question two").await;
+    api.wait_terminal(&a, BOUND).await;
+    let second = &provider.requests()[1].body;
+    let msgs = second["messages"].as_array().unwrap();
+    let wire: Vec<(String, String)> = msgs
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap().to_owned(),
+                m["content"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(wire.len(), 4, "{wire:?}");
+    assert_eq!(wire[1], ("user".into(), "question one".into()));
+    assert_eq!(wire[2], ("assistant".into(), "answer one".into()));
+    assert_eq!(wire[3], ("user".into(), "question two".into()));
+    for m in msgs {
+        for field in ["id", "idx", "turn_id", "api_content", "display", "created_at"] {
+            assert!(m.get(field).is_none(), "bookkeeping field {field} leaked: {m}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r12_provider_429_then_success_is_retried_and_completes() {
+    let (provider, tk) = start().await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    provider.push(Reply::Error {
+        status: 429,
+        body: serde_json::json!({"error": {"message": "slow down", "code": "rate_limit"}}),
+        retry_after: Some(0),
+    });
+    provider.push(Reply::error(503, "overloaded"));
+    provider.push(Reply::text("made it"));
+    let a = api.submit_accepted(&s, "hello").await;
+    let adm = api.wait_terminal(&a, BOUND).await;
+    assert_eq!(outcome(&adm)["result"], "completed", "{adm}");
+    assert_eq!(outcome(&adm)["final_response"], "made it");
+    assert_eq!(provider.request_count(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r12_provider_5xx_exhausts_retries_and_fails_with_a_closed_tail() {
+    let (provider, tk) = start().await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    for _ in 0..3 {
+        provider.push(Reply::error(500, "boom"));
+    }
+    let a = api.submit_accepted(&s, "hello").await;
+    let adm = api.wait_terminal(&a, BOUND).await;
+    assert_eq!(outcome(&adm)["result"], "failed", "{adm}");
+    assert_eq!(outcome(&adm)["failure_reason"], "provider_server_error");
+    assert_eq!(provider.request_count(), 3, "max attempts, no more");
+    // R10.5: the failed user row gets an assistant boundary, so the next input is not merged.
+    let msgs = api.messages(&s).await;
+    assert_eq!(roles(&msgs), vec!["user", "assistant"]);
+    let next = api.submit_accepted(&s, "again").await;
+    let adm = api.wait_terminal(&next, BOUND).await;
+    assert_eq!(outcome(&adm)["result"], "completed");
+    let last = provider.requests().last().unwrap().body.clone();
+    let wire_roles: Vec<&str> = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(wire_roles, vec!["system", "user", "assistant", "user"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r12_garbage_stream_is_retried_then_fails_cleanly() {
+    let (provider, tk) = start().await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    for _ in 0..3 {
+        provider.push(Reply::Malformed(b"data: {this is not json\n\n".to_vec()));
+    }
+    let a = api.submit_accepted(&s, "hello").await;
+    let adm = api.wait_terminal(&a, BOUND).await;
+    assert_eq!(outcome(&adm)["result"], "failed", "{adm}");
+    assert_eq!(outcome(&adm)["failure_reason"], "provider_malformed_stream");
+    assert!(tk.log_tail(500).contains("retrying"), "malformed streams are retryable");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r6_5_proven_overflow_fails_closed_without_resending() {
+    let (provider, tk) = start().await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    provider.push(Reply::Overflow);
+    let a = api.submit_accepted(&s, "hello").await;
+    let adm = api.wait_terminal(&a, BOUND).await;
+    assert_eq!(outcome(&adm)["result"], "failed", "{adm}");
+    assert_eq!(outcome(&adm)["failure_reason"], "context_overflow");
+    assert_eq!(provider.request_count(), 1, "a request that must fail is not sent again");
+    // A context-pressure failure does not grow the transcript (SPEC R10.5).
+    assert_eq!(roles(&api.messages(&s).await), vec!["user"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r3_2_interrupt_mid_stream_keeps_what_was_shown_and_settles_interrupted() {
+    let (provider, tk) = start().await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    provider.push(Reply::Text {
+        chunks: (0..40).map(|i| format!("word{i} ")).collect(),
+        chunk_delay: Duration::from_millis(100),
+    });
+    let a = api.submit_accepted(&s, "talk slowly").await;
+    provider.wait_for_requests(1, BOUND).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let r = api.interrupt(&s).await;
+    assert_eq!(r.status, 202, "{}", r.text);
+    let adm = api.wait_terminal(&a, BOUND).await;
+    assert_eq!(outcome(&adm)["result"], "interrupted", "{adm}");
+    let msgs = api.messages(&s).await;
+    assert_eq!(roles(&msgs), vec!["user", "assistant"]);
+    let shown = msgs[1]["content"].as_str().unwrap();
+    assert!(shown.starts_with("word0 "), "partial text is kept: {shown:?}");
+    assert!(!shown.contains("word39"), "the stream was cut: {shown:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r9_3_unknown_tool_gets_an_error_result_and_the_loop_continues() {
+    let (provider, tk) = start().await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    provider.push(Reply::tool_call("call_1", "rm_rf", serde_json::json!({"path": "/"})));
+    provider.push(Reply::text("I cannot do that."));
+    let a = api.submit_accepted(&s, "delete everything").await;
+    let adm = api.wait_terminal(&a, BOUND).await;
+    assert_eq!(outcome(&adm)["result"], "completed", "{adm}");
+    let msgs = api.messages(&s).await;
+    assert_eq!(roles(&msgs), vec!["user", "assistant", "tool", "assistant"]);
+    assert_eq!(msgs[1]["tool_calls"][0]["id"], "call_1");
+    assert_eq!(msgs[2]["tool_call_id"], "call_1");
+    assert!(msgs[2]["content"].as_str().unwrap().contains("unknown tool"));
+    // The second call saw the tool-call row and its result (persisted before anything else).
+    let second = &provider.requests()[1].body["messages"];
+    assert_eq!(second[2]["tool_calls"][0]["function"]["name"], "rm_rf");
+    assert_eq!(second[3]["tool_call_id"], "call_1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r10_4_usage_is_recorded_on_the_session_and_in_the_outcome() {
+    let (_provider, tk) = start().await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    let a = api.submit_accepted(&s, "count my tokens").await;
+    let adm = api.wait_terminal(&a, BOUND).await;
+    let usage = &outcome(&adm)["usage"];
+    assert!(usage["input_tokens"].as_u64().unwrap() > 0, "{adm}");
+    assert!(usage["output_tokens"].as_u64().unwrap() > 0, "{adm}");
+    let session = api.session(&s).await.body;
+    assert_eq!(session["usage"]["input_tokens"], usage["input_tokens"]);
+    assert_eq!(session["state"], "idle");
+}
