@@ -4,13 +4,17 @@
 
 use serde_json::Value;
 use std::time::{Duration, Instant};
-use turnkey_tests::{pg, Api, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
+use turnkey_tests::{pg, Api, RecordedRequest, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
 const S1: &str = "[tag:S1]";
 const S2: &str = "[tag:S2]";
-const TURNS_S1: usize = 8;
+/// S1 turns submitted in one burst, alternating between the processes.
+const BURST_S1: usize = 8;
+/// Then S1 turns submitted one at a time (each waits for the previous), alternating too.
+const ONE_BY_ONE_S1: usize = 4;
+const TURNS_S1: usize = BURST_S1 + ONE_BY_ONE_S1;
 const TURNS_S2: usize = 4;
-/// All twelve slow turns (0.5 s each), lease hand-overs included.
+/// All slow turns (0.5 s each), lease hand-overs included.
 const ALL_DONE: Duration = Duration::from_secs(90);
 
 fn slow_answer(tag: &str) -> Reply {
@@ -20,17 +24,24 @@ fn slow_answer(tag: &str) -> Reply {
     )
 }
 
-/// Submits `count` messages tagged `tag` to `session`, alternating between the processes.
+fn turn_text(n: usize, tag: &str) -> String {
+    format!("turn {n} {tag}")
+}
+
+/// Submits turns `range` tagged `tag` to `session`, alternating between the processes.
 async fn submit_alternating(
     apis: [Api; 2],
     session: String,
     tag: &str,
-    count: usize,
+    range: std::ops::Range<usize>,
 ) -> Vec<String> {
     let mut ids = Vec::new();
-    for n in 0..count {
-        let text = format!("turn {n} {tag}");
-        ids.push(apis[n % 2].submit_accepted(&session, &text).await);
+    for n in range {
+        ids.push(
+            apis[n % 2]
+                .submit_accepted(&session, &turn_text(n, tag))
+                .await,
+        );
     }
     ids
 }
@@ -47,6 +58,17 @@ fn text_of(m: &Value) -> String {
     m["content"].as_str().unwrap_or_default().to_string()
 }
 
+/// The user texts of the history a model call carried.
+fn user_texts(r: &RecordedRequest) -> Vec<String> {
+    r.body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "user")
+        .map(text_of)
+        .collect()
+}
+
 async fn two_processes_one_store(first: TurnkeyOptions, provider: &ScriptedProvider) {
     provider.on_user_text(S1, slow_answer(S1));
     provider.on_user_text(S2, slow_answer(S2));
@@ -58,14 +80,25 @@ async fn two_processes_one_store(first: TurnkeyOptions, provider: &ScriptedProvi
     let apis = [tk1.api(), tk2.api()];
     let s1 = apis[0].create_session_id().await;
     let s2 = apis[1].create_session_id().await;
-
-    let (ids1, ids2) = tokio::join!(
-        submit_alternating(apis.clone(), s1.clone(), S1, TURNS_S1),
-        submit_alternating([apis[1].clone(), apis[0].clone()], s2.clone(), S2, TURNS_S2),
-    );
     let deadline = Instant::now() + ALL_DONE;
+
+    // A burst: both processes hold queued work for S1 at the same time, and S2 runs meanwhile.
+    let (ids1, ids2) = tokio::join!(
+        submit_alternating(apis.clone(), s1.clone(), S1, 0..BURST_S1),
+        submit_alternating(
+            [apis[1].clone(), apis[0].clone()],
+            s2.clone(),
+            S2,
+            0..TURNS_S2
+        ),
+    );
     wait_all_completed(&apis[0], &ids1, deadline).await;
     wait_all_completed(&apis[1], &ids2, deadline).await;
+    // One at a time: the session moves between idle processes.
+    for n in BURST_S1..TURNS_S1 {
+        let ids = submit_alternating(apis.clone(), s1.clone(), S1, n..n + 1).await;
+        wait_all_completed(&apis[(n + 1) % 2], &ids, deadline).await;
+    }
     tokio::time::sleep(Duration::from_secs(1)).await;
 
     assert_eq!(
@@ -91,15 +124,15 @@ async fn two_processes_one_store(first: TurnkeyOptions, provider: &ScriptedProvi
     );
     let across = provider.max_concurrency_where(|t| t.contains(S1) || t.contains(S2));
     println!("max concurrency across the two sessions: {across} (2 shows they ran side by side)");
-    let by_second = provider
-        .requests()
-        .iter()
-        .filter(|r| r.header("authorization") == Some("Bearer sk-second"))
-        .count();
-    println!(
-        "model calls made by the second process: {by_second} of {}",
-        TURNS_S1 + TURNS_S2
-    );
+    for tag in [S1, S2] {
+        let runner: Vec<u8> = provider
+            .requests()
+            .iter()
+            .filter(|r| r.last_user_text.contains(tag))
+            .map(|r| 1 + u8::from(r.header("authorization") == Some("Bearer sk-second")))
+            .collect();
+        println!("{tag} turns ran in process: {runner:?}");
+    }
 
     // Each turn wrote its own pair of rows: nothing doubled, nothing merged.
     let messages = apis[1].messages(&s1).await;
@@ -121,14 +154,18 @@ async fn two_processes_one_store(first: TurnkeyOptions, provider: &ScriptedProvi
     }
 
     // SPEC R2.5: one durable FIFO per session, whichever process admitted or runs a turn.
-    let order: Vec<String> = provider
+    let s1_calls: Vec<RecordedRequest> = provider
         .requests()
         .into_iter()
         .filter(|r| r.last_user_text.contains(S1))
-        .map(|r| r.last_user_text)
         .collect();
-    let fifo: Vec<String> = (0..TURNS_S1).map(|n| format!("turn {n} {S1}")).collect();
+    let order: Vec<&str> = s1_calls.iter().map(|r| r.last_user_text.as_str()).collect();
+    let fifo: Vec<String> = (0..TURNS_S1).map(|n| turn_text(n, S1)).collect();
     assert_eq!(order, fifo, "S1 turns ran in admission order (R2.5)");
+    // Whichever process ran a turn, the model saw the whole history written by both.
+    for (k, call) in s1_calls.iter().enumerate() {
+        assert_eq!(user_texts(call), fifo[..=k], "history of S1 call {k}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

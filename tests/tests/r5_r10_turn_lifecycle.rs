@@ -39,8 +39,14 @@ async fn r5_2_system_prompt_is_built_once_and_replayed_byte_for_byte() {
     assert_eq!(reqs.len(), 3);
     let system: Vec<Value> = reqs.iter().map(|r| r.body["messages"][0].clone()).collect();
     assert_eq!(system[0]["role"], "system");
-    assert!(system[0]["content"].as_str().unwrap().contains("# Workspace"));
-    assert_eq!(system[0], system[1], "the prompt must not be rebuilt between turns");
+    assert!(system[0]["content"]
+        .as_str()
+        .unwrap()
+        .contains("# Workspace"));
+    assert_eq!(
+        system[0], system[1],
+        "the prompt must not be rebuilt between turns"
+    );
     assert_eq!(system[1], system[2]);
 }
 
@@ -70,8 +76,18 @@ async fn r5_4_wire_copy_replays_history_without_bookkeeping_fields() {
     assert_eq!(wire[2], ("assistant".into(), "answer one".into()));
     assert_eq!(wire[3], ("user".into(), "question two".into()));
     for m in msgs {
-        for field in ["id", "idx", "turn_id", "api_content", "display", "created_at"] {
-            assert!(m.get(field).is_none(), "bookkeeping field {field} leaked: {m}");
+        for field in [
+            "id",
+            "idx",
+            "turn_id",
+            "api_content",
+            "display",
+            "created_at",
+        ] {
+            assert!(
+                m.get(field).is_none(),
+                "bookkeeping field {field} leaked: {m}"
+            );
         }
     }
 }
@@ -136,7 +152,10 @@ async fn r12_garbage_stream_is_retried_then_fails_cleanly() {
     let adm = api.wait_terminal(&a, BOUND).await;
     assert_eq!(outcome(&adm)["result"], "failed", "{adm}");
     assert_eq!(outcome(&adm)["failure_reason"], "provider_malformed_stream");
-    assert!(tk.log_tail(500).contains("retrying"), "malformed streams are retryable");
+    assert!(
+        tk.log_tail(500).contains("retrying"),
+        "malformed streams are retryable"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -149,7 +168,11 @@ async fn r6_5_proven_overflow_fails_closed_without_resending() {
     let adm = api.wait_terminal(&a, BOUND).await;
     assert_eq!(outcome(&adm)["result"], "failed", "{adm}");
     assert_eq!(outcome(&adm)["failure_reason"], "context_overflow");
-    assert_eq!(provider.request_count(), 1, "a request that must fail is not sent again");
+    assert_eq!(
+        provider.request_count(),
+        1,
+        "a request that must fail is not sent again"
+    );
     // A context-pressure failure does not grow the transcript (SPEC R10.5).
     assert_eq!(roles(&api.messages(&s).await), vec!["user"]);
 }
@@ -173,7 +196,10 @@ async fn r3_2_interrupt_mid_stream_keeps_what_was_shown_and_settles_interrupted(
     let msgs = api.messages(&s).await;
     assert_eq!(roles(&msgs), vec!["user", "assistant"]);
     let shown = msgs[1]["content"].as_str().unwrap();
-    assert!(shown.starts_with("word0 "), "partial text is kept: {shown:?}");
+    assert!(
+        shown.starts_with("word0 "),
+        "partial text is kept: {shown:?}"
+    );
     assert!(!shown.contains("word39"), "the stream was cut: {shown:?}");
 }
 
@@ -182,7 +208,11 @@ async fn r9_3_unknown_tool_gets_an_error_result_and_the_loop_continues() {
     let (provider, tk) = start().await;
     let api = tk.api();
     let s = api.create_session_id().await;
-    provider.push(Reply::tool_call("call_1", "rm_rf", serde_json::json!({"path": "/"})));
+    provider.push(Reply::tool_call(
+        "call_1",
+        "rm_rf",
+        serde_json::json!({"path": "/"}),
+    ));
     provider.push(Reply::text("I cannot do that."));
     let a = api.submit_accepted(&s, "delete everything").await;
     let adm = api.wait_terminal(&a, BOUND).await;
@@ -191,7 +221,10 @@ async fn r9_3_unknown_tool_gets_an_error_result_and_the_loop_continues() {
     assert_eq!(roles(&msgs), vec!["user", "assistant", "tool", "assistant"]);
     assert_eq!(msgs[1]["tool_calls"][0]["id"], "call_1");
     assert_eq!(msgs[2]["tool_call_id"], "call_1");
-    assert!(msgs[2]["content"].as_str().unwrap().contains("unknown tool"));
+    assert!(msgs[2]["content"]
+        .as_str()
+        .unwrap()
+        .contains("unknown tool"));
     // The second call saw the tool-call row and its result (persisted before anything else).
     let second = &provider.requests()[1].body["messages"];
     assert_eq!(second[2]["tool_calls"][0]["function"]["name"], "rm_rf");

@@ -1,5 +1,6 @@
 //! Logging set-up: `tracing` to stderr, filtered by `RUST_LOG`. Stdout is reserved for the
 //! lines scripts read (`operator token: …`, `listening on http://…`).
+use std::io::IsTerminal;
 use tracing_subscriber::EnvFilter;
 
 const DEFAULT_FILTER: &str = "info,sqlx=warn,sea_orm=warn,sea_orm_migration=warn";
@@ -12,5 +13,6 @@ pub fn init() {
     let _already_installed = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .try_init();
 }

@@ -448,3 +448,36 @@ async fn interrupt_answers_202_with_or_without_a_body() {
         (StatusCode::BAD_REQUEST, "invalid_json".into())
     );
 }
+
+#[actix_web::test]
+async fn sessions_list_newest_first_and_pages_with_before() {
+    let d = dir();
+    let (app, _) = test_app!(&d);
+    let older = create_session(&app, operator()).await;
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let newer = create_session(&app, operator()).await;
+    let list = |q: String| {
+        TestRequest::get()
+            .uri(&format!("/v1/sessions{q}"))
+            .insert_header(operator())
+            .to_request()
+    };
+    let page: Value = test::call_and_read_body_json(&app, list(String::new())).await;
+    assert_eq!(page["sessions"][0]["id"], newer["id"]);
+    assert_eq!(page["sessions"][1]["id"], older["id"]);
+
+    let before = newer["created_at"].as_str().unwrap().to_owned();
+    let page: Value =
+        test::call_and_read_body_json(&app, list(format!("?before={before}&limit=5"))).await;
+    assert_eq!(page["sessions"].as_array().map(Vec::len), Some(1));
+    assert_eq!(page["sessions"][0]["id"], older["id"]);
+
+    for bad in ["?limit=abc", "?limit=0", "?before=yesterday"] {
+        let res = test::call_service(&app, list(bad.to_owned())).await;
+        assert_eq!(
+            error_code(res).await,
+            (StatusCode::BAD_REQUEST, "invalid_query".into()),
+            "{bad}"
+        );
+    }
+}

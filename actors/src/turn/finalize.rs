@@ -42,7 +42,8 @@ pub async fn finalize(deps: &Deps, c: Closing) {
         tracing::warn!(turn = %c.turn_id, "lease lost; turn ends without writing");
         return;
     }
-    let cost: f64 = c.usage_rows.iter().map(|u| u.cost_usd).sum();
+    // A fold from +0.0: `sum()` of no f64 is -0.0, which would render as "-0.0".
+    let cost = c.usage_rows.iter().fold(0.0_f64, |acc, u| acc + u.cost_usd);
     // R10.2: an empty final response after streamed text is recovered from the stream.
     let final_text = c
         .final_text

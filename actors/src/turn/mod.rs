@@ -9,6 +9,7 @@ pub mod request;
 pub mod run;
 pub mod tool_round;
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
@@ -19,6 +20,8 @@ pub enum StopReason {
     /// Another process may own the session now: write nothing more.
     LeaseLost,
     TimedOut,
+    /// The liveness watchdog saw no provider or tool activity for too long (SPEC R4.3).
+    Inactive,
 }
 
 impl StopReason {
@@ -27,6 +30,7 @@ impl StopReason {
             Self::Interrupted(_) => "interrupted",
             Self::LeaseLost => "lease_lost",
             Self::TimedOut => "turn_timeout",
+            Self::Inactive => "turn_inactive",
         }
     }
 }
@@ -38,6 +42,8 @@ pub struct TurnControl {
     stop: CancellationToken,
     lease_lost: CancellationToken,
     reason: Arc<Mutex<Option<StopReason>>>,
+    /// Last sign of life (ms since the epoch): a streamed chunk, a response, a tool result.
+    activity: Arc<AtomicI64>,
 }
 
 impl TurnControl {
@@ -46,7 +52,18 @@ impl TurnControl {
             stop: CancellationToken::new(),
             lease_lost,
             reason: Arc::new(Mutex::new(None)),
+            activity: Arc::new(AtomicI64::new(turnkey_storage::now_ms())),
         }
+    }
+
+    /// Records a sign of life for the liveness watchdog.
+    pub fn touch(&self) {
+        self.activity.store(turnkey_storage::now_ms(), Ordering::Relaxed);
+    }
+
+    /// Milliseconds since the last sign of life.
+    pub fn idle_ms(&self) -> i64 {
+        turnkey_storage::now_ms() - self.activity.load(Ordering::Relaxed)
     }
 
     pub fn interrupt(&self, reason: StopReason) {

@@ -90,6 +90,7 @@ pub async fn call_with_retries(
         attempt += 1;
         let publisher = DeltaPublisher::spawn(deps, ctx);
         let sink = |text: &str| {
+            control.touch();
             streamed.push(text);
             publisher.send(text);
         };
@@ -98,6 +99,7 @@ pub async fn call_with_retries(
             _ = control.stopped() => None,
         };
         publisher.finish().await;
+        control.touch();
         let Some(result) = result else {
             return CallOutcome::Stopped;
         };

@@ -33,6 +33,7 @@ pub async fn run_turn(
             control.interrupt(StopReason::TimedOut);
         })
     };
+    let watchdog = spawn_watchdog(deps, control);
     let streamed = StreamedText::default();
     let mut closing = Closing {
         fence: fence.clone(),
@@ -61,6 +62,9 @@ pub async fn run_turn(
         Err(f) => closing.failure = Some(f),
     }
     timer.abort();
+    if let Some(w) = watchdog {
+        w.abort();
+    }
     closing.streamed = streamed.take();
     finalize::finalize(deps, closing).await;
 }
@@ -97,6 +101,7 @@ async fn iterate(
         }
         iterations += 1;
         budget -= 1;
+        control.touch();
 
         // assemble_api_request + run_preflight_gate
         let wire = request::wire_messages(ctx);
@@ -163,6 +168,27 @@ async fn iterate(
         out.final_text = resp.content.filter(|t| !t.trim().is_empty());
         return out;
     }
+}
+
+/// With `agent.liveness_timeout_s` set, hard-interrupts a turn that shows no activity for that
+/// long (SPEC R4.3): a stuck provider or tool must not hold the session for the whole TTL.
+fn spawn_watchdog(deps: &Deps, control: &TurnControl) -> Option<tokio::task::JoinHandle<()>> {
+    let limit_s = deps.config.agent.liveness_timeout_s;
+    if limit_s == 0 {
+        return None;
+    }
+    let limit_ms = i64::try_from(limit_s.saturating_mul(1000)).unwrap_or(i64::MAX);
+    let control = control.clone();
+    Some(tokio::spawn(async move {
+        let tick = Duration::from_millis((limit_ms / 4).clamp(50, 5_000) as u64);
+        loop {
+            tokio::time::sleep(tick).await;
+            if control.idle_ms() >= limit_ms {
+                control.interrupt(StopReason::Inactive);
+                return;
+            }
+        }
+    }))
 }
 
 fn record_usage(out: &mut Loop, provider: &dyn Provider, resp: &ChatResponse) {

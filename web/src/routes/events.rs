@@ -21,6 +21,8 @@ const MAX_PAGE: u64 = 1000;
 /// How long a stream may go without news before it re-reads the store: another process on
 /// the same database may be producing this session's events, and its broadcasts never reach us.
 const IDLE_POLL: Duration = Duration::from_secs(1);
+/// Also how a vanished client is noticed: actix-web drops a pending streaming body only when a
+/// write fails (actix/actix-web#1313), so a dead stream lives at most about this long.
 const KEEPALIVE: Duration = Duration::from_secs(15);
 /// Frames buffered towards a slow client; beyond that the pump waits (back-pressure), and the
 /// hub's receiver may lag, which is repaired from the store.
