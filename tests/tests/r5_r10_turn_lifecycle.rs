@@ -245,3 +245,23 @@ async fn r10_4_usage_is_recorded_on_the_session_and_in_the_outcome() {
     assert_eq!(session["usage"]["input_tokens"], usage["input_tokens"]);
     assert_eq!(session["state"], "idle");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r4_3_watchdog_hard_interrupts_a_silent_turn() {
+    let provider = ScriptedProvider::start();
+    let tk = Turnkey::start(
+        TurnkeyOptions::new(&provider).extra_toml("[agent]\nliveness_timeout_s = 1\n"),
+    )
+    .await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    provider.push(Reply::Hang);
+    let a = api.submit_accepted(&s, "hang please").await;
+    let adm = api.wait_terminal(&a, BOUND).await;
+    assert_eq!(outcome(&adm)["result"], "interrupted", "{adm}");
+    assert_eq!(outcome(&adm)["failure_reason"], "turn_inactive");
+    // The session is free again: the next turn runs.
+    let b = api.submit_accepted(&s, "next").await;
+    assert_eq!(outcome(&api.wait_terminal(&b, BOUND).await)["result"], "completed");
+    provider.release_hangs();
+}
