@@ -73,6 +73,7 @@ impl Gateway {
     /// Starts the actors on the current actix System, then recovers: `started` admissions of
     /// dead owners become `unknown`, queued ones are drained.
     pub async fn start(config: RuntimeConfig, store: Store) -> Result<Self, GatewayError> {
+        crate::failpoints::init();
         let providers = config
             .providers
             .iter()

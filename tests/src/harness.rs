@@ -372,8 +372,47 @@ wait_s = {wait}
     std::fs::write(path, toml).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
 }
 
+/// True when a source file of the service is newer than `binary`: `cargo test -p turnkey-tests`
+/// does not rebuild another package's binary, and a stale one would test old code.
+fn sources_newer_than(binary: &Path) -> bool {
+    let Ok(built) = std::fs::metadata(binary).and_then(|m| m.modified()) else {
+        return true;
+    };
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf);
+    let Some(workspace) = workspace else {
+        return false;
+    };
+    let mut stack: Vec<PathBuf> = [
+        "web",
+        "actors",
+        "storage",
+        "providers",
+        "tools",
+        "migration",
+    ]
+    .iter()
+    .map(|c| workspace.join(c).join("src"))
+    .chain([workspace.join("Cargo.lock")])
+    .collect();
+    while let Some(p) = stack.pop() {
+        let Ok(meta) = std::fs::metadata(&p) else {
+            continue;
+        };
+        if meta.is_dir() {
+            if let Ok(entries) = std::fs::read_dir(&p) {
+                stack.extend(entries.filter_map(|e| e.ok()).map(|e| e.path()));
+            }
+        } else if meta.modified().map(|m| m > built).unwrap_or(false) {
+            return true;
+        }
+    }
+    false
+}
+
 /// The `turnkey` binary of this build: `TURNKEY_BIN` if set, else `target/<profile>/turnkey`
-/// next to the test executable, built once with cargo if it is missing.
+/// next to the test executable, (re)built once with cargo if it is missing or older than the sources.
 pub fn turnkey_binary() -> Result<PathBuf, String> {
     static BINARY: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     BINARY.get_or_init(locate_or_build).clone()
@@ -391,7 +430,7 @@ fn locate_or_build() -> Result<PathBuf, String> {
         .ok_or("test executable has no target/<profile> dir")?
         .to_path_buf();
     let binary = profile_dir.join("turnkey");
-    if binary.exists() {
+    if binary.exists() && !sources_newer_than(&binary) {
         return Ok(binary);
     }
     let profile = profile_dir

@@ -262,6 +262,9 @@ async fn r4_3_watchdog_hard_interrupts_a_silent_turn() {
     assert_eq!(outcome(&adm)["failure_reason"], "turn_inactive");
     // The session is free again: the next turn runs.
     let b = api.submit_accepted(&s, "next").await;
-    assert_eq!(outcome(&api.wait_terminal(&b, BOUND).await)["result"], "completed");
+    assert_eq!(
+        outcome(&api.wait_terminal(&b, BOUND).await)["result"],
+        "completed"
+    );
     provider.release_hangs();
 }

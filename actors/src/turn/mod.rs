@@ -58,7 +58,8 @@ impl TurnControl {
 
     /// Records a sign of life for the liveness watchdog.
     pub fn touch(&self) {
-        self.activity.store(turnkey_storage::now_ms(), Ordering::Relaxed);
+        self.activity
+            .store(turnkey_storage::now_ms(), Ordering::Relaxed);
     }
 
     /// Milliseconds since the last sign of life.

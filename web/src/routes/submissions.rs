@@ -54,13 +54,8 @@ pub async fn submit(
         None => None,
     };
     let request_id = request_id(header, body.request_id.as_deref())?;
+    // Emptiness and size are judged once, by admission's normalization (`empty_input`).
     let text = body.text.unwrap_or_default();
-    if text.trim().is_empty() && body.attachments.is_empty() {
-        return Err(ApiError::bad_request(
-            "empty_input",
-            "text must not be empty unless there are attachments",
-        ));
-    }
     let receipt = state
         .gateway
         .submit(
