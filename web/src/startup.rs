@@ -232,7 +232,10 @@ impl Application {
             .map_err(io_err("cannot read the bound address"))?;
         let state = web::Data::new(state);
         let data = state.clone();
+        // No Nagle: SSE frames are small and must leave at once, not wait for the peer's
+        // delayed ACK (about 40 ms a frame otherwise).
         let server = HttpServer::new(move || build_app(data.clone()))
+            .tcp_nodelay(true)
             .listen(listener)
             .map_err(io_err(format!("cannot listen on {local_addr}")))?
             .disable_signals()
