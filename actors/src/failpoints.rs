@@ -2,11 +2,16 @@
 //! reaching `kill_point!("name")` SIGKILLs this process: nothing after that point runs, exactly
 //! as if the machine had died there.
 
-/// Reads the `FAILPOINTS` environment variable once, at start-up.
+/// Reads the `FAILPOINTS` environment variable, once per process.
 pub fn init() {
-    let scenario = fail::FailScenario::setup();
-    // The scenario must outlive the process; tearing it down would disable the points.
-    std::mem::forget(scenario);
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let scenario = fail::FailScenario::setup();
+        // The scenario must outlive the process: tearing it down would disable the points. It
+        // holds a global lock for its whole life, so a second `setup` would wait forever, which
+        // is why this runs only once (several gateways may start in one test process).
+        std::mem::forget(scenario);
+    });
 }
 
 /// Ends the process at once with SIGKILL: no destructors, no flushes, no shutdown hooks.
@@ -23,4 +28,21 @@ macro_rules! kill_point {
     ($name:literal) => {
         fail::fail_point!($name, |_| $crate::failpoints::kill_self($name))
     };
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn init_twice_does_not_block() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            super::init();
+            super::init();
+            tx.send(()).expect("send");
+        });
+        assert!(
+            rx.recv_timeout(std::time::Duration::from_secs(5)).is_ok(),
+            "a second init must not wait on the first scenario's lock"
+        );
+    }
 }
