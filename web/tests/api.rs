@@ -96,75 +96,59 @@ async fn missing_or_wrong_token_is_401() {
     );
 }
 
+/// Each bad body gets its status and stable code, and nothing is created.
 #[actix_web::test]
-async fn malformed_json_is_400_invalid_json() {
+async fn r2_2_bad_bodies_get_stable_codes() {
     let d = dir();
-    let (app, _) = test_app!(&d);
-    let req = TestRequest::post()
-        .uri("/v1/sessions")
-        .insert_header(operator())
-        .insert_header(("Content-Type", "application/json"))
-        .set_payload("{\"title\": ")
-        .to_request();
-    let res = test::call_service(&app, req).await;
-    assert_eq!(
-        error_code(res).await,
-        (StatusCode::BAD_REQUEST, "invalid_json".into())
-    );
-}
-
-#[actix_web::test]
-async fn lone_surrogate_is_400_invalid_json() {
-    let d = dir();
-    let (app, _) = test_app!(&d);
-    let req = TestRequest::post()
-        .uri("/v1/sessions")
-        .insert_header(operator())
-        .insert_header(("Content-Type", "application/json"))
-        .set_payload(r#"{"title": "bad \ud800 text"}"#)
-        .to_request();
-    let res = test::call_service(&app, req).await;
-    assert_eq!(
-        error_code(res).await,
-        (StatusCode::BAD_REQUEST, "invalid_json".into())
-    );
-}
-
-#[actix_web::test]
-async fn oversized_body_is_413() {
-    let d = dir();
-    let (app, _) = test_app!(&d);
-    let big = json!({"title": "x".repeat(MAX_BODY * 2)});
-    let req = TestRequest::post()
-        .uri("/v1/sessions")
-        .insert_header(operator())
-        .set_json(&big)
-        .to_request();
-    let res = test::call_service(&app, req).await;
-    assert_eq!(
-        error_code(res).await,
-        (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large".into())
-    );
-}
-
-#[actix_web::test]
-async fn wrong_content_type_is_415() {
-    let d = dir();
-    let (app, _) = test_app!(&d);
-    let req = TestRequest::post()
-        .uri("/v1/sessions")
-        .insert_header(operator())
-        .insert_header(("Content-Type", "text/plain"))
-        .set_payload("{}")
-        .to_request();
-    let res = test::call_service(&app, req).await;
-    assert_eq!(
-        error_code(res).await,
+    let (app, state) = test_app!(&d);
+    let oversized = json!({"title": "x".repeat(MAX_BODY * 2)}).to_string();
+    let cases: [(&str, &str, String, StatusCode, &str); 4] = [
         (
+            "malformed json",
+            "application/json",
+            "{\"title\": ".into(),
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+        ),
+        (
+            "lone surrogate",
+            "application/json",
+            r#"{"title": "bad \ud800 text"}"#.into(),
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+        ),
+        (
+            "oversized",
+            "application/json",
+            oversized,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+        ),
+        (
+            "wrong content type",
+            "text/plain",
+            "{}".into(),
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type".into()
-        )
-    );
+            "unsupported_media_type",
+        ),
+    ];
+    for (what, content_type, payload, status, code) in cases {
+        let req = TestRequest::post()
+            .uri("/v1/sessions")
+            .insert_header(operator())
+            .insert_header(("Content-Type", content_type))
+            .set_payload(payload)
+            .to_request();
+        let res = test::call_service(&app, req).await;
+        assert_eq!(error_code(res).await, (status, code.into()), "{what}");
+    }
+    let sessions = state
+        .gateway
+        .store()
+        .list_sessions(None, 10, None)
+        .await
+        .expect("list");
+    assert!(sessions.is_empty(), "a refused body created nothing");
 }
 
 #[actix_web::test]
