@@ -304,12 +304,7 @@ impl Api {
             .send()
             .await
             .unwrap_or_else(|e| panic!("SSE events of {session}: {e}"));
-        let content_type = resp
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_string();
+        let content_type = content_type(&resp);
         if resp.status().as_u16() != 200 || !content_type.starts_with("text/event-stream") {
             let status = resp.status();
             let text = resp.text().await.unwrap_or_default();
@@ -414,14 +409,17 @@ impl Api {
     }
 }
 
-async fn read(resp: reqwest::Response) -> Result<Resp, String> {
-    let status = resp.status().as_u16();
-    let content_type = resp
-        .headers()
+fn content_type(resp: &reqwest::Response) -> String {
+    resp.headers()
         .get("content-type")
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
-        .to_string();
+        .to_string()
+}
+
+async fn read(resp: reqwest::Response) -> Result<Resp, String> {
+    let status = resp.status().as_u16();
+    let content_type = content_type(&resp);
     let text = resp
         .text()
         .await

@@ -1,6 +1,6 @@
 //! Fenced turn leases (SPEC R4, R13.3). One row per session that is never deleted: release
 //! clears the holder but keeps the generation, so a generation is never handed out twice.
-use super::{check_fence, convert, is_unique_violation, Result, Store, StoreError};
+use super::{convert, is_unique_violation, Result, Store, StoreError};
 use crate::entity::lease;
 use crate::ids::*;
 use crate::model::*;
@@ -112,22 +112,6 @@ impl Store {
         } else {
             Err(StoreError::Fenced(fence.session_id.to_string()))
         }
-    }
-
-    /// Records which turn the holder is running (shown to operators and other replicas).
-    pub async fn set_lease_turn(&self, fence: &Fence, turn: Option<TurnId>) -> Result<()> {
-        let tx = self.write_tx().await?;
-        check_fence(&tx, fence).await?;
-        lease::Entity::update_many()
-            .col_expr(
-                lease::Column::TurnId,
-                Expr::value(turn.map(|t| t.to_string())),
-            )
-            .filter(lease::Column::SessionId.eq(fence.session_id.to_string()))
-            .exec(&tx)
-            .await?;
-        tx.commit().await?;
-        Ok(())
     }
 
     /// Gives the lease up. Releasing a lease that was already lost is not an error: there is
