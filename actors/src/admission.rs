@@ -2,25 +2,36 @@
 //! the session's owner, normalizes the payload, admits it durably and idempotently, then tells
 //! the session's actor to drain. Its handlers return futures, so it is no global lock.
 use crate::config::BusyPolicy;
+use crate::deps::Deps;
 use crate::error::GatewayError;
-use crate::gateway::{Deps, Receipt, Submission};
+use crate::input::{Receipt, Submission};
 use crate::registry::SessionRegistry;
 use crate::session::Interrupt;
+use crate::turn::StopReason;
 use actix::prelude::*;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
-use turnkey_storage::{NewAdmission, Principal, Session, SessionId, Store};
+use turnkey_storage::{Admission, NewAdmission, Principal, Session, SessionId, Store};
 
 /// Longest text one input may carry, in characters.
 pub const MAX_TEXT_CHARS: usize = 200_000;
 
+/// Admit one input from a door.
 #[derive(Message)]
 #[rtype(result = "Result<Receipt, GatewayError>")]
 pub struct Submit {
     pub principal: Principal,
     pub session: SessionId,
     pub submission: Submission,
+}
+
+/// Admit an `unknown` admission again, as a new admission linked to it. Idempotent: asking
+/// twice yields the same new admission.
+#[derive(Message)]
+#[rtype(result = "Result<Receipt, GatewayError>")]
+pub struct RetryUnknown {
+    pub unknown: Admission,
 }
 
 pub struct AdmissionActor {
@@ -44,47 +55,76 @@ impl Handler<Submit> for AdmissionActor {
     fn handle(&mut self, msg: Submit, _: &mut Context<Self>) -> Self::Result {
         let deps = self.deps.clone();
         let registry = self.registry.clone();
-        Box::pin(async move { admit(&deps, &registry, msg).await })
+        Box::pin(async move {
+            authorize(&deps.store, &msg.principal, msg.session).await?;
+            let payload = normalize(&msg.principal, &msg.submission)?;
+            let new = NewAdmission {
+                session_id: msg.session,
+                request_id: msg
+                    .submission
+                    .request_id
+                    .clone()
+                    .unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
+                payload_digest: digest(&payload),
+                payload,
+                principal: msg.principal.id.clone(),
+                surface: msg.submission.surface.clone(),
+                retry_of: None,
+            };
+            admit(&deps, &registry, new).await
+        })
     }
 }
 
+impl Handler<RetryUnknown> for AdmissionActor {
+    type Result = ResponseFuture<Result<Receipt, GatewayError>>;
+
+    fn handle(&mut self, msg: RetryUnknown, _: &mut Context<Self>) -> Self::Result {
+        let deps = self.deps.clone();
+        let registry = self.registry.clone();
+        Box::pin(async move {
+            let a = msg.unknown;
+            // What the server understood the first time, byte for byte; only the link is new.
+            let new = NewAdmission {
+                session_id: a.session_id,
+                request_id: format!("{RETRY_REQUEST_PREFIX}{}", a.id),
+                payload_digest: a.payload_digest,
+                payload: a.payload,
+                principal: a.principal,
+                surface: a.surface,
+                retry_of: Some(a.id),
+            };
+            admit(&deps, &registry, new).await
+        })
+    }
+}
+
+/// Request id of the admission that retries an unknown one: one retry per unknown admission.
+pub const RETRY_REQUEST_PREFIX: &str = "retry-of:";
+
+/// Makes `new` durable (or finds the earlier admission of its request id), announces it, and
+/// wakes the session's drain.
 async fn admit(
     deps: &Deps,
     registry: &SessionRegistry,
-    msg: Submit,
+    new: NewAdmission,
 ) -> Result<Receipt, GatewayError> {
-    authorize(&deps.store, &msg.principal, msg.session).await?;
-    let payload = normalize(&msg.principal, &msg.submission)?;
-    let digest = digest(&payload);
-    let request_id = msg
-        .submission
-        .request_id
-        .clone()
-        .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-    let admitted = deps
-        .store
-        .admit(NewAdmission {
-            session_id: msg.session,
-            request_id,
-            payload_digest: digest,
-            payload,
-            principal: msg.principal.id.clone(),
-            surface: msg.submission.surface.clone(),
-        })
-        .await?;
-    if let Some(ev) = admitted.event {
-        deps.hub.publish(ev);
-    }
+    let session = new.session_id;
+    let admitted = deps.store.admit(new).await?;
+    admitted
+        .events
+        .into_iter()
+        .for_each(|e| deps.hub.publish(e));
     crate::kill_point!("admission.after_commit");
     if !admitted.duplicate {
         if deps.config.agent.busy_policy == BusyPolicy::Interrupt {
-            if let Some(addr) = registry.get(msg.session) {
+            if let Some(addr) = registry.get(session) {
                 addr.do_send(Interrupt {
-                    reason: "superseded by a newer message".into(),
+                    reason: StopReason::Interrupted("superseded by a newer message".into()),
                 });
             }
         }
-        registry.drain(msg.session);
+        registry.drain(session);
     }
     let a = admitted.admission;
     Ok(Receipt {
@@ -93,6 +133,7 @@ async fn admit(
         seq: a.seq,
         status: a.status,
         duplicate: admitted.duplicate,
+        retry_of: a.retry_of,
     })
 }
 

@@ -1,6 +1,6 @@
 //! The errors the gateway reports to its doors. The web crate maps each to one HTTP status and
 //! a stable code.
-use turnkey_storage::StoreError;
+use turnkey_storage::{AdmissionId, AdmissionStatus, StoreError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
@@ -13,6 +13,13 @@ pub enum GatewayError {
     InvalidInput { code: &'static str, message: String },
     #[error("the server is shutting down")]
     ShuttingDown,
+    #[error("no model provider is configured")]
+    NoProvider,
+    #[error("admission {id} is {}, not unknown", .status.as_str())]
+    NotUnknown {
+        id: AdmissionId,
+        status: AdmissionStatus,
+    },
     #[error("configuration error: {0}")]
     Config(String),
     #[error(transparent)]
@@ -36,6 +43,8 @@ impl GatewayError {
             Self::IdempotencyConflict(_) => "idempotency_conflict",
             Self::InvalidInput { code, .. } => code,
             Self::ShuttingDown => "shutting_down",
+            Self::NoProvider => "no_provider",
+            Self::NotUnknown { .. } => "not_unknown",
             Self::Config(_) => "config_error",
             Self::Store(_) => "store_unavailable",
         }

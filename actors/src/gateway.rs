@@ -1,66 +1,27 @@
 //! `Gateway`: the one handle the web layer holds. It starts the actors, runs recovery, and
 //! offers the operations the doors need (create session, submit, interrupt, state). Reads go
 //! straight to the store; every write goes through an actor.
-use crate::admission::{AdmissionActor, Submit};
+use crate::admission::{AdmissionActor, RetryUnknown, Submit};
 use crate::config::RuntimeConfig;
 use crate::delivery::{DeliveryActor, EventHub};
+use crate::deps::Deps;
 use crate::error::GatewayError;
+use crate::input::{NewSessionRequest, Receipt, Submission};
 use crate::instance::Instance;
 use crate::recovery;
 use crate::registry::SessionRegistry;
 use crate::session::{Interrupt, SessionState, Status};
-use crate::turn::prompt;
+use crate::turn::{prompt, StopReason};
 use actix::{Actor, Addr};
-use serde::Serialize;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use turnkey_providers::{build_provider, Provider};
+use turnkey_providers::build_provider;
 use turnkey_storage::*;
 
-/// What a door asks for when it creates a session.
-#[derive(Clone, Debug, Default)]
-pub struct NewSessionRequest {
-    pub title: Option<String>,
-    pub system_message: Option<String>,
-    pub model: Option<String>,
-    pub platform: String,
-    pub chat_key: Option<String>,
-}
-
-/// One input as a door received it; the admission actor normalizes it before it is stored.
-#[derive(Clone, Debug, Default)]
-pub struct Submission {
-    pub text: String,
-    pub request_id: Option<String>,
-    pub attachments: Vec<serde_json::Value>,
-    pub display: Option<serde_json::Value>,
-    pub model: Option<String>,
-    /// Which door: api, ws, openai, cli, telegram, slack, webhook, internal.
-    pub surface: String,
-}
-
-/// The answer to a submission (API.md receipt).
-#[derive(Clone, Debug, Serialize)]
-pub struct Receipt {
-    pub admission_id: AdmissionId,
-    pub session_id: SessionId,
-    pub seq: i64,
-    pub status: AdmissionStatus,
-    pub duplicate: bool,
-}
-
-/// Everything the actors share, built once at start-up.
-pub struct Deps {
-    pub store: Store,
-    pub config: RuntimeConfig,
-    pub instance: Instance,
-    pub providers: Vec<Arc<dyn Provider>>,
-    pub hub: EventHub,
-    pub delivery: Addr<DeliveryActor>,
-    /// Cancelled when the process begins to shut down.
-    pub shutdown: CancellationToken,
-}
+/// After the shutdown grace, how long interrupted turns get to settle (commit their tail and
+/// receipt) before the process stops anyway.
+const SETTLE_AFTER_INTERRUPT: Duration = Duration::from_secs(5);
 
 #[derive(Clone)]
 pub struct Gateway {
@@ -151,6 +112,26 @@ impl Gateway {
         Ok(session)
     }
 
+    /// Whether new input can be admitted now: not while stopping, and not while no provider
+    /// is configured (it would be queued only to fail).
+    fn check_admitting(&self) -> Result<(), GatewayError> {
+        if self.deps.shutdown.is_cancelled() {
+            return Err(GatewayError::ShuttingDown);
+        }
+        if self.deps.providers.is_empty() {
+            return Err(GatewayError::NoProvider);
+        }
+        Ok(())
+    }
+
+    /// The model a session's turns use: its own, else the primary provider's.
+    pub fn model_in_use(&self, session: &Session) -> Option<String> {
+        session
+            .model
+            .clone()
+            .or_else(|| self.deps.providers.first().map(|p| p.model().to_owned()))
+    }
+
     /// Admits one input durably and returns its receipt; the session's actor drains it.
     pub async fn submit(
         &self,
@@ -158,15 +139,46 @@ impl Gateway {
         session: SessionId,
         submission: Submission,
     ) -> Result<Receipt, GatewayError> {
-        if self.deps.shutdown.is_cancelled() {
-            return Err(GatewayError::ShuttingDown);
-        }
+        self.check_admitting()?;
         self.admission
             .send(Submit {
                 principal: principal.clone(),
                 session,
                 submission,
             })
+            .await
+            .map_err(|_| GatewayError::ShuttingDown)?
+    }
+
+    /// Runs an `unknown` admission again on request (API.md `POST /v1/admissions/{id}/retry`):
+    /// a new admission with the same payload, linked to it, run once however often this is
+    /// asked. Anything but `unknown` is a conflict: queued and started ones run anyway, and a
+    /// terminal one has its answer.
+    pub async fn retry(
+        &self,
+        principal: &Principal,
+        id: AdmissionId,
+    ) -> Result<Receipt, GatewayError> {
+        let not_found = || GatewayError::NotFound(format!("admission {id}"));
+        let unknown = self
+            .deps
+            .store
+            .get_admission(id)
+            .await?
+            .ok_or_else(not_found)?;
+        match self.authorize(principal, unknown.session_id).await {
+            Err(GatewayError::NotFound(_)) => return Err(not_found()),
+            other => other?,
+        };
+        if unknown.status != AdmissionStatus::Unknown {
+            return Err(GatewayError::NotUnknown {
+                id,
+                status: unknown.status,
+            });
+        }
+        self.check_admitting()?;
+        self.admission
+            .send(RetryUnknown { unknown })
             .await
             .map_err(|_| GatewayError::ShuttingDown)?
     }
@@ -184,7 +196,7 @@ impl Gateway {
             return Ok(false);
         };
         addr.send(Interrupt {
-            reason: reason.unwrap_or_else(|| "user_interrupt".into()),
+            reason: StopReason::Interrupted(reason.unwrap_or_else(|| "user_interrupt".into())),
         })
         .await
         .map_err(|_| GatewayError::ShuttingDown)
@@ -199,10 +211,15 @@ impl Gateway {
         };
         let queue_depth = self.deps.store.queue_depth(session).await?;
         let running_here = local.is_some_and(|s| s.running);
+        // A live lease of a live holder: a dead holder's lease may not have expired yet.
         let running = running_here
             || match self.deps.store.get_lease(session).await? {
-                Some(l) => l.holder.is_some() && l.expires_at > now_ms(),
-                None => false,
+                Some(Lease {
+                    holder: Some(h),
+                    expires_at,
+                    ..
+                }) => expires_at > now_ms() && !self.deps.instance.is_dead(&h),
+                _ => false,
             };
         Ok(SessionState {
             running,
@@ -210,11 +227,34 @@ impl Gateway {
         })
     }
 
-    /// Stops admitting, lets running turns reach a safe point for at most `grace`, then returns.
+    /// Graceful stop: stops admitting and starting turns, lets running turns go on for at most
+    /// `grace`, then interrupts the rest, which settle as `interrupted` (reason `shutdown`) with
+    /// their tails closed. Only a crash leaves a turn `unknown`.
     pub async fn shutdown(&self, grace: Duration) {
         self.deps.shutdown.cancel();
-        let deadline = tokio::time::Instant::now() + grace;
-        while self.registry.any_running().await && tokio::time::Instant::now() < deadline {
+        if !self.wait_drained(grace).await {
+            let n = self.registry.interrupt_all(StopReason::Shutdown).await;
+            tracing::warn!(
+                turns = n,
+                ?grace,
+                "shutdown grace ran out; interrupting turns"
+            );
+            if !self.wait_drained(SETTLE_AFTER_INTERRUPT).await {
+                tracing::error!("turns did not settle after the interrupt; stopping anyway");
+            }
+        }
+    }
+
+    /// Waits up to `limit` until no session drains; answers whether that happened.
+    async fn wait_drained(&self, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            if !self.registry.any_draining().await {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }

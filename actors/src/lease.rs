@@ -1,6 +1,6 @@
 //! Holding a session's turn lease (SPEC R4): wait for it without busy-waiting, keep it
 //! refreshed while turns run, and signal loss at once so the running turn stops writing.
-use crate::gateway::Deps;
+use crate::deps::Deps;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;

@@ -1,11 +1,11 @@
 //! Recovery (SPEC R2.4, R2.5, R12): at start-up and then periodically, `started` admissions
 //! whose owner is gone become `unknown` (never re-run, never invented as done), and sessions
 //! with queued input are drained.
-use crate::gateway::Deps;
+use crate::deps::Deps;
 use crate::registry::SessionRegistry;
 use std::sync::Arc;
 use std::time::Duration;
-use turnkey_storage::{now_ms, Admission, SessionId};
+use turnkey_storage::{now_ms, Admission, Fence, UnknownCause};
 
 /// Start-up: judge every `started` admission, then drain every queue.
 pub async fn recover_at_start(
@@ -52,7 +52,7 @@ async fn mark_dead_owners_unknown(deps: &Deps) -> Result<usize, crate::GatewayEr
     let mut marked = 0;
     for a in deps.store.started_admissions(None).await? {
         if owner_is_gone(deps, &a).await? {
-            marked += usize::from(mark(deps, &a, "owner process died").await);
+            marked += usize::from(mark(deps, &a, None).await);
         }
     }
     Ok(marked)
@@ -78,26 +78,56 @@ async fn owner_is_gone(deps: &Deps, a: &Admission) -> Result<bool, crate::Gatewa
 }
 
 /// Called by a drain right after it takes a session's lease: any `started` admission there
-/// belongs to an earlier holder.
-pub(crate) async fn mark_orphans_unknown(deps: &Deps, session: SessionId, reason: &str) {
+/// belongs to an earlier holder. Marked under our fence, so it cannot race our own turns.
+pub(crate) async fn mark_orphans_unknown(deps: &Deps, fence: &Fence) {
+    let session = fence.session_id;
     match deps.store.started_admissions(Some(session)).await {
         Ok(list) => {
             for a in list {
-                mark(deps, &a, reason).await;
+                mark(deps, &a, Some(fence)).await;
             }
         }
         Err(e) => tracing::error!(%session, error = %e, "cannot read started admissions"),
     }
 }
 
-async fn mark(deps: &Deps, a: &Admission, reason: &str) -> bool {
-    match deps.store.mark_unknown(a.id, reason).await {
-        Ok(Some(ev)) => {
-            tracing::warn!(admission = %a.id, session = %a.session_id, reason, "turn outcome unknown");
-            deps.hub.publish(ev);
+/// Why `a`'s outcome cannot be known, in a code and in words.
+fn cause(deps: &Deps, a: &Admission) -> UnknownCause {
+    match &a.owner {
+        Some(o) if deps.instance.is_dead(o) => UnknownCause {
+            reason: "owner_died".into(),
+            message: format!(
+                "the process that ran this turn (pid {} on {}) stopped before the turn finished",
+                o.pid, o.host
+            ),
+        },
+        Some(o) => UnknownCause {
+            reason: "lease_lost".into(),
+            message: format!(
+                "the process that ran this turn (pid {} on {}) lost the session's lease before \
+                 the turn finished",
+                o.pid, o.host
+            ),
+        },
+        None => UnknownCause {
+            reason: "owner_died".into(),
+            message: "the turn's owner is not recorded".into(),
+        },
+    }
+}
+
+async fn mark(deps: &Deps, a: &Admission, fence: Option<&Fence>) -> bool {
+    let cause = cause(deps, a);
+    match deps.store.mark_unknown(a.id, &cause, fence).await {
+        Ok(events) if events.is_empty() => false,
+        Ok(events) => {
+            tracing::warn!(
+                admission = %a.id, session = %a.session_id, reason = %cause.reason,
+                message = %cause.message, "turn outcome unknown"
+            );
+            events.into_iter().for_each(|e| deps.hub.publish(e));
             true
         }
-        Ok(None) => false,
         Err(e) => {
             tracing::error!(admission = %a.id, error = %e, "cannot mark admission unknown");
             false

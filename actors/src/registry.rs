@@ -1,6 +1,7 @@
 //! `SessionRegistry`: one live `SessionActor` per session in this process, spawned on demand.
-use crate::gateway::Deps;
-use crate::session::{Drain, SessionActor, Status};
+use crate::deps::Deps;
+use crate::session::{Drain, Interrupt, SessionActor, Status};
+use crate::turn::StopReason;
 use actix::{Actor, Addr};
 use dashmap::DashMap;
 use std::sync::Arc;
@@ -50,15 +51,36 @@ impl SessionRegistry {
         self.actors.remove_if(&session, |_, a| !a.connected());
     }
 
-    pub async fn any_running(&self) -> bool {
-        let addrs: Vec<_> = self.actors.iter().map(|a| a.clone()).collect();
-        for a in addrs {
+    fn addrs(&self) -> Vec<Addr<SessionActor>> {
+        self.actors.iter().map(|a| a.clone()).collect()
+    }
+
+    /// Whether any session of this process still drains (runs a turn, or is about to release
+    /// its lease).
+    pub async fn any_draining(&self) -> bool {
+        for a in self.addrs() {
             if let Ok(s) = a.send(Status).await {
-                if s.running {
+                if s.running || s.draining {
                     return true;
                 }
             }
         }
         false
+    }
+
+    /// Interrupts every running turn of this process with `reason`; returns how many.
+    pub async fn interrupt_all(&self, reason: StopReason) -> usize {
+        let mut n = 0;
+        for a in self.addrs() {
+            if let Ok(true) = a
+                .send(Interrupt {
+                    reason: reason.clone(),
+                })
+                .await
+            {
+                n += 1;
+            }
+        }
+        n
     }
 }

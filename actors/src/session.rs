@@ -1,7 +1,7 @@
 //! `SessionActor`: one per live session. It drains the session's admissions in seq order under
 //! the durable lease, running each turn as a spawned future so that its mailbox stays open for
 //! `Interrupt` and `Status` while the turn runs.
-use crate::gateway::Deps;
+use crate::deps::Deps;
 use crate::lease::{self, AcquireError, Refresher};
 use crate::registry::SessionRegistry;
 use crate::turn::{self, StopReason, TurnControl};
@@ -23,6 +23,8 @@ pub struct SessionState {
 #[derive(Clone, Copy, Debug)]
 pub struct LocalStatus {
     pub running: bool,
+    /// A drain is under way: waiting for the lease, running turns, or releasing the lease.
+    pub draining: bool,
     pub turn_id: Option<TurnId>,
 }
 
@@ -30,10 +32,11 @@ pub struct LocalStatus {
 #[rtype(result = "()")]
 pub struct Drain;
 
+/// Stops the running turn, if any; answers whether one was running.
 #[derive(Message)]
 #[rtype(result = "bool")]
 pub struct Interrupt {
-    pub reason: String,
+    pub reason: StopReason,
 }
 
 #[derive(Message)]
@@ -121,7 +124,7 @@ impl Handler<Interrupt> for SessionActor {
     fn handle(&mut self, msg: Interrupt, _: &mut Context<Self>) -> bool {
         match &self.running {
             Some((_, control)) => {
-                control.interrupt(StopReason::Interrupted(msg.reason));
+                control.interrupt(msg.reason);
                 true
             }
             None => false,
@@ -134,6 +137,7 @@ impl Handler<Status> for SessionActor {
     fn handle(&mut self, _: Status, _: &mut Context<Self>) -> Self::Result {
         MessageResult(LocalStatus {
             running: self.running.is_some(),
+            draining: self.draining,
             turn_id: self.running.as_ref().map(|(t, _)| *t),
         })
     }
@@ -183,12 +187,7 @@ async fn drain(deps: Arc<Deps>, session: SessionId, addr: Addr<SessionActor>) {
         };
         // Under the lease-first order, a `started` admission we find now belonged to a
         // previous holder that lost the lease: its outcome cannot be known.
-        crate::recovery::mark_orphans_unknown(
-            &deps,
-            session,
-            "previous lease holder lost the lease",
-        )
-        .await;
+        crate::recovery::mark_orphans_unknown(&deps, &fence).await;
         let refresher = Refresher::spawn(deps.clone(), fence.clone());
         loop {
             if deps.shutdown.is_cancelled() || refresher.lost.is_cancelled() {
@@ -213,7 +212,7 @@ async fn drain(deps: Arc<Deps>, session: SessionId, addr: Addr<SessionActor>) {
                 .claim(&fence, admission.id, &deps.instance.owner, turn_id)
                 .await
             {
-                Ok(ev) => deps.hub.publish(ev),
+                Ok(events) => events.into_iter().for_each(|e| deps.hub.publish(e)),
                 Err(StoreError::WrongState(_)) => continue,
                 Err(e) => {
                     tracing::error!(%session, error = %e, "claim failed");

@@ -3,12 +3,16 @@
 pub use sea_orm_migration::prelude::*;
 
 mod m20261202_000001_initial;
+mod m20261203_000001_admission_retry;
 
 pub struct Migrator;
 
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m20261202_000001_initial::Migration)]
+        vec![
+            Box::new(m20261202_000001_initial::Migration),
+            Box::new(m20261203_000001_admission_retry::Migration),
+        ]
     }
 }

@@ -6,6 +6,7 @@ mod stream;
 
 use crate::error::{retry_after_from_headers, ProviderError};
 use crate::provider::{DeltaSink, Provider, ProviderConfig};
+use crate::retry::RetryPolicy;
 use crate::wire::{ChatRequest, ChatResponse};
 use body::RequestBody;
 use completion::parse_completion;
@@ -24,6 +25,7 @@ pub struct OpenAiProvider {
     api_key: Option<String>,
     request_timeout: Duration,
     idle_timeout: Duration,
+    retry: RetryPolicy,
     http: reqwest::Client,
 }
 
@@ -37,6 +39,7 @@ impl OpenAiProvider {
             api_key: cfg.resolved_api_key(),
             request_timeout: Duration::from_secs(cfg.request_timeout_s.max(1)),
             idle_timeout: Duration::from_secs(cfg.stream_idle_timeout_s.max(1)),
+            retry: cfg.retry_policy(),
             http: shared_client()?,
         })
     }
@@ -114,6 +117,10 @@ impl Provider for OpenAiProvider {
 
     fn context_window(&self) -> u32 {
         self.context_window
+    }
+
+    fn retry_policy(&self) -> RetryPolicy {
+        self.retry
     }
 
     async fn chat(

@@ -2,10 +2,12 @@
 //! that turns one configured `[[providers]]` entry into a client.
 use crate::error::ProviderError;
 use crate::openai::OpenAiProvider;
+use crate::retry::RetryPolicy;
 use crate::wire::{ChatRequest, ChatResponse};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -18,6 +20,7 @@ pub enum ProviderKind {
 /// One `[[providers]]` entry of the configuration.
 // Debug is written by hand so that a logged config never shows the key.
 #[derive(Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
 pub struct ProviderConfig {
     pub name: String,
     pub kind: ProviderKind,
@@ -35,6 +38,16 @@ pub struct ProviderConfig {
     /// Bound on one whole non-streamed call, and on waiting for a stream's response headers.
     #[serde(default = "default_timeout")]
     pub request_timeout_s: u64,
+    /// Retries of one call after its first attempt, for retryable errors (429, 5xx, transport,
+    /// idle or malformed streams). 0 = one attempt only.
+    #[serde(default = "default_max_retries")]
+    pub max_retries: u32,
+    /// First backoff pause; each retry doubles it (with jitter), up to `backoff_cap_ms`.
+    #[serde(default = "default_backoff_base_ms")]
+    pub backoff_base_ms: u64,
+    /// Longest pause between two attempts; also caps a provider's `Retry-After`.
+    #[serde(default = "default_backoff_cap_ms")]
+    pub backoff_cap_ms: u64,
     /// Longest silence allowed between two chunks of a stream.
     #[serde(default = "default_idle")]
     pub stream_idle_timeout_s: u64,
@@ -45,7 +58,19 @@ fn default_window() -> u32 {
 }
 
 fn default_timeout() -> u64 {
-    600
+    120
+}
+
+fn default_max_retries() -> u32 {
+    2
+}
+
+fn default_backoff_base_ms() -> u64 {
+    500
+}
+
+fn default_backoff_cap_ms() -> u64 {
+    20_000
 }
 
 fn default_idle() -> u64 {
@@ -62,6 +87,15 @@ impl ProviderConfig {
         let var = self.api_key_env.as_ref().filter(|v| !v.is_empty())?;
         std::env::var(var).ok().filter(|k| !k.is_empty())
     }
+
+    /// How calls to this provider are retried.
+    pub fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy {
+            max_attempts: self.max_retries.saturating_add(1),
+            base_delay: Duration::from_millis(self.backoff_base_ms),
+            max_delay: Duration::from_millis(self.backoff_cap_ms.max(self.backoff_base_ms)),
+        }
+    }
 }
 
 impl fmt::Debug for ProviderConfig {
@@ -76,6 +110,9 @@ impl fmt::Debug for ProviderConfig {
             .field("context_window", &self.context_window)
             .field("auxiliary", &self.auxiliary)
             .field("request_timeout_s", &self.request_timeout_s)
+            .field("max_retries", &self.max_retries)
+            .field("backoff_base_ms", &self.backoff_base_ms)
+            .field("backoff_cap_ms", &self.backoff_cap_ms)
             .field("stream_idle_timeout_s", &self.stream_idle_timeout_s)
             .finish()
     }
@@ -88,6 +125,8 @@ pub type DeltaSink<'a> = &'a (dyn Fn(&str) + Send + Sync);
 pub trait Provider: Send + Sync {
     fn name(&self) -> &str;
     fn model(&self) -> &str;
+    /// How a failed call to this provider is retried (`max_retries`, backoff base and cap).
+    fn retry_policy(&self) -> RetryPolicy;
     fn context_window(&self) -> u32;
     /// One attempt. Streams when req.stream is true, calling on_delta per text fragment.
     async fn chat(
@@ -125,7 +164,8 @@ mod tests {
     fn defaults_apply_and_debug_hides_the_key() {
         let c = cfg("openai");
         assert_eq!(c.context_window, 128_000);
-        assert_eq!(c.request_timeout_s, 600);
+        assert_eq!(c.request_timeout_s, 120);
+        assert_eq!(c.retry_policy(), RetryPolicy::default());
         assert_eq!(c.stream_idle_timeout_s, 120);
         assert!(!c.auxiliary);
         assert!(!format!("{c:?}").contains("sk-secret"));

@@ -124,6 +124,9 @@ fn provider(base_url: &str, idle_s: u64) -> std::sync::Arc<dyn Provider> {
         context_window: 128_000,
         auxiliary: false,
         request_timeout_s: 10,
+        max_retries: 2,
+        backoff_base_ms: 500,
+        backoff_cap_ms: 20_000,
         stream_idle_timeout_s: idle_s,
     })
     .unwrap()

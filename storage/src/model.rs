@@ -187,6 +187,8 @@ pub struct Admission {
     pub created_at: i64,
     pub started_at: Option<i64>,
     pub finished_at: Option<i64>,
+    /// The `unknown` admission this one runs again (`POST /v1/admissions/{id}/retry`).
+    pub retry_of: Option<AdmissionId>,
 }
 
 #[derive(Clone, Debug)]
@@ -197,14 +199,16 @@ pub struct NewAdmission {
     pub payload: serde_json::Value,
     pub principal: String,
     pub surface: String,
+    pub retry_of: Option<AdmissionId>,
 }
 
-/// What `admit` did: a new admission (with its `admission.queued` event) or the earlier one.
+/// What `admit` did: a new admission (with its `admission.queued` and `status` events) or the
+/// earlier one (no events).
 #[derive(Clone, Debug)]
 pub struct Admitted {
     pub admission: Admission,
     pub duplicate: bool,
-    pub event: Option<Event>,
+    pub events: Vec<Event>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -289,6 +293,10 @@ pub struct TurnEnd {
     pub admission_id: AdmissionId,
     pub turn_id: TurnId,
     pub messages: Vec<NewMessage>,
+    /// For a turn that ends without a final answer: close whatever it left open (tool calls
+    /// without results, a user or tool row without an assistant after it), read back from the
+    /// transcript inside the same transaction. `None` leaves the tail as it is.
+    pub close_tail: Option<TailClosure>,
     pub usage: Vec<NewUsage>,
     pub outcome: serde_json::Value,
     pub events: Vec<NewEvent>,
@@ -299,4 +307,36 @@ pub struct Principal {
     pub id: String,
     pub name: String,
     pub kind: String,
+}
+
+/// How a turn ended without a final answer, as far as closing its transcript tail goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClosedAs {
+    Failed,
+    Interrupted,
+    /// The owner died: nobody knows how far the turn got (SPEC R2.4).
+    Unknown,
+}
+
+/// What closes an open tail (SPEC R10.3, R10.5): why the turn ended and the text the user
+/// already saw, kept as a partial answer.
+#[derive(Clone, Debug)]
+pub struct TailClosure {
+    pub closed_as: ClosedAs,
+    /// Stable code, e.g. `provider_server_error`, `shutdown`, `owner_died`.
+    pub reason: String,
+    /// Human-readable, e.g. `connect error: Connection refused`.
+    pub message: String,
+    /// Text already streamed to clients during the turn, if any.
+    pub partial: Option<String>,
+}
+
+/// Why a `started` admission became `unknown`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownCause {
+    /// Stable code: `owner_died`, `lease_lost`.
+    pub reason: String,
+    /// Human-readable: which owner, and what is known of how it ended.
+    pub message: String,
 }

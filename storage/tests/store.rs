@@ -1,128 +1,12 @@
-//! The Store's durable facts against a real SQLite file: idempotent admission, the status
-//! machine, fenced leases and gap-free event seqs.
+//! The Store's durable facts against a real SQLite file and a PostgreSQL database: idempotent
+//! admission, the status machine, fenced leases and gap-free event seqs.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
+#[macro_use]
+mod common;
+
+use common::*;
 use serde_json::json;
 use turnkey_storage::*;
-
-/// A fresh, migrated SQLite file.
-async fn sqlite() -> Store {
-    let dir = std::env::temp_dir().join(format!("tk-store-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).expect("mkdir");
-    let s = Store::connect(&format!("sqlite://{}/t.db?mode=rwc", dir.display()))
-        .await
-        .expect("connect");
-    s.migrate().await.expect("migrate");
-    s
-}
-
-/// A fresh, migrated PostgreSQL database on 127.0.0.1:5432, or `None` (with a one-line reason)
-/// when the server is not there and `TURNKEY_REQUIRE_PG` is not set.
-async fn postgres() -> Option<(Store, String)> {
-    use sea_orm::ConnectionTrait;
-    let admin = match Store::connect("postgres://postgres@127.0.0.1:5432/test").await {
-        Ok(a) => a,
-        Err(e) if std::env::var("TURNKEY_REQUIRE_PG").as_deref() != Ok("1") => {
-            println!("skipping: PostgreSQL not reachable at 127.0.0.1:5432 ({e})");
-            return None;
-        }
-        Err(e) => panic!("TURNKEY_REQUIRE_PG=1 but PostgreSQL is not reachable: {e}"),
-    };
-    let name = format!("tk_store_{}", uuid::Uuid::new_v4().simple());
-    admin
-        .connection()
-        .execute_unprepared(&format!("CREATE DATABASE {name}"))
-        .await
-        .expect("create database");
-    let s = Store::connect(&format!("postgres://postgres@127.0.0.1:5432/{name}"))
-        .await
-        .expect("connect");
-    s.migrate().await.expect("migrate");
-    Some((s, name))
-}
-
-/// Drops a database made by `postgres()`, so that runs leave no residue on the server.
-async fn drop_postgres(name: &str) {
-    use sea_orm::ConnectionTrait;
-    let admin = Store::connect("postgres://postgres@127.0.0.1:5432/test")
-        .await
-        .expect("connect");
-    admin
-        .connection()
-        .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-        .await
-        .expect("drop database");
-}
-
-/// Runs one fact against both backends: `name::sqlite` and `name::postgres`.
-macro_rules! on_both {
-    ($name:ident) => {
-        mod $name {
-            #[tokio::test]
-            async fn sqlite() {
-                super::$name(super::sqlite().await).await;
-            }
-            #[tokio::test]
-            async fn postgres() {
-                if let Some((s, db)) = super::postgres().await {
-                    super::$name(s.clone()).await;
-                    s.connection().clone().close().await.expect("close");
-                    super::drop_postgres(&db).await;
-                }
-            }
-        }
-    };
-}
-
-async fn session(s: &Store) -> SessionId {
-    let id = SessionId::new();
-    s.create_session(NewSession {
-        id,
-        owner: "operator".into(),
-        platform: "api".into(),
-        chat_key: None,
-        title: None,
-        model: None,
-        system_message: None,
-        system_prompt: "sys".into(),
-        workspace_snapshot: None,
-    })
-    .await
-    .expect("session");
-    id
-}
-
-fn owner() -> Owner {
-    Owner {
-        instance: InstanceId::new(),
-        pid: 1,
-        host: "h".into(),
-    }
-}
-
-fn new_adm(session: SessionId, req: &str, text: &str) -> NewAdmission {
-    NewAdmission {
-        session_id: session,
-        request_id: req.into(),
-        payload_digest: format!("d-{text}"),
-        payload: json!({"text": text}),
-        principal: "operator".into(),
-        surface: "api".into(),
-    }
-}
-
-async fn lease(s: &Store, sid: SessionId, o: &Owner, ttl_ms: i64) -> Option<Fence> {
-    s.try_acquire_lease(
-        LeaseClaim {
-            session: sid,
-            owner: o,
-            platform: "test",
-            ttl_ms,
-        },
-        &|_| false,
-    )
-    .await
-    .expect("lease")
-}
 
 on_both!(r2_3_same_request_id_admits_once_and_other_digest_conflicts);
 async fn r2_3_same_request_id_admits_once_and_other_digest_conflicts(s: Store) {
@@ -130,11 +14,12 @@ async fn r2_3_same_request_id_admits_once_and_other_digest_conflicts(s: Store) {
     let a = s.admit(new_adm(sid, "r1", "hi")).await.expect("admit");
     assert!(!a.duplicate);
     assert_eq!(a.admission.status, AdmissionStatus::Queued);
-    assert_eq!(a.event.expect("event").kind, EventKind::AdmissionQueued);
+    let kinds: Vec<_> = a.events.iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, [EventKind::AdmissionQueued, EventKind::Status]);
     let b = s.admit(new_adm(sid, "r1", "hi")).await.expect("again");
     assert!(b.duplicate);
     assert_eq!(b.admission.id, a.admission.id);
-    assert!(b.event.is_none());
+    assert!(b.events.is_empty());
     let c = s.admit(new_adm(sid, "r1", "other")).await;
     assert!(matches!(c, Err(StoreError::IdempotencyConflict { .. })));
 }
@@ -159,15 +44,18 @@ async fn r2_4_claim_settle_and_unknown_follow_the_status_machine(s: Store) {
     let fence = lease(&s, sid, &o, 60_000).await.expect("free lease");
     let a = s.admit(new_adm(sid, "a", "1")).await.expect("a").admission;
     let turn = TurnId::new();
-    let ev = s.claim(&fence, a.id, &o, turn).await.expect("claim");
-    assert_eq!(ev.kind, EventKind::TurnStarted);
+    let evs = s.claim(&fence, a.id, &o, turn).await.expect("claim");
+    assert_eq!(evs[0].kind, EventKind::TurnStarted);
     // A second claim of the same admission is refused: it is no longer queued.
     assert!(matches!(
         s.claim(&fence, a.id, &o, TurnId::new()).await,
         Err(StoreError::WrongState(_))
     ));
-    let unknown = s.mark_unknown(a.id, "owner died").await.expect("unknown");
-    assert_eq!(unknown.expect("event").kind, EventKind::TurnUnknown);
+    let unknown = s
+        .mark_unknown(a.id, &died(), Some(&fence))
+        .await
+        .expect("unknown");
+    assert_eq!(unknown[0].kind, EventKind::TurnUnknown);
     let got = s.get_admission(a.id).await.expect("get").expect("row");
     assert_eq!(got.status, AdmissionStatus::Unknown);
     // unknown is not settled later: the turn end is refused, the receipt stays unknown.
@@ -175,6 +63,7 @@ async fn r2_4_claim_settle_and_unknown_follow_the_status_machine(s: Store) {
         admission_id: a.id,
         turn_id: turn,
         messages: vec![],
+        close_tail: None,
         usage: vec![],
         outcome: json!({"result": "completed"}),
         events: vec![],
@@ -183,7 +72,8 @@ async fn r2_4_claim_settle_and_unknown_follow_the_status_machine(s: Store) {
         s.commit_turn_end(&fence, &end).await,
         Err(StoreError::WrongState(_))
     ));
-    assert!(s.mark_unknown(a.id, "again").await.expect("noop").is_none());
+    let again = s.mark_unknown(a.id, &died(), Some(&fence)).await;
+    assert!(again.expect("noop").is_empty());
 }
 
 on_both!(r4_1_live_lease_is_exclusive_and_expired_one_is_taken_over);
@@ -289,13 +179,14 @@ async fn r11_2_event_seqs_are_contiguous_across_writers(s: Store) {
     for t in tasks {
         t.await.expect("join").expect("admit");
     }
+    // Each admission commits `admission.queued` and `status`.
     let evs = s.events_since(sid, Seq(0), 100).await.expect("events");
     let seqs: Vec<i64> = evs.iter().map(|e| e.seq.0).collect();
-    assert_eq!(seqs, (1..=10).collect::<Vec<_>>());
-    let tail = s.events_since(sid, Seq(7), 100).await.expect("since 7");
+    assert_eq!(seqs, (1..=20).collect::<Vec<_>>());
+    let tail = s.events_since(sid, Seq(17), 100).await.expect("since 17");
     assert_eq!(
         tail.iter().map(|e| e.seq.0).collect::<Vec<_>>(),
-        vec![8, 9, 10]
+        vec![18, 19, 20]
     );
 }
 
@@ -316,6 +207,7 @@ async fn r10_4_turn_end_commits_tail_usage_receipt_and_events_together(s: Store)
             content: Some("done".into()),
             ..Default::default()
         }],
+        close_tail: None,
         usage: vec![NewUsage {
             provider: "p".into(),
             model: "m".into(),

@@ -8,11 +8,16 @@ use std::fmt;
 use turnkey_actors::GatewayError;
 use turnkey_storage::StoreError;
 
+/// What `Retry-After` says while the server stops: about the time a replacement takes to start.
+const SHUTTING_DOWN_RETRY_AFTER_S: u64 = 5;
+
 #[derive(Clone, Debug)]
 pub struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
+    /// Seconds for a `Retry-After` header, when waiting helps.
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -21,7 +26,13 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            retry_after: None,
         }
+    }
+
+    pub fn with_retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after = Some(seconds);
+        self
     }
 
     pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
@@ -96,6 +107,9 @@ impl ResponseError for ApiError {
         if self.status == StatusCode::UNAUTHORIZED {
             res.insert_header((header::WWW_AUTHENTICATE, "Bearer"));
         }
+        if let Some(s) = self.retry_after {
+            res.insert_header((header::RETRY_AFTER, s.to_string()));
+        }
         res.json(json!({"error": {"code": self.code, "message": self.message}}))
     }
 }
@@ -112,7 +126,17 @@ impl From<GatewayError> for ApiError {
                 StatusCode::SERVICE_UNAVAILABLE,
                 "shutting_down",
                 "the server is shutting down; retry on another replica or later",
+            )
+            .with_retry_after(SHUTTING_DOWN_RETRY_AFTER_S),
+            GatewayError::NoProvider => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "no_provider",
+                "no model provider is configured: add a [[providers]] table to turnkey.toml \
+                 or set OPENAI_BASE_URL / OPENAI_API_KEY / OPENAI_MODEL, then restart",
             ),
+            GatewayError::NotUnknown { .. } => {
+                Self::new(StatusCode::CONFLICT, "not_unknown", e.to_string())
+            }
             GatewayError::Config(msg) => {
                 tracing::error!(error = %msg, "configuration error while serving");
                 Self::new(StatusCode::INTERNAL_SERVER_ERROR, "config_error", msg)

@@ -17,10 +17,6 @@ use tokio::sync::watch;
 use turnkey_actors::{Gateway, GatewayError};
 use turnkey_storage::{Store, StoreError};
 
-/// How long running turns may take to reach a safe point after a stop signal.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
-/// How long open HTTP connections (SSE included) get after the gateway has stopped.
-const HTTP_SHUTDOWN_TIMEOUT_S: u64 = 5;
 const OPERATOR_TOKEN_FILE: &str = "operator.token";
 
 #[derive(Debug, thiserror::Error)]
@@ -217,6 +213,8 @@ pub fn build_app(
 /// A bound, not yet running server.
 pub struct Application {
     server: Server,
+    /// `server.shutdown_grace_s`: running turns get this long after a stop signal.
+    turn_grace: Duration,
     local_addr: SocketAddr,
     state: web::Data<AppState>,
     operator_token: OperatorToken,
@@ -239,10 +237,11 @@ impl Application {
             .listen(listener)
             .map_err(io_err(format!("cannot listen on {local_addr}")))?
             .disable_signals()
-            .shutdown_timeout(HTTP_SHUTDOWN_TIMEOUT_S)
+            .shutdown_timeout(settings.server.http_shutdown_grace_s)
             .run();
         Ok(Self {
             server,
+            turn_grace: Duration::from_secs(settings.server.shutdown_grace_s),
             local_addr,
             state,
             operator_token,
@@ -262,12 +261,15 @@ impl Application {
         self.state.clone()
     }
 
-    /// Serves until SIGTERM/SIGINT, then: stop admitting, let turns reach a safe point
-    /// (at most [`SHUTDOWN_GRACE`]), stop the server.
+    /// Serves until SIGTERM/SIGINT, then: stop admitting (503 `shutting_down`), let running
+    /// turns go on for `server.shutdown_grace_s`, interrupt and settle the rest as
+    /// `interrupted` (reason `shutdown`), and stop the server, whose open connections get
+    /// `server.http_shutdown_grace_s`.
     pub async fn run_until_stopped(self) -> Result<(), StartupError> {
         let signals = StopSignals::register().map_err(io_err("cannot install signal handlers"))?;
         let handle = self.server.handle();
         let state = self.state.clone();
+        let grace = self.turn_grace;
         let stopper = actix_web::rt::spawn(async move {
             let which = signals.recv().await;
             tracing::info!(
@@ -275,7 +277,7 @@ impl Application {
                 "stopping: admission closed, waiting for running turns"
             );
             state.begin_shutdown();
-            state.gateway.shutdown(SHUTDOWN_GRACE).await;
+            state.gateway.shutdown(grace).await;
             handle.stop(true).await;
         });
         let served = self.server.await;

@@ -3,7 +3,7 @@
 //! system prompt. Persisting the user row is the durable "turn started" fact.
 use super::TurnFailure;
 use crate::admission::sanitize_text;
-use crate::gateway::Deps;
+use crate::deps::Deps;
 use turnkey_providers::estimate_tokens;
 use turnkey_storage::*;
 

@@ -2,7 +2,7 @@
 //! stream if the last response was empty, close the transcript tail, record usage and cost,
 //! assemble the result, and commit all of it with the terminal receipt in one transaction.
 use super::TurnFailure;
-use crate::gateway::Deps;
+use crate::deps::Deps;
 use serde_json::{json, Value};
 use turnkey_providers::{estimate_tokens, Usage};
 use turnkey_storage::*;
@@ -13,8 +13,6 @@ pub struct Closing {
     pub session_id: SessionId,
     pub admission_id: AdmissionId,
     pub turn_id: TurnId,
-    /// Role of the last transcript row of this turn, and whether it carries tool calls.
-    pub tail: Option<(MessageRole, bool)>,
     pub final_text: Option<String>,
     /// Text already streamed to clients during the turn.
     pub streamed: String,
@@ -63,9 +61,10 @@ pub async fn finalize(deps: &Deps, c: Closing) {
     let mut events = Vec::new();
     let ids = (c.session_id, c.turn_id, c.admission_id);
     let message_id = MessageId::new();
+    let mut close_tail = None;
     if let Some(text) = final_text.as_ref().filter(|_| failure.is_none()) {
         // R10.3: a delivered final answer always has an assistant row.
-        messages.push(assistant_row(message_id, text, None, &c));
+        messages.push(assistant_row(message_id, text, &c));
         events.push(event(
             ids,
             EventKind::MessageComplete,
@@ -76,22 +75,20 @@ pub async fn finalize(deps: &Deps, c: Closing) {
                 "cost": cost,
             }),
         ));
-    } else if let Some(f) = &failure {
+    } else if let Some(f) = failure.as_ref().filter(|f| !f.is_context_pressure()) {
         // R10.5: close an open user or tool tail so the next input is not merged with this
-        // one; keep what the user already saw. Context-pressure failures must not grow.
-        let tail_open = matches!(
-            c.tail,
-            Some((MessageRole::User, _)) | Some((MessageRole::Tool, _))
-        ) || matches!(c.tail, Some((MessageRole::Assistant, true)));
-        if !f.is_context_pressure() && tail_open {
-            let text = if c.streamed.trim().is_empty() {
-                format!("[turn ended without an answer: {}]", f.code())
+        // one; keep what the user already saw. Context-pressure failures must not grow. The
+        // store reads the tail back in the closing transaction and decides what is open.
+        close_tail = Some(TailClosure {
+            closed_as: if result == TurnResult::Interrupted {
+                ClosedAs::Interrupted
             } else {
-                c.streamed.clone()
-            };
-            let display = json!({"boundary": true, "result": result, "failure_reason": f.code()});
-            messages.push(assistant_row(message_id, &text, Some(display), &c));
-        }
+                ClosedAs::Failed
+            },
+            reason: f.code(),
+            message: f.message(),
+            partial: Some(c.streamed.clone()),
+        });
     }
     let failure_reason = failure.as_ref().map(|f| f.code());
     let outcome = json!({
@@ -103,8 +100,9 @@ pub async fn finalize(deps: &Deps, c: Closing) {
         "cost": cost,
     });
     let mut finished = json!({"result": result, "usage": usage_json(&c.usage), "cost": cost});
-    if let Some(r) = &failure_reason {
-        finished["failure_reason"] = json!(r);
+    if let Some(f) = &failure {
+        finished["failure_reason"] = json!(f.code());
+        finished["failure_message"] = json!(f.message());
     }
     events.push(event(ids, EventKind::TurnFinished, finished));
 
@@ -112,6 +110,7 @@ pub async fn finalize(deps: &Deps, c: Closing) {
         admission_id: c.admission_id,
         turn_id: c.turn_id,
         messages,
+        close_tail,
         usage: c.usage_rows.clone(),
         outcome,
         events,
@@ -124,14 +123,13 @@ pub async fn finalize(deps: &Deps, c: Closing) {
     }
 }
 
-fn assistant_row(id: MessageId, text: &str, display: Option<Value>, c: &Closing) -> NewMessage {
+fn assistant_row(id: MessageId, text: &str, c: &Closing) -> NewMessage {
     NewMessage {
         id,
         role: Some(MessageRole::Assistant),
         content: Some(text.to_owned()),
         turn_id: Some(c.turn_id),
         admission_id: Some(c.admission_id),
-        display,
         token_estimate: i64::try_from(estimate_tokens(text)).unwrap_or(i64::MAX),
         ..Default::default()
     }

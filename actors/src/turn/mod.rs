@@ -22,6 +22,8 @@ pub enum StopReason {
     TimedOut,
     /// The liveness watchdog saw no provider or tool activity for too long (SPEC R4.3).
     Inactive,
+    /// The process is stopping (SIGTERM/SIGINT) and the shutdown grace ran out.
+    Shutdown,
 }
 
 impl StopReason {
@@ -31,6 +33,7 @@ impl StopReason {
             Self::LeaseLost => "lease_lost",
             Self::TimedOut => "turn_timeout",
             Self::Inactive => "turn_inactive",
+            Self::Shutdown => "shutdown",
         }
     }
 }
@@ -126,6 +129,9 @@ impl TurnFailure {
     pub fn message(&self) -> String {
         match self {
             Self::Stopped(StopReason::Interrupted(why)) => format!("interrupted: {why}"),
+            Self::Stopped(StopReason::Shutdown) => {
+                "the server shut down before the turn finished".into()
+            }
             Self::Stopped(r) => r.code().to_owned(),
             Self::PersistenceFailed(m) | Self::ContextOverflow(m) => m.clone(),
             Self::Provider { message, .. } => message.clone(),

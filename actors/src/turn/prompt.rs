@@ -3,7 +3,7 @@
 //! compression may invalidate it.
 use crate::config::RuntimeConfig;
 use crate::error::GatewayError;
-use crate::gateway::NewSessionRequest;
+use crate::input::NewSessionRequest;
 use std::path::Path;
 
 /// Largest project context file (AGENTS.md …) taken into the prompt, in bytes.

@@ -4,13 +4,13 @@
 use super::context::TurnContext;
 use super::TurnControl;
 use crate::delivery::Publish;
-use crate::gateway::Deps;
+use crate::deps::Deps;
 use serde_json::json;
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use turnkey_providers::{
-    ChatMessage, ChatRequest, ChatResponse, Provider, ProviderError, RetryPolicy, Role, ToolCall,
+    ChatMessage, ChatRequest, ChatResponse, Provider, ProviderError, Role, ToolCall,
 };
 use turnkey_storage::{EventKind, Message, MessageRole, NewEvent};
 
@@ -84,7 +84,7 @@ pub async fn call_with_retries(
     mut req: ChatRequest,
     streamed: &StreamedText,
 ) -> CallOutcome {
-    let policy = RetryPolicy::default();
+    let policy = provider.retry_policy();
     let mut attempt = 0;
     loop {
         attempt += 1;

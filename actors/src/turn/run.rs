@@ -6,7 +6,7 @@ use super::finalize::{self, Closing};
 use super::preflight::{self, Gate};
 use super::request::{self, CallOutcome, StreamedText};
 use super::{tool_round, StopReason, TurnControl, TurnFailure};
-use crate::gateway::Deps;
+use crate::deps::Deps;
 use std::time::Duration;
 use turnkey_providers::{cost_usd, ChatResponse, Provider, ProviderError, Usage};
 use turnkey_storage::{Admission, Fence, NewUsage, TurnId};
@@ -40,7 +40,6 @@ pub async fn run_turn(
         session_id: admission.session_id,
         admission_id: admission.id,
         turn_id,
-        tail: None,
         final_text: None,
         streamed: String::new(),
         failure: None,
@@ -50,10 +49,6 @@ pub async fn run_turn(
     match context::prepare(deps, fence, admission, turn_id).await {
         Ok(mut ctx) => {
             let out = iterate(deps, control, &mut ctx, &streamed).await;
-            closing.tail = ctx
-                .turn_rows
-                .last()
-                .map(|m| (m.role, m.tool_calls.is_some()));
             closing.final_text = out.final_text;
             closing.failure = out.failure;
             closing.usage = out.usage;
@@ -163,6 +158,9 @@ async fn iterate(
                 out.failure = Some(f);
                 return out;
             }
+            // What streamed before the calls is in the tool-call row now; the partial or
+            // recovered answer (SPEC R10.2) is only what the next call streams.
+            streamed.take();
             continue;
         }
         out.final_text = resp.content.filter(|t| !t.trim().is_empty());

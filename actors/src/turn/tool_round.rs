@@ -5,7 +5,7 @@
 use super::context::TurnContext;
 use super::TurnFailure;
 use crate::delivery::Publish;
-use crate::gateway::Deps;
+use crate::deps::Deps;
 use serde_json::json;
 use std::collections::HashSet;
 use turnkey_providers::{estimate_tokens, ChatResponse, ToolCall};

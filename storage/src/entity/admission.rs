@@ -22,6 +22,8 @@ pub struct Model {
     pub created_at: i64,
     pub started_at: Option<i64>,
     pub finished_at: Option<i64>,
+    /// The `unknown` admission this one runs again, when made by a retry.
+    pub retry_of: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

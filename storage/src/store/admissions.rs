@@ -1,15 +1,18 @@
 //! The admission FIFO (SPEC R2): idempotent admit, claim, mark unknown, and the reads that
 //! drain and recovery need. Every status change is a compare-and-set from the state
 //! `AdmissionStatus::can_become` allows, committed with the event that announces it.
-use super::{check_fence, convert, insert_event, is_unique_violation, Result, Store, StoreError};
+use super::leases::fence_out;
+use super::{
+    check_fence, convert, insert_event, is_unique_violation, tail, Result, Store, StoreError,
+};
 use crate::entity::{admission, lease, session};
 use crate::ids::*;
 use crate::model::*;
 use crate::status::AdmissionStatus;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
-    QuerySelect,
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter,
+    QueryOrder, QuerySelect,
 };
 use serde_json::json;
 
@@ -85,10 +88,11 @@ impl Store {
             created_at: Set(now),
             started_at: Set(None),
             finished_at: Set(None),
+            retry_of: Set(new.retry_of.map(|r| r.to_string())),
         })
         .exec_without_returning(&tx)
         .await?;
-        let event = insert_event(
+        let queued = insert_event(
             &tx,
             &NewEvent {
                 session_id: new.session_id,
@@ -99,6 +103,7 @@ impl Store {
             },
         )
         .await?;
+        let status = insert_status_event(&tx, new.session_id).await?;
         let row = admission::Entity::find_by_id(id.to_string())
             .one(&tx)
             .await?
@@ -107,7 +112,7 @@ impl Store {
         Ok(Admitted {
             admission: convert::admission(row)?,
             duplicate: false,
-            event: Some(event),
+            events: vec![queued, status],
         })
     }
 
@@ -127,6 +132,17 @@ impl Store {
         admission::Entity::find()
             .filter(admission::Column::SessionId.eq(session.to_string()))
             .filter(admission::Column::RequestId.eq(request_id))
+            .one(self.connection())
+            .await?
+            .map(convert::admission)
+            .transpose()
+    }
+
+    /// The admission made by retrying `unknown` (`POST /v1/admissions/{id}/retry`), if any.
+    pub async fn retry_of(&self, unknown: AdmissionId) -> Result<Option<Admission>> {
+        admission::Entity::find()
+            .filter(admission::Column::RetryOf.eq(unknown.to_string()))
+            .order_by_asc(admission::Column::Seq)
             .one(self.connection())
             .await?
             .map(convert::admission)
@@ -153,14 +169,15 @@ impl Store {
             .await?)
     }
 
-    /// `queued → started` for the lease holder, committed with the `turn.started` event.
+    /// `queued → started` for the lease holder, committed with the `turn.started` and `status`
+    /// events.
     pub async fn claim(
         &self,
         fence: &Fence,
         admission: AdmissionId,
         owner: &Owner,
         turn: TurnId,
-    ) -> Result<Event> {
+    ) -> Result<Vec<Event>> {
         let tx = self.write_tx().await?;
         check_fence(&tx, fence).await?;
         // The lease row records which turn its holder runs (SPEC R4.1).
@@ -204,14 +221,27 @@ impl Store {
             },
         )
         .await?;
+        let status = insert_status_event(&tx, fence.session_id).await?;
         tx.commit().await?;
-        Ok(ev)
+        Ok(vec![ev, status])
     }
 
-    /// `started → unknown`: the owner died and the outcome cannot be known (SPEC R2.4). Returns
-    /// the `turn.unknown` event, or `None` when the admission was no longer `started`.
-    pub async fn mark_unknown(&self, id: AdmissionId, reason: &str) -> Result<Option<Event>> {
+    /// `started → unknown`: the owner died and the outcome cannot be known (SPEC R2.4). In the
+    /// same transaction the turn's open tail is closed, keeping the text already streamed as a
+    /// partial answer, so the next input is never merged with it (R10.5). A caller without the
+    /// session's lease (`fence` is `None`: the recovery sweep) also fences the dead owner out
+    /// of its lease, so that it can never write again. Returns the `turn.unknown` and `status`
+    /// events, or nothing when the admission was no longer `started`.
+    pub async fn mark_unknown(
+        &self,
+        id: AdmissionId,
+        cause: &UnknownCause,
+        fence: Option<&Fence>,
+    ) -> Result<Vec<Event>> {
         let tx = self.write_tx().await?;
+        if let Some(f) = fence {
+            check_fence(&tx, f).await?;
+        }
         let Some(row) = admission::Entity::find_by_id(id.to_string())
             .one(&tx)
             .await?
@@ -221,38 +251,63 @@ impl Store {
         let a = convert::admission(row)?;
         if !a.status.can_become(AdmissionStatus::Unknown) {
             tx.rollback().await?;
-            return Ok(None);
+            return Ok(Vec::new());
         }
+        if let (None, Some(owner)) = (fence, &a.owner) {
+            fence_out(&tx, a.session_id, owner).await?;
+        }
+        let mut partial_answer = false;
+        if let Some(turn) = a.turn_id {
+            let rows = tail::turn_rows(&tx, a.session_id, turn).await?;
+            let partial = tail::streamed_after_last_row(&tx, a.session_id, turn, &rows).await?;
+            partial_answer = partial.is_some();
+            let closure = TailClosure {
+                closed_as: ClosedAs::Unknown,
+                reason: cause.reason.clone(),
+                message: cause.message.clone(),
+                partial,
+            };
+            tail::close_rows(&tx, a.session_id, &rows, turn, id, &closure).await?;
+        }
+        let outcome = json!({
+            "reason": cause.reason,
+            "failure_reason": cause.reason,
+            "failure_message": cause.message,
+            "partial_answer": partial_answer,
+        });
         let res = admission::Entity::update_many()
             .col_expr(
                 admission::Column::Status,
                 Expr::value(AdmissionStatus::Unknown.as_str()),
             )
-            .col_expr(
-                admission::Column::Outcome,
-                Expr::value(json!({"reason": reason}).to_string()),
-            )
+            .col_expr(admission::Column::Outcome, Expr::value(outcome.to_string()))
+            .col_expr(admission::Column::FinishedAt, Expr::value(now_ms()))
             .filter(admission::Column::Id.eq(id.to_string()))
             .filter(admission::Column::Status.eq(AdmissionStatus::Started.as_str()))
             .exec(&tx)
             .await?;
         if res.rows_affected != 1 {
             tx.rollback().await?;
-            return Ok(None);
+            return Ok(Vec::new());
         }
-        let ev = insert_event(
+        let unknown = insert_event(
             &tx,
             &NewEvent {
                 session_id: a.session_id,
                 kind: EventKind::TurnUnknown,
                 turn_id: a.turn_id,
                 admission_id: Some(id),
-                data: json!({"admission_id": id, "reason": reason}),
+                data: json!({
+                    "admission_id": id,
+                    "reason": cause.reason,
+                    "failure_message": cause.message,
+                }),
             },
         )
         .await?;
+        let status = insert_status_event(&tx, a.session_id).await?;
         tx.commit().await?;
-        Ok(Some(ev))
+        Ok(vec![unknown, status])
     }
 
     /// Every admission in `started`, for recovery to judge whose owner is gone.
@@ -293,6 +348,37 @@ fn duplicate_of(existing: Admission, new: &NewAdmission) -> Result<Admitted> {
     Ok(Admitted {
         admission: existing,
         duplicate: true,
-        event: None,
+        events: Vec::new(),
     })
+}
+
+/// Appends the `status` event (`{state, queue_depth}`, API.md) that follows every change of a
+/// session's queue or running state, read inside the transaction that made the change.
+pub(super) async fn insert_status_event<C: ConnectionTrait>(
+    db: &C,
+    session: SessionId,
+) -> Result<Event> {
+    let sid = session.to_string();
+    let count = |status: AdmissionStatus| {
+        admission::Entity::find()
+            .filter(admission::Column::SessionId.eq(sid.clone()))
+            .filter(admission::Column::Status.eq(status.as_str()))
+            .count(db)
+    };
+    let queue_depth = count(AdmissionStatus::Queued).await?;
+    let running = count(AdmissionStatus::Started).await? > 0;
+    insert_event(
+        db,
+        &NewEvent {
+            session_id: session,
+            kind: EventKind::Status,
+            turn_id: None,
+            admission_id: None,
+            data: json!({
+                "state": if running { "running" } else { "idle" },
+                "queue_depth": queue_depth,
+            }),
+        },
+    )
+    .await
 }

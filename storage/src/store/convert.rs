@@ -74,6 +74,7 @@ pub(super) fn admission(m: admission::Model) -> Result<Admission> {
         created_at: m.created_at,
         started_at: m.started_at,
         finished_at: m.finished_at,
+        retry_of: opt_id(m.retry_of.as_deref(), "retried admission id")?,
     })
 }
 

@@ -4,8 +4,8 @@ use super::{convert, is_unique_violation, Result, Store, StoreError};
 use crate::entity::lease;
 use crate::ids::*;
 use crate::model::*;
-use sea_orm::sea_query::Expr;
-use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter};
+use sea_orm::sea_query::{Expr, ExprTrait};
+use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 
 /// What to write into the lease row when it is taken.
 #[derive(Clone, Debug)]
@@ -141,4 +141,32 @@ impl Store {
             .map(convert::lease)
             .transpose()
     }
+}
+
+/// Takes the lease of `session` away from `owner`, who is judged dead: clears the holder and
+/// moves the generation on, so every fenced write `owner` may still attempt fails. A lease held
+/// by anyone else is left alone.
+pub(super) async fn fence_out<C: ConnectionTrait>(
+    db: &C,
+    session: SessionId,
+    owner: &Owner,
+) -> Result<()> {
+    lease::Entity::update_many()
+        .col_expr(
+            lease::Column::HolderInstance,
+            Expr::value(Option::<String>::None),
+        )
+        .col_expr(lease::Column::HolderPid, Expr::value(Option::<i64>::None))
+        .col_expr(lease::Column::Host, Expr::value(Option::<String>::None))
+        .col_expr(lease::Column::TurnId, Expr::value(Option::<String>::None))
+        .col_expr(
+            lease::Column::Generation,
+            Expr::col(lease::Column::Generation).add(1),
+        )
+        .col_expr(lease::Column::ExpiresAt, Expr::value(0i64))
+        .filter(lease::Column::SessionId.eq(session.to_string()))
+        .filter(lease::Column::HolderInstance.eq(owner.instance.to_string()))
+        .exec(db)
+        .await?;
+    Ok(())
 }

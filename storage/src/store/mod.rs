@@ -6,6 +6,7 @@ mod leases;
 pub use leases::LeaseClaim;
 mod log;
 mod sessions;
+mod tail;
 mod tokens;
 mod turn_end;
 

@@ -1,7 +1,9 @@
 //! Closing a turn in one transaction (SPEC R10.3–R10.4): tail rows, usage ledger and session
-//! totals, the terminal receipt and the closing events either all commit or none do.
+//! totals, the closing of an open tail, the terminal receipt and the closing events (with the
+//! session's new `status`) either all commit or none do.
+use super::admissions::insert_status_event;
 use super::log::insert_message;
-use super::{check_fence, insert_event, Result, Store, StoreError};
+use super::{check_fence, insert_event, tail, Result, Store, StoreError};
 use crate::entity::{admission, session, usage};
 use crate::ids::*;
 use crate::model::*;
@@ -16,6 +18,16 @@ impl Store {
         check_fence(&tx, fence).await?;
         for m in &end.messages {
             insert_message(&tx, fence.session_id, m).await?;
+        }
+        if let Some(closure) = &end.close_tail {
+            tail::close_tail(
+                &tx,
+                fence.session_id,
+                end.turn_id,
+                end.admission_id,
+                closure,
+            )
+            .await?;
         }
         let sid = fence.session_id.to_string();
         let now = now_ms();
@@ -77,6 +89,7 @@ impl Store {
         for ev in &end.events {
             events.push(insert_event(&tx, ev).await?);
         }
+        events.push(insert_status_event(&tx, fence.session_id).await?);
         tx.commit().await?;
         Ok(events)
     }

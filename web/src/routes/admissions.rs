@@ -1,5 +1,6 @@
 //! Admission receipts: `GET /v1/admissions/{admission_id}`, visible to whoever may see the
-//! admission's session (others get 404, as for the session itself).
+//! admission's session (others get 404, as for the session itself), and the retry of an
+//! `unknown` one.
 use super::parse_id;
 use crate::auth::AuthPrincipal;
 use crate::error::ApiError;
@@ -16,6 +17,12 @@ pub struct AdmissionView {
     pub seq: i64,
     pub status: AdmissionStatus,
     pub outcome: Option<Value>,
+    /// The `unknown` admission this one runs again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_of: Option<AdmissionId>,
+    /// The admission that runs this `unknown` one again, once someone asked for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retried_by: Option<AdmissionId>,
 }
 
 pub async fn get(
@@ -40,11 +47,35 @@ pub async fn get(
             turnkey_actors::GatewayError::NotFound(_) => not_found(),
             other => ApiError::from(other),
         })?;
+    let retried_by = match admission.status {
+        AdmissionStatus::Unknown => state.gateway.store().retry_of(admission.id).await?,
+        _ => None,
+    };
     Ok(HttpResponse::Ok().json(AdmissionView {
         admission_id: admission.id,
         session_id: admission.session_id,
         seq: admission.seq,
         status: admission.status,
         outcome: admission.outcome,
+        retry_of: admission.retry_of,
+        retried_by: retried_by.map(|a| a.id),
     }))
+}
+
+/// `POST /v1/admissions/{id}/retry`: runs an `unknown` admission again as a new admission
+/// linked to it (202), the same receipt again on a repeat (200, `duplicate: true`), 409
+/// `not_unknown` for any other status.
+pub async fn retry(
+    state: web::Data<AppState>,
+    who: AuthPrincipal,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id: AdmissionId = parse_id(&path, "admission")?;
+    let receipt = state.gateway.retry(&who.0, id).await?;
+    let mut res = if receipt.duplicate {
+        HttpResponse::Ok()
+    } else {
+        HttpResponse::Accepted()
+    };
+    Ok(res.json(receipt))
 }

@@ -43,6 +43,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .service(
                     resource("/admissions/{admission_id}").route(web::get().to(admissions::get)),
                 )
+                .service(
+                    resource("/admissions/{admission_id}/retry")
+                        .route(web::post().to(admissions::retry)),
+                )
                 .service(resource("/tokens").route(web::post().to(tokens::create))),
         );
 }
@@ -70,10 +74,23 @@ async fn method_not_allowed(req: HttpRequest) -> HttpResponse {
     .error_response()
 }
 
-/// Parses an id from the path. One that is not a UUID cannot exist, so it is a 404.
+/// Parses an id from the path. One that is not a UUID is malformed (400 `invalid_id`); a
+/// well-formed id of something missing or someone else's is answered 404 by the handler.
 pub fn parse_id<T: FromStr>(raw: &str, what: &str) -> Result<T, ApiError> {
-    raw.parse()
-        .map_err(|_| ApiError::not_found(format!("{what} {raw}")))
+    raw.parse().map_err(|_| {
+        ApiError::bad_request(
+            "invalid_id",
+            format!("the {what} id {:?} is not a UUID", truncated(raw, 64)),
+        )
+    })
+}
+
+/// At most `max` characters of `s`, for echoing client input in an error message.
+pub fn truncated(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &s[..cut]),
+        None => s.to_owned(),
+    }
 }
 
 /// Body fields that might look like they grant rights. They never do (SPEC R2.1): rights come

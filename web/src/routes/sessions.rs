@@ -34,6 +34,7 @@ pub struct SessionView {
     pub state: &'static str,
     pub queue_depth: u64,
     pub last_event_seq: i64,
+    /// The session's own model, else the primary provider's: what its turns run on.
     pub model: Option<String>,
     pub platform: String,
     pub usage: UsageTotals,
@@ -44,6 +45,7 @@ pub struct SessionView {
 impl SessionView {
     pub async fn load(gateway: &Gateway, s: Session) -> Result<Self, ApiError> {
         let live = gateway.session_state(s.id).await?;
+        let model = gateway.model_in_use(&s);
         Ok(Self {
             id: s.id,
             title: s.title,
@@ -52,7 +54,7 @@ impl SessionView {
             state: if live.running { "running" } else { "idle" },
             queue_depth: live.queue_depth,
             last_event_seq: s.last_event_seq.0,
-            model: s.model,
+            model,
             platform: s.platform,
             usage: s.usage,
             created_at: rfc3339(s.created_at),

@@ -1,0 +1,39 @@
+//! What the doors hand to the gateway and what they get back: a new session request, one
+//! submission as a door received it, and the admission receipt (API.md).
+use serde::Serialize;
+use turnkey_storage::{AdmissionId, AdmissionStatus, SessionId};
+
+/// What a door asks for when it creates a session.
+#[derive(Clone, Debug, Default)]
+pub struct NewSessionRequest {
+    pub title: Option<String>,
+    pub system_message: Option<String>,
+    pub model: Option<String>,
+    pub platform: String,
+    pub chat_key: Option<String>,
+}
+
+/// One input as a door received it; the admission actor normalizes it before it is stored.
+#[derive(Clone, Debug, Default)]
+pub struct Submission {
+    pub text: String,
+    pub request_id: Option<String>,
+    pub attachments: Vec<serde_json::Value>,
+    pub display: Option<serde_json::Value>,
+    pub model: Option<String>,
+    /// Which door: api, ws, openai, cli, telegram, slack, webhook, internal.
+    pub surface: String,
+}
+
+/// The answer to a submission (API.md receipt).
+#[derive(Clone, Debug, Serialize)]
+pub struct Receipt {
+    pub admission_id: AdmissionId,
+    pub session_id: SessionId,
+    pub seq: i64,
+    pub status: AdmissionStatus,
+    pub duplicate: bool,
+    /// The `unknown` admission this one runs again, for a retry's receipt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_of: Option<AdmissionId>,
+}

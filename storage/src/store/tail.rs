@@ -1,0 +1,315 @@
+//! Closing an open transcript tail (SPEC R10.3, R10.5, R2.4). A turn that ends without a final
+//! answer (failed, interrupted, or of unknown outcome) leaves no tool call without a result and
+//! no user or tool row without an assistant row after it: otherwise the next input would be
+//! merged with it on the wire. The tail is read back inside the caller's transaction, so what
+//! is closed is what is durable, not what a process remembered.
+use super::log::insert_message;
+use super::{convert, Result};
+use crate::entity::{event, message};
+use crate::ids::*;
+use crate::model::*;
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder};
+use serde_json::json;
+use std::collections::HashSet;
+
+/// Closes the tail of `turn` as `closure` says; returns the rows it added, in order.
+pub(super) async fn close_tail<C: ConnectionTrait>(
+    db: &C,
+    session: SessionId,
+    turn: TurnId,
+    admission: AdmissionId,
+    closure: &TailClosure,
+) -> Result<Vec<NewMessage>> {
+    let rows = turn_rows(db, session, turn).await?;
+    close_rows(db, session, &rows, turn, admission, closure).await
+}
+
+/// Inserts what closes `rows` (see [`closing_rows`]).
+pub(super) async fn close_rows<C: ConnectionTrait>(
+    db: &C,
+    session: SessionId,
+    rows: &[Message],
+    turn: TurnId,
+    admission: AdmissionId,
+    closure: &TailClosure,
+) -> Result<Vec<NewMessage>> {
+    let added = closing_rows(rows, turn, admission, closure);
+    for m in &added {
+        insert_message(db, session, m).await?;
+    }
+    Ok(added)
+}
+
+/// One turn's transcript rows, in order.
+pub(super) async fn turn_rows<C: ConnectionTrait>(
+    db: &C,
+    session: SessionId,
+    turn: TurnId,
+) -> Result<Vec<Message>> {
+    message::Entity::find()
+        .filter(message::Column::SessionId.eq(session.to_string()))
+        .filter(message::Column::TurnId.eq(turn.to_string()))
+        .order_by_asc(message::Column::Idx)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(convert::message)
+        .collect()
+}
+
+/// The text a dead turn already streamed to clients after its last transcript row: the
+/// committed `message.delta` events of the model call it was in. (Deltas of earlier calls
+/// became the content of that call's assistant row, which was written after them.)
+pub(super) async fn streamed_after_last_row<C: ConnectionTrait>(
+    db: &C,
+    session: SessionId,
+    turn: TurnId,
+    rows: &[Message],
+) -> Result<Option<String>> {
+    let after = rows
+        .iter()
+        .rev()
+        .find(|m| m.role == MessageRole::Assistant)
+        .map_or(i64::MIN, |m| m.created_at);
+    let deltas = event::Entity::find()
+        .filter(event::Column::SessionId.eq(session.to_string()))
+        .filter(event::Column::TurnId.eq(turn.to_string()))
+        .filter(event::Column::Kind.eq(EventKind::MessageDelta.as_str()))
+        .filter(event::Column::CreatedAt.gt(after))
+        .order_by_asc(event::Column::Seq)
+        .all(db)
+        .await?;
+    let mut text = String::new();
+    for d in deltas {
+        let ev = convert::event(d)?;
+        text.push_str(ev.data["text"].as_str().unwrap_or_default());
+    }
+    Ok((!text.trim().is_empty()).then_some(text))
+}
+
+/// What closes `rows` (one turn's transcript rows, in order): a result for every tool call
+/// that has none, then an assistant boundary unless the turn already ends with an assistant
+/// row without calls. A turn with no rows (it died before its user row) has nothing open.
+pub fn closing_rows(
+    rows: &[Message],
+    turn: TurnId,
+    admission: AdmissionId,
+    closure: &TailClosure,
+) -> Vec<NewMessage> {
+    let Some(last) = rows.last() else {
+        return Vec::new();
+    };
+    let answered: HashSet<&str> = rows
+        .iter()
+        .filter(|m| m.role == MessageRole::Tool)
+        .filter_map(|m| m.tool_call_id.as_deref())
+        .collect();
+    let display = json!({
+        "boundary": true,
+        "closed_as": closure.closed_as,
+        "failure_reason": closure.reason,
+    });
+    let mut out: Vec<NewMessage> = rows
+        .iter()
+        .filter(|m| m.role == MessageRole::Assistant)
+        .flat_map(|m| tool_calls_of(m))
+        .filter(|(id, _)| !answered.contains(id.as_str()))
+        .map(|(id, name)| {
+            let text = missing_result_text(closure);
+            NewMessage {
+                id: MessageId::new(),
+                role: Some(MessageRole::Tool),
+                content: Some(json!({ "error": text }).to_string()),
+                tool_call_id: Some(id),
+                name: Some(name),
+                turn_id: Some(turn),
+                admission_id: Some(admission),
+                display: Some(display.clone()),
+                token_estimate: estimate(&text),
+                ..Default::default()
+            }
+        })
+        .collect();
+    let ends_answered =
+        out.is_empty() && last.role == MessageRole::Assistant && tool_calls_of(last).is_empty();
+    if !ends_answered && last.role != MessageRole::System {
+        let (content, api_content) = boundary_texts(closure);
+        let mut display = display;
+        display["partial"] = json!(partial(closure).is_some());
+        out.push(NewMessage {
+            id: MessageId::new(),
+            role: Some(MessageRole::Assistant),
+            token_estimate: estimate(&api_content),
+            content: Some(content),
+            api_content: Some(api_content),
+            turn_id: Some(turn),
+            admission_id: Some(admission),
+            display: Some(display),
+            ..Default::default()
+        });
+    }
+    out
+}
+
+/// `(call id, tool name)` of each call an assistant row makes.
+fn tool_calls_of(m: &Message) -> Vec<(String, String)> {
+    let Some(calls) = m.tool_calls.as_ref().and_then(|v| v.as_array()) else {
+        return Vec::new();
+    };
+    calls
+        .iter()
+        .filter_map(|c| {
+            let id = c.get("id")?.as_str()?.to_owned();
+            let name = c.get("name").and_then(|n| n.as_str()).unwrap_or_default();
+            Some((id, name.to_owned()))
+        })
+        .collect()
+}
+
+fn partial(c: &TailClosure) -> Option<&str> {
+    c.partial.as_deref().filter(|p| !p.trim().is_empty())
+}
+
+/// Why the turn has no answer, in words the model and the user both read.
+fn note(c: &TailClosure) -> String {
+    match c.closed_as {
+        ClosedAs::Unknown => format!(
+            "the gateway stopped before this turn finished, so its outcome is unknown ({})",
+            c.message
+        ),
+        ClosedAs::Interrupted => format!("the turn was interrupted ({})", c.message),
+        ClosedAs::Failed => format!("the turn failed ({})", c.message),
+    }
+}
+
+/// `(content, api_content)` of the boundary row. The user keeps what they already saw; the
+/// model sees that text marked as cut off, or an explicit "no answer", never an invented one.
+fn boundary_texts(c: &TailClosure) -> (String, String) {
+    let note = note(c);
+    match partial(c) {
+        Some(p) => (p.to_owned(), format!("{p}\n\n[cut off: {note}]")),
+        None => {
+            let text = format!("[no answer: {note}]");
+            (text.clone(), text)
+        }
+    }
+}
+
+fn missing_result_text(c: &TailClosure) -> String {
+    match c.closed_as {
+        ClosedAs::Unknown => format!(
+            "outcome unknown: the gateway stopped before this call's result was recorded; it may \
+             or may not have run ({})",
+            c.message
+        ),
+        ClosedAs::Interrupted | ClosedAs::Failed => format!(
+            "no result: the turn ended before this call's result was recorded ({})",
+            c.message
+        ),
+    }
+}
+
+/// The same rough estimate the providers crate makes: about four bytes a token.
+fn estimate(text: &str) -> i64 {
+    i64::try_from(text.len().div_ceil(4)).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(role: MessageRole, turn: TurnId, tool_calls: Option<serde_json::Value>) -> Message {
+        Message {
+            id: MessageId::new(),
+            session_id: SessionId::new(),
+            idx: 0,
+            role,
+            content: Some("x".into()),
+            api_content: None,
+            tool_calls,
+            tool_call_id: None,
+            name: None,
+            turn_id: Some(turn),
+            admission_id: None,
+            display: None,
+            token_estimate: 1,
+            created_at: 0,
+        }
+    }
+
+    fn closure(closed_as: ClosedAs, partial: Option<&str>) -> TailClosure {
+        TailClosure {
+            closed_as,
+            reason: "owner_died".into(),
+            message: "owner process died".into(),
+            partial: partial.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn r10_5_an_unanswered_user_row_gets_a_boundary() {
+        let turn = TurnId::new();
+        let rows = [row(MessageRole::User, turn, None)];
+        let out = closing_rows(
+            &rows,
+            turn,
+            AdmissionId::new(),
+            &closure(ClosedAs::Unknown, None),
+        );
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].role, Some(MessageRole::Assistant));
+        let api = out[0].api_content.clone().unwrap_or_default();
+        assert!(
+            api.starts_with("[no answer:") && api.contains("unknown"),
+            "{api}"
+        );
+    }
+
+    #[test]
+    fn r2_4_streamed_text_is_kept_and_marked_cut_off() {
+        let turn = TurnId::new();
+        let rows = [row(MessageRole::User, turn, None)];
+        let c = closure(ClosedAs::Unknown, Some("Half of the ans"));
+        let out = closing_rows(&rows, turn, AdmissionId::new(), &c);
+        assert_eq!(out[0].content.as_deref(), Some("Half of the ans"));
+        let api = out[0].api_content.clone().unwrap_or_default();
+        assert!(api.starts_with("Half of the ans\n\n[cut off:"), "{api}");
+        assert_eq!(out[0].display.as_ref().unwrap()["partial"], true);
+    }
+
+    #[test]
+    fn r10_3_open_tool_calls_get_results_then_a_boundary() {
+        let turn = TurnId::new();
+        let calls = json!([{"id": "a", "name": "t", "arguments": "{}"},
+                           {"id": "b", "name": "t", "arguments": "{}"}]);
+        let mut answered = row(MessageRole::Tool, turn, None);
+        answered.tool_call_id = Some("a".into());
+        let rows = [
+            row(MessageRole::User, turn, None),
+            row(MessageRole::Assistant, turn, Some(calls)),
+            answered,
+        ];
+        let out = closing_rows(
+            &rows,
+            turn,
+            AdmissionId::new(),
+            &closure(ClosedAs::Interrupted, None),
+        );
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[0].role, Some(MessageRole::Tool));
+        assert_eq!(out[0].tool_call_id.as_deref(), Some("b"));
+        assert_eq!(out[1].role, Some(MessageRole::Assistant));
+    }
+
+    #[test]
+    fn r10_3_a_closed_tail_or_an_empty_turn_gets_nothing() {
+        let turn = TurnId::new();
+        let rows = [
+            row(MessageRole::User, turn, None),
+            row(MessageRole::Assistant, turn, None),
+        ];
+        let c = closure(ClosedAs::Failed, None);
+        assert!(closing_rows(&rows, turn, AdmissionId::new(), &c).is_empty());
+        assert!(closing_rows(&[], turn, AdmissionId::new(), &c).is_empty());
+    }
+}
