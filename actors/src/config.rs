@@ -26,7 +26,7 @@ pub enum BusyPolicy {
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct AgentConfig {
     pub max_iterations: u32,
     pub iteration_budget: u32,
@@ -67,7 +67,7 @@ pub enum ApprovalMode {
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct ToolsConfig {
     pub workspace: PathBuf,
     pub enabled: Vec<String>,
@@ -100,7 +100,7 @@ impl Default for ToolsConfig {
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct LeaseConfig {
     pub ttl_s: u64,
     pub refresh_s: u64,
@@ -126,7 +126,7 @@ pub enum CompressionMode {
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct CompressionConfig {
     pub enabled: bool,
     pub threshold: f64,

@@ -1,21 +1,27 @@
 //! Settings, layered with the `config` crate: built-in defaults → `turnkey.toml` (or
-//! `--config FILE`) → conventional variables (`DATABASE_URL`, `OPENAI_*`, `ANTHROPIC_*`) →
-//! `TURNKEY__SECTION__KEY` → command-line flags. An invalid value is reported with its key.
+//! `--config FILE`) → conventional variables (`DATABASE_URL`, `OPENAI_*`) →
+//! `TURNKEY__SECTION__KEY` → command-line flags. An invalid value is reported with its key;
+//! unknown keys and sections this build does not serve yet are refused, not ignored.
+mod messages;
+
 use config::{Config, ConfigError, Environment, File, FileFormat, Map, Source, Value, ValueKind};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use turnkey_actors::config::{AgentConfig, CompressionConfig, LeaseConfig, ToolsConfig};
 use turnkey_actors::RuntimeConfig;
-use turnkey_providers::ProviderConfig;
+use turnkey_providers::{ProviderConfig, ProviderKind};
 
 /// The file read from the working directory when no `--config` is given.
 pub const DEFAULT_CONFIG_FILE: &str = "turnkey.toml";
 const ENV_PREFIX: &str = "TURNKEY";
 const ENV_SEPARATOR: &str = "__";
+/// The model of the provider made from `OPENAI_*` variables when `OPENAI_MODEL` is unset.
+pub const DEFAULT_OPENAI_MODEL: &str = "gpt-4o-mini";
 
-#[derive(Clone, Debug, Default, Deserialize)]
+// Serialize only so that tests can list every key the build accepts (the example file).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Settings {
     pub server: ServerSettings,
@@ -26,16 +32,20 @@ pub struct Settings {
     pub tools: ToolsConfig,
     pub lease: LeaseConfig,
     pub compression: CompressionConfig,
-    pub platforms: PlatformsSettings,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerSettings {
     pub bind: String,
     pub data_dir: PathBuf,
     /// Largest request body accepted, in bytes.
     pub max_body_bytes: usize,
+    /// On SIGTERM/SIGINT: how long running turns may go on before they are interrupted and
+    /// settled as `interrupted` (reason `shutdown`).
+    pub shutdown_grace_s: u64,
+    /// After the turns have settled: how long open HTTP connections (SSE included) get.
+    pub http_shutdown_grace_s: u64,
 }
 
 impl Default for ServerSettings {
@@ -44,69 +54,44 @@ impl Default for ServerSettings {
             bind: "127.0.0.1:8080".into(),
             data_dir: PathBuf::from("./data"),
             max_body_bytes: 1024 * 1024,
+            // 20 + 5, plus the time to settle interrupted turns, stays inside Kubernetes'
+            // default terminationGracePeriodSeconds of 30.
+            shutdown_grace_s: 20,
+            http_shutdown_grace_s: 5,
         }
     }
 }
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DatabaseSettings {
     /// Filled in by [`load`]: when not configured, a SQLite file inside `server.data_dir`.
     pub url: String,
 }
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AuthSettings {
     /// When absent, one is generated into `data_dir/operator.token`.
     pub operator_token: Option<String>,
 }
 
-/// Messaging platforms; each is off unless its table is present (not served by this build yet).
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct PlatformsSettings {
-    pub telegram: Option<TelegramSettings>,
-    pub slack: Option<SlackSettings>,
-    pub webhook: Option<WebhookSettings>,
-}
-
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TelegramSettings {
-    pub bot_token: String,
-    pub secret_token: String,
-    #[serde(default = "TelegramSettings::default_api_base")]
-    pub api_base: String,
-}
-
-impl TelegramSettings {
-    fn default_api_base() -> String {
-        "https://api.telegram.org".into()
-    }
-}
-
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SlackSettings {
-    pub bot_token: String,
-    pub signing_secret: String,
-    #[serde(default = "SlackSettings::default_api_base")]
-    pub api_base: String,
-}
-
-impl SlackSettings {
-    fn default_api_base() -> String {
-        "https://slack.com/api".into()
-    }
-}
-
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WebhookSettings {
-    pub secret: String,
-    pub reply_url: Option<String>,
-}
+/// Keys of the contract (API.md) that this build does not serve yet. Each is refused by name
+/// rather than accepted and ignored; a later build that serves one removes it from here.
+const NOT_IN_THIS_BUILD: &[(&str, &str)] = &[
+    ("platforms", "no chat platform is served yet"),
+    ("schedules", "schedules are not run yet"),
+    (
+        "pricing",
+        "the built-in price table cannot be overridden yet",
+    ),
+    ("telemetry", "OpenTelemetry export is not built in yet"),
+    ("tools.mcp", "MCP servers are not started yet"),
+    ("tools.spill_bytes", "tool results are not spilled yet"),
+    ("tools.fetch_allow", "web_fetch is not served yet"),
+    ("agent.coalesce_ms", "inputs are not coalesced yet"),
+    ("agent.repeat_guard", "the repeat guard is not built in yet"),
+];
 
 impl Settings {
     /// The part of the settings the actors run on.
@@ -122,9 +107,7 @@ impl Settings {
     }
 
     fn validate(&self) -> Result<(), InvalidConfig> {
-        if self.server.bind.trim().is_empty() {
-            return Err(InvalidConfig::new("server.bind", "must not be empty"));
-        }
+        validate_bind(&self.server.bind)?;
         if self.server.max_body_bytes == 0 {
             return Err(InvalidConfig::new(
                 "server.max_body_bytes",
@@ -152,10 +135,71 @@ impl Settings {
                 ));
             }
         }
+        for (i, p) in self.providers.iter().enumerate() {
+            if p.kind == ProviderKind::Anthropic {
+                return Err(InvalidConfig::new(
+                    format!("providers[{i}].kind"),
+                    "\"anthropic\" is not available in this build (planned); use kind = \"openai\" \
+                     with any OpenAI-compatible endpoint",
+                ));
+            }
+        }
         self.runtime()
             .validate()
             .map_err(|(key, reason)| InvalidConfig { key, reason })
     }
+}
+
+/// `server.bind` must be `host:port` with a port in 0..=65535 (0 picks a free port), checked
+/// before anything touches the store so that a typo is a usage error (exit 2).
+fn validate_bind(bind: &str) -> Result<(), InvalidConfig> {
+    if bind.parse::<std::net::SocketAddr>().is_ok() {
+        return Ok(());
+    }
+    let bad = || {
+        InvalidConfig::new(
+            "server.bind",
+            format!("{bind:?} is not host:port (for example 127.0.0.1:8080 or [::1]:8080)"),
+        )
+    };
+    let (host, port) = bind.rsplit_once(':').ok_or_else(bad)?;
+    port.parse::<u16>().map_err(|_| bad())?;
+    let hostname = !host.is_empty()
+        && host.split('.').all(|label| {
+            !label.is_empty() && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        });
+    if hostname {
+        Ok(())
+    } else {
+        Err(bad())
+    }
+}
+
+/// Refuses, by name, any key of [`NOT_IN_THIS_BUILD`] that a layer sets.
+fn refuse_unavailable(config: &Config) -> Result<(), InvalidConfig> {
+    for (key, why) in NOT_IN_THIS_BUILD {
+        let Ok(value) = config.get::<Value>(key) else {
+            continue;
+        };
+        // Name the platform itself (`platforms.telegram`), not only the section.
+        let key = match value.into_table() {
+            Ok(table) if *key == "platforms" => table
+                .keys()
+                .min()
+                .map_or_else(|| key.to_string(), |p| format!("{key}.{p}")),
+            _ => key.to_string(),
+        };
+        return Err(InvalidConfig::new(
+            key,
+            format!("not available in this build (planned): {why}; remove it"),
+        ));
+    }
+    Ok(())
+}
+
+fn settings_of(config: Config) -> Result<Settings, InvalidConfig> {
+    refuse_unavailable(&config)?;
+    config.try_deserialize().map_err(InvalidConfig::from)
 }
 
 /// What the command line says, which wins over every other layer.
@@ -191,40 +235,6 @@ impl fmt::Display for InvalidConfig {
 
 impl std::error::Error for InvalidConfig {}
 
-impl From<ConfigError> for InvalidConfig {
-    fn from(e: ConfigError) -> Self {
-        let origin = |o: Option<String>| o.map(|o| format!(" (from {o})")).unwrap_or_default();
-        match e {
-            ConfigError::Type {
-                origin: o,
-                unexpected,
-                expected,
-                key,
-            } => Self::new(
-                key.unwrap_or_else(|| "config".into()),
-                format!(
-                    "invalid type: {unexpected}, expected {expected}{}",
-                    origin(o)
-                ),
-            ),
-            ConfigError::At {
-                error,
-                origin: o,
-                key,
-            } => Self::new(
-                key.unwrap_or_else(|| "config".into()),
-                format!("{error}{}", origin(o)),
-            ),
-            ConfigError::NotFound(key) => Self::new(key, "missing"),
-            ConfigError::FileParse { uri, cause } => Self::new(
-                uri.unwrap_or_else(|| "config file".into()),
-                cause.to_string(),
-            ),
-            other => Self::new("config", other.to_string()),
-        }
-    }
-}
-
 /// Loads the settings from the process environment and the working directory.
 pub fn load(overrides: &Overrides) -> Result<Settings, InvalidConfig> {
     let env: HashMap<String, String> = std::env::vars().collect();
@@ -242,13 +252,14 @@ pub fn load_from(
     let file = config_file(overrides, cwd)?;
     // The first pass only tells whether the file or TURNKEY__ variables configure providers;
     // conventional provider variables fill in only when nothing does.
-    let first: Settings = layered(file.as_deref(), None, env, overrides)?
-        .try_deserialize()
-        .map_err(InvalidConfig::from)?;
+    let first = settings_of(layered(file.as_deref(), None, env, overrides)?)?;
     let conventional = Conventional::from_env(env, first.providers.is_empty());
-    let mut settings: Settings = layered(file.as_deref(), Some(conventional), env, overrides)?
-        .try_deserialize()
-        .map_err(InvalidConfig::from)?;
+    let mut settings = settings_of(layered(
+        file.as_deref(),
+        Some(conventional),
+        env,
+        overrides,
+    )?)?;
     if settings.database.url.is_empty() {
         settings.database.url = default_database_url(&settings.server.data_dir);
     }
@@ -341,32 +352,22 @@ impl Conventional {
         if let Some(url) = get("DATABASE_URL") {
             map.insert("database.url".into(), Value::new(Some(&origin), url));
         }
-        if synthesize_providers {
-            let mut providers = Vec::new();
-            if get("OPENAI_API_KEY").is_some() || get("OPENAI_BASE_URL").is_some() {
-                providers.push(provider_table(
-                    &origin,
-                    "openai",
-                    get("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".into()),
-                    "OPENAI_API_KEY",
-                    get("OPENAI_MODEL").unwrap_or_else(|| "gpt-4o-mini".into()),
-                ));
-            }
-            if get("ANTHROPIC_API_KEY").is_some() {
-                providers.push(provider_table(
-                    &origin,
-                    "anthropic",
-                    "https://api.anthropic.com/v1".into(),
-                    "ANTHROPIC_API_KEY",
-                    get("ANTHROPIC_MODEL").unwrap_or_else(|| "claude-sonnet-4-5".into()),
-                ));
-            }
-            if !providers.is_empty() {
-                map.insert(
-                    "providers".into(),
-                    Value::new(Some(&origin), ValueKind::Array(providers)),
-                );
-            }
+        // ANTHROPIC_API_KEY is not read while kind "anthropic" is not served: a key left in the
+        // shell for other tools must not make every command fail.
+        if synthesize_providers
+            && (get("OPENAI_API_KEY").is_some() || get("OPENAI_BASE_URL").is_some())
+        {
+            let openai = provider_table(
+                &origin,
+                "openai",
+                get("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".into()),
+                "OPENAI_API_KEY",
+                get("OPENAI_MODEL").unwrap_or_else(|| DEFAULT_OPENAI_MODEL.into()),
+            );
+            map.insert(
+                "providers".into(),
+                Value::new(Some(&origin), ValueKind::Array(vec![openai])),
+            );
         }
         Self(map)
     }
