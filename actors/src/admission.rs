@@ -5,6 +5,7 @@ use crate::config::BusyPolicy;
 use crate::deps::Deps;
 use crate::error::GatewayError;
 use crate::input::{Receipt, Submission};
+use crate::limits;
 use crate::registry::SessionRegistry;
 use crate::session::Interrupt;
 use crate::turn::StopReason;
@@ -13,9 +14,6 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 use turnkey_storage::{Admission, NewAdmission, Principal, Session, SessionId, Store};
-
-/// Longest text one input may carry, in characters.
-pub const MAX_TEXT_CHARS: usize = 200_000;
 
 /// Admit one input from a door.
 #[derive(Message)]
@@ -57,6 +55,10 @@ impl Handler<Submit> for AdmissionActor {
         let registry = self.registry.clone();
         Box::pin(async move {
             authorize(&deps.store, &msg.principal, msg.session).await?;
+            // Input that could only fail is refused rather than queued.
+            if deps.providers.is_empty() {
+                return Err(GatewayError::NoProvider);
+            }
             let payload = normalize(&msg.principal, &msg.submission)?;
             let new = NewAdmission {
                 session_id: msg.session,
@@ -152,36 +154,34 @@ pub async fn authorize(
 }
 
 /// What the queue holds: the server's understanding of the input (SPEC R2.2), never the raw
-/// body. The author comes from the authenticated principal, not from the payload.
+/// body. The author comes from the authenticated principal, not from the payload. Every field
+/// is checked against its documented limit (`limits`) first.
 pub fn normalize(principal: &Principal, s: &Submission) -> Result<Value, GatewayError> {
-    let text = sanitize_text(&s.text);
+    let text = limits::sanitize_text(&s.text);
     if text.trim().is_empty() && s.attachments.is_empty() {
         return Err(GatewayError::InvalidInput {
             code: "empty_input",
             message: "text must not be empty".into(),
         });
     }
-    if text.chars().count() > MAX_TEXT_CHARS {
+    if text.chars().count() > limits::MAX_TEXT_CHARS {
         return Err(GatewayError::InvalidInput {
             code: "input_too_large",
-            message: format!("text is longer than {MAX_TEXT_CHARS} characters"),
+            message: format!(
+                "text is longer than {} characters",
+                limits::MAX_TEXT_CHARS
+            ),
         });
     }
-    for a in &s.attachments {
-        if !a.is_object() {
-            return Err(GatewayError::InvalidInput {
-                code: "invalid_attachment",
-                message: "each attachment must be an object".into(),
-            });
-        }
-    }
+    limits::attachments(&s.attachments)?;
     if let Some(d) = &s.display {
-        if !d.is_object() {
-            return Err(GatewayError::InvalidInput {
-                code: "invalid_display",
-                message: "display must be an object".into(),
-            });
-        }
+        limits::display(d)?;
+    }
+    if let Some(m) = &s.model {
+        limits::model(m)?;
+    }
+    if let Some(id) = &s.request_id {
+        limits::request_id(id)?;
     }
     Ok(json!({
         "text": text,
@@ -191,14 +191,6 @@ pub fn normalize(principal: &Principal, s: &Submission) -> Result<Value, Gateway
         "author": principal.id,
         "surface": s.surface,
     }))
-}
-
-/// Strips what no provider accepts: NUL and other C0 controls except tab, newline and return.
-/// (Rust strings cannot hold lone surrogates; JSON escapes of them are rejected at parse time.)
-pub fn sanitize_text(text: &str) -> String {
-    text.chars()
-        .filter(|c| !c.is_control() || matches!(c, '\n' | '\t' | '\r'))
-        .collect()
 }
 
 /// The idempotency digest covers what the input means, not who relayed it or how.
@@ -241,7 +233,7 @@ mod tests {
 
     #[test]
     fn r2_2_control_characters_are_stripped() {
-        assert_eq!(sanitize_text("a\u{0}b\u{7}c\nd"), "abc\nd");
+        assert_eq!(limits::sanitize_text("a\u{0}b\u{7}c\nd"), "abc\nd");
     }
 
     #[test]

@@ -8,6 +8,7 @@ use crate::deps::Deps;
 use crate::error::GatewayError;
 use crate::input::{NewSessionRequest, Receipt, Submission};
 use crate::instance::Instance;
+use crate::limits;
 use crate::recovery;
 use crate::registry::SessionRegistry;
 use crate::session::{Interrupt, SessionState, Status};
@@ -92,6 +93,23 @@ impl Gateway {
         principal: &Principal,
         req: NewSessionRequest,
     ) -> Result<Session, GatewayError> {
+        let req = NewSessionRequest {
+            title: req
+                .title
+                .map(|t| limits::text_field("title", &t, limits::MAX_TITLE_CHARS))
+                .transpose()?,
+            system_message: req
+                .system_message
+                .map(|m| {
+                    limits::text_field("system_message", &m, limits::MAX_SYSTEM_MESSAGE_CHARS)
+                })
+                .transpose()?,
+            model: match req.model {
+                Some(m) => limits::model(&m).map(|()| Some(m))?,
+                None => None,
+            },
+            ..req
+        };
         let id = SessionId::new();
         let built = prompt::build_for_new_session(&self.deps.config, &req)?;
         let session = self
@@ -139,7 +157,9 @@ impl Gateway {
         session: SessionId,
         submission: Submission,
     ) -> Result<Receipt, GatewayError> {
-        self.check_admitting()?;
+        if self.deps.shutdown.is_cancelled() {
+            return Err(GatewayError::ShuttingDown);
+        }
         self.admission
             .send(Submit {
                 principal: principal.clone(),
@@ -191,6 +211,9 @@ impl Gateway {
         session: SessionId,
         reason: Option<String>,
     ) -> Result<bool, GatewayError> {
+        let reason = reason
+            .map(|r| limits::text_field("reason", &r, limits::MAX_REASON_CHARS))
+            .transpose()?;
         self.authorize(principal, session).await?;
         let Some(addr) = self.registry.get(session) else {
             return Ok(false);

@@ -11,6 +11,7 @@ pub mod gateway;
 pub mod input;
 pub mod instance;
 pub mod lease;
+pub mod limits;
 pub mod recovery;
 pub mod registry;
 pub mod session;

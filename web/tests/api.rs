@@ -228,18 +228,86 @@ async fn sessions_are_created_read_and_listed() {
 }
 
 #[actix_web::test]
-async fn a_session_id_that_is_not_a_uuid_is_404() {
+async fn a_malformed_id_is_400_and_a_missing_one_404() {
     let d = dir();
     let (app, _) = test_app!(&d);
-    let req = TestRequest::get()
-        .uri("/v1/sessions/not-a-uuid")
+    for path in [
+        "/v1/sessions/not-a-uuid",
+        "/v1/sessions/1'%20or%20'1'='1",
+        "/v1/sessions/..%2F..%2Fetc",
+        "/v1/sessions/abc/messages",
+        "/v1/admissions/abc",
+    ] {
+        let req = TestRequest::get()
+            .uri(path)
+            .insert_header(operator())
+            .to_request();
+        let res = test::call_service(&app, req).await;
+        assert_eq!(
+            error_code(res).await,
+            (StatusCode::BAD_REQUEST, "invalid_id".into()),
+            "{path}"
+        );
+    }
+    let missing = uuid::Uuid::new_v4();
+    for path in [
+        format!("/v1/sessions/{missing}"),
+        format!("/v1/admissions/{missing}"),
+    ] {
+        let req = TestRequest::get()
+            .uri(&path)
+            .insert_header(operator())
+            .to_request();
+        let res = test::call_service(&app, req).await;
+        assert_eq!(
+            error_code(res).await,
+            (StatusCode::NOT_FOUND, "not_found".into()),
+            "{path}"
+        );
+    }
+}
+
+#[actix_web::test]
+async fn submissions_without_a_provider_are_503_no_provider() {
+    let d = dir();
+    let mut env = common::env_for(&d);
+    env.remove("OPENAI_BASE_URL");
+    let settings = turnkey_web::configuration::load_from(
+        &turnkey_web::configuration::Overrides::default(),
+        &env,
+        d.path(),
+    )
+    .expect("settings");
+    let (state, _) = turnkey_web::startup::prepare(&settings)
+        .await
+        .expect("state");
+    let app = test::init_service(turnkey_web::startup::build_app(actix_web::web::Data::new(
+        state,
+    )))
+    .await;
+    let req = TestRequest::post()
+        .uri("/v1/sessions")
         .insert_header(operator())
+        .set_json(json!({}))
+        .to_request();
+    let session: Value = test::call_and_read_body_json(&app, req).await;
+    let id = session["id"].as_str().expect("id");
+    let req = TestRequest::post()
+        .uri(&format!("/v1/sessions/{id}/submissions"))
+        .insert_header(operator())
+        .set_json(json!({"text": "hello"}))
         .to_request();
     let res = test::call_service(&app, req).await;
     assert_eq!(
         error_code(res).await,
-        (StatusCode::NOT_FOUND, "not_found".into())
+        (StatusCode::SERVICE_UNAVAILABLE, "no_provider".into())
     );
+    let req = TestRequest::get()
+        .uri(&format!("/v1/sessions/{id}"))
+        .insert_header(operator())
+        .to_request();
+    let session: Value = test::call_and_read_body_json(&app, req).await;
+    assert_eq!(session["queue_depth"], 0, "nothing was queued");
 }
 
 async fn new_token<S, B>(app: &S, name: &str) -> String

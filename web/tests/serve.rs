@@ -31,7 +31,10 @@ struct Running {
 impl Running {
     fn start(dir: &Path) -> (Self, Vec<String>) {
         std::fs::create_dir_all(dir.join("ws")).unwrap();
+        // A provider that refuses connections: turns fail fast, and submissions are admitted
+        // (with no provider at all they would be refused with 503 no_provider).
         let mut child = command(dir)
+            .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
             .args(["serve", "--bind", "127.0.0.1:0"])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -49,7 +49,10 @@ pub async fn submit(
     reject_privileged_fields(&body.extra)?;
     let header = match req.headers().get(IDEMPOTENCY_KEY) {
         Some(v) => Some(v.to_str().map_err(|_| {
-            ApiError::bad_request("invalid_header", "Idempotency-Key is not valid text")
+            ApiError::bad_request(
+                "invalid_request_id",
+                "Idempotency-Key must be visible ASCII",
+            )
         })?),
         None => None,
     };

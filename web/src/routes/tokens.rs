@@ -28,7 +28,10 @@ pub async fn create(
     }
     let body = body.into_inner();
     reject_privileged_fields(&body.extra)?;
-    let name = body.name.unwrap_or_default().trim().to_owned();
+    // Control characters (NUL above all, which PostgreSQL's text refuses) never reach the store.
+    let name = turnkey_actors::limits::sanitize_text(&body.name.unwrap_or_default())
+        .trim()
+        .to_owned();
     if name.is_empty() || name.chars().count() > MAX_NAME_CHARS {
         return Err(ApiError::bad_request(
             "invalid_name",

@@ -29,6 +29,12 @@ pub fn env_for(dir: &TempDir) -> HashMap<String, String> {
             "TURNKEY__SERVER__MAX_BODY_BYTES".to_string(),
             MAX_BODY.to_string(),
         ),
+        // A provider that refuses connections: these tests judge admission, not turns, and
+        // with no provider at all a submission is refused (503 no_provider).
+        (
+            "OPENAI_BASE_URL".to_string(),
+            "http://127.0.0.1:9/v1".to_string(),
+        ),
     ])
 }
 
