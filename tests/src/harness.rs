@@ -46,6 +46,8 @@ pub struct TurnkeyOptions {
     /// Appended verbatim to turnkey.toml; may add sections (`[agent]`, `[tools]`, ...) but not
     /// repeat `[server]`, `[database]`, `[auth]` or `[lease]`.
     pub extra_toml: String,
+    /// Extra keys of the scripted `[[providers]]` entry, e.g. `max_retries = 0`.
+    pub provider_toml: String,
 }
 
 impl TurnkeyOptions {
@@ -60,6 +62,7 @@ impl TurnkeyOptions {
             lease_refresh_s: 2,
             lease_wait_s: 60,
             extra_toml: String::new(),
+            provider_toml: String::new(),
         }
     }
 
@@ -80,6 +83,12 @@ impl TurnkeyOptions {
 
     pub fn extra_toml(mut self, toml: &str) -> Self {
         self.extra_toml.push_str(toml);
+        self
+    }
+
+    pub fn provider_toml(mut self, toml: &str) -> Self {
+        self.provider_toml.push_str(toml);
+        self.provider_toml.push('\n');
         self
     }
 }
@@ -353,7 +362,7 @@ base_url = "{base}"
 api_key = "{api_key}"
 model = "scripted-model"
 context_window = 32000
-
+{provider_extra}
 [lease]
 ttl_s = {ttl}
 refresh_s = {refresh}
@@ -368,6 +377,7 @@ wait_s = {wait}
         refresh = o.lease_refresh_s,
         wait = o.lease_wait_s,
         extra = o.extra_toml,
+        provider_extra = o.provider_toml,
     );
     std::fs::write(path, toml).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
 }

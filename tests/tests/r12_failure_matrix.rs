@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 use std::time::Duration;
+use turnkey_tests::wire::assert_closed_wire;
 use turnkey_tests::{Api, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
 const BOUND: Duration = Duration::from_secs(30);
@@ -85,6 +86,7 @@ async fn r12_admitted_not_claimed_restart_drains_it() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(provider.request_count(), 1, "ran exactly once");
     assert_eq!(provider.requests()[0].last_user_text, text);
+    assert_closed_wire(&provider.requests()[0].body, "no killed turn here");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -155,6 +157,8 @@ async fn r12_claimed_turn_not_begun_becomes_unknown_not_rerun() {
         provider.requests()[0].last_user_text,
         "a new message after recovery"
     );
+    // The claimed turn died before its user row: the next request carries no trace of it.
+    assert_closed_wire(&provider.requests()[0].body, text);
     let still = api.admission(&admission_id).await;
     assert_eq!(still.body["status"], "unknown", "{}", still.text);
 }
@@ -204,6 +208,10 @@ async fn r12_sigkill_mid_turn_is_unknown_without_invented_answer() {
     );
     assert_eq!(api.admission(&admission_id).await.body["status"], "unknown");
 
+    // The lease of the dead owner no longer counts: the session is idle at once.
+    let view = api.session(&session).await;
+    assert_eq!(view.body["state"], "idle", "{}", view.text);
+
     let messages = api.messages(&session).await;
     assert!(
         messages
@@ -211,19 +219,25 @@ async fn r12_sigkill_mid_turn_is_unknown_without_invented_answer() {
             .any(|m| m["role"] == "user" && text_of(m).contains(text)),
         "the user row is kept: {messages:?}"
     );
-    let invented: Vec<_> = messages
+    // The tail is closed by a marked boundary, not by an invented answer.
+    let assistants: Vec<_> = messages
         .iter()
-        .filter(|m| m["role"] == "assistant" && !text_of(m).trim().is_empty())
+        .filter(|m| m["role"] == "assistant")
         .collect();
+    assert_eq!(assistants.len(), 1, "{messages:?}");
+    let closing = assistants[0];
+    assert_eq!(closing["display"]["boundary"], true, "{closing}");
+    assert_eq!(closing["display"]["closed_as"], "unknown", "{closing}");
     assert!(
-        invented.is_empty(),
-        "no invented assistant answer: {invented:?}"
+        text_of(closing).starts_with("[no answer:"),
+        "nothing streamed, so nothing but the marker: {closing}"
     );
 
     let next = api.submit_accepted(&session, "and now a normal turn").await;
     let done = api.wait_terminal(&next, BOUND).await;
     assert_eq!(done["outcome"]["result"], "completed", "{done}");
     assert_eq!(provider.request_count(), 2);
+    assert_closed_wire(&provider.requests()[1].body, text);
     let messages = api.messages(&session).await;
     assert!(
         messages

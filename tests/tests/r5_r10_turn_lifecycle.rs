@@ -268,3 +268,81 @@ async fn r4_3_watchdog_hard_interrupts_a_silent_turn() {
     );
     provider.release_hangs();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r8_3_retry_limits_come_from_the_provider_config() {
+    let provider = ScriptedProvider::start();
+    let opts = TurnkeyOptions::new(&provider)
+        .provider_toml("max_retries = 4\nbackoff_base_ms = 10\nbackoff_cap_ms = 20");
+    let tk = Turnkey::start(opts).await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    for _ in 0..5 {
+        provider.push(Reply::error(503, "down"));
+    }
+    let a = api.submit_accepted(&s, "hello").await;
+    let adm = api.wait_terminal(&a, BOUND).await;
+    assert_eq!(outcome(&adm)["result"], "failed", "{adm}");
+    assert_eq!(provider.request_count(), 5, "1 attempt + max_retries 4");
+    assert!(
+        outcome(&adm)["failure_message"]
+            .as_str()
+            .is_some_and(|m| m.contains("503")),
+        "failure_message says what the provider said: {adm}"
+    );
+    let events = api.all_events(&s, 0).await;
+    let finished = events
+        .iter()
+        .find(|e| e["kind"] == "turn.finished")
+        .expect("turn.finished");
+    assert_eq!(finished["data"]["failure_reason"], "provider_server_error");
+    assert_eq!(
+        finished["data"]["failure_message"],
+        outcome(&adm)["failure_message"]
+    );
+
+    // max_retries = 0: one attempt only.
+    let provider = ScriptedProvider::start();
+    let tk = Turnkey::start(TurnkeyOptions::new(&provider).provider_toml("max_retries = 0")).await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    provider.push(Reply::error(503, "down"));
+    let a = api.submit_accepted(&s, "hello").await;
+    let adm = api.wait_terminal(&a, BOUND).await;
+    assert_eq!(outcome(&adm)["result"], "failed", "{adm}");
+    assert_eq!(provider.request_count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r11_2_status_events_follow_queue_and_state() {
+    let (provider, tk) = start().await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    provider.push(Reply::chunks(&["slow"], Duration::from_millis(500)));
+    let first = api.submit_accepted(&s, "one").await;
+    api.submit_accepted(&s, "two").await;
+    let last = api.submit_accepted(&s, "three").await;
+    api.wait_terminal(&first, BOUND).await;
+    api.wait_terminal(&last, BOUND).await;
+    let events = api.all_events(&s, 0).await;
+    let statuses: Vec<(String, u64)> = events
+        .iter()
+        .filter(|e| e["kind"] == "status")
+        .map(|e| {
+            (
+                e["data"]["state"].as_str().unwrap().to_string(),
+                e["data"]["queue_depth"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    // Three admissions, three claims, three ends: every change is announced.
+    assert_eq!(statuses.len(), 9, "{statuses:?}");
+    assert_eq!(statuses.last().unwrap(), &("idle".to_string(), 0));
+    assert!(statuses.iter().any(|s| s.0 == "running"), "{statuses:?}");
+    assert!(
+        statuses.iter().any(|s| s.1 >= 1),
+        "queue depth shows what waits: {statuses:?}"
+    );
+    let view = api.session(&s).await;
+    assert_eq!(view.body["model"], "scripted-model", "the model in use");
+}

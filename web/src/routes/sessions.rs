@@ -164,6 +164,10 @@ pub struct MessageView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     pub turn_id: Option<String>,
+    /// How to show the row: the input's own `display`, or for a row that closes a turn
+    /// without an answer `{boundary: true, closed_as, failure_reason, partial}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub display: Option<Value>,
     pub created_at: String,
 }
 
@@ -178,6 +182,7 @@ impl From<Message> for MessageView {
             tool_call_id: m.tool_call_id,
             name: m.name,
             turn_id: m.turn_id.map(|t| t.to_string()),
+            display: m.display,
             created_at: rfc3339(m.created_at),
         }
     }

@@ -1,0 +1,106 @@
+//! SIGTERM is not a crash (SPEC R2.4, API.md `serve`): admission closes at once (503
+//! `shutting_down` with `Retry-After`), a turn that ends within `server.shutdown_grace_s`
+//! completes, and one that does not is interrupted and settled as `interrupted` (reason
+//! `shutdown`) with its tail closed. Only a real crash leaves a turn `unknown`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+use turnkey_tests::{Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
+
+const BOUND: Duration = Duration::from_secs(60);
+
+async fn started(grace_s: u64, reply: Reply) -> (ScriptedProvider, Turnkey, String, String) {
+    let provider = ScriptedProvider::start();
+    provider.push(reply);
+    let opts = TurnkeyOptions::new(&provider)
+        .env("TURNKEY__SERVER__SHUTDOWN_GRACE_S", &grace_s.to_string());
+    let tk = Turnkey::start(opts).await;
+    let api = tk.api();
+    let session = api.create_session_id().await;
+    let admission = api.submit_accepted(&session, "a long one").await;
+    provider.wait_for_requests(1, BOUND).await.unwrap();
+    (provider, tk, session, admission)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r2_4_sigterm_interrupts_a_turn_longer_than_the_grace_and_settles_it() {
+    let (_provider, mut tk, session, admission) = started(2, Reply::Hang).await;
+    let url = tk.url.clone();
+    let token = tk.token.clone();
+    let began = Instant::now();
+    let pid = nix::unistd::Pid::from_raw(tk.pid().expect("pid") as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+
+    // While stopping, a submission is refused with a hint when to come back.
+    let mut refused = None;
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while refused.is_none() && Instant::now() < deadline {
+        let res = reqwest::Client::new()
+            .post(format!("{url}/v1/sessions/{session}/submissions"))
+            .bearer_auth(&token)
+            .json(&json!({"text": "too late"}))
+            .send()
+            .await
+            .expect("the server still answers during the grace");
+        if res.status() == 503 {
+            refused = Some(res);
+        } else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let res = refused.expect("a 503 while shutting down");
+    assert!(res.headers().get("retry-after").is_some(), "Retry-After");
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "shutting_down");
+
+    let status = tk.wait_exit(Duration::from_secs(30)).await.expect("exits");
+    assert!(status.success(), "a graceful stop exits 0: {status:?}");
+    let took = began.elapsed();
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(15),
+        "grace of 2 s, then settle: {took:?}"
+    );
+
+    tk.restart().await;
+    let api = tk.api();
+    let adm = api.admission(&admission).await;
+    assert_eq!(
+        adm.body["status"], "terminal",
+        "settled, not unknown: {}",
+        adm.text
+    );
+    assert_eq!(adm.body["outcome"]["result"], "interrupted");
+    assert_eq!(adm.body["outcome"]["failure_reason"], "shutdown");
+    let events = api.all_events(&session, 0).await;
+    assert!(
+        !events.iter().any(|e| e["kind"] == "turn.unknown"),
+        "only a crash is unknown: {events:?}"
+    );
+    let finished = events
+        .iter()
+        .find(|e| e["kind"] == "turn.finished")
+        .expect("turn.finished");
+    assert_eq!(finished["data"]["failure_reason"], "shutdown");
+    assert!(finished["data"]["failure_message"].is_string());
+    let messages = api.messages(&session).await;
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant"], "the tail is closed");
+    assert_eq!(messages[1]["display"]["closed_as"], "interrupted");
+    assert_eq!(api.session(&session).await.body["state"], "idle");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r2_4_sigterm_lets_a_turn_within_the_grace_complete() {
+    let reply = Reply::chunks(&["still ", "going ", "done"], Duration::from_millis(500));
+    let (_provider, mut tk, _session, admission) = started(20, reply).await;
+    let status = tk.terminate(Duration::from_secs(30)).await.expect("exits");
+    assert!(status.success(), "{status:?}");
+    tk.restart().await;
+    let adm = tk.api().wait_terminal(&admission, BOUND).await;
+    assert_eq!(adm["outcome"]["result"], "completed", "{adm}");
+    assert_eq!(adm["outcome"]["final_response"], "still going done");
+}
