@@ -3,6 +3,7 @@
 use crate::configuration::{self, InvalidConfig, Overrides, Settings};
 use crate::startup::{self, StartupError};
 use clap::{Args, Parser, Subcommand};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use turnkey_actors::GatewayError;
@@ -23,7 +24,8 @@ pub enum Command {
     Migrate(StoreArgs),
     /// Terminal client for a running server (not implemented yet in this build).
     Chat(ChatArgs),
-    /// Check the configuration and the store, list the providers; exit 0 when all is well.
+    /// Check the configuration, the store and every provider, changing nothing; exit 1 on any
+    /// problem.
     Doctor(StoreArgs),
 }
 
@@ -165,51 +167,19 @@ async fn connect(settings: &Settings) -> Result<Store, Failure> {
     })
 }
 
+/// Prints one line per check; any problem makes the command fail (exit 1).
 async fn doctor(settings: Settings) -> Result<(), Failure> {
-    println!("config: ok");
-    println!("bind: {}", settings.server.bind);
-    println!("data_dir: {}", settings.server.data_dir.display());
-    println!("database: {}", redact_url(&settings.database.url));
-    startup::prepare_data_dir(&settings.server.data_dir)?;
-    let store = connect(&settings).await?;
-    let migrated = store.is_ready().await;
-    println!(
-        "store: reachable, {}",
-        if migrated {
-            "migrated"
-        } else {
-            "NOT migrated (run `turnkey migrate`)"
-        }
-    );
-    if settings.providers.is_empty() {
-        println!("providers: none configured (turns will fail until one is)");
+    let findings = crate::doctor::check(&settings).await;
+    let mut out = std::io::stdout().lock();
+    for f in &findings {
+        writeln!(out, "{}", f.line()).map_err(|e| Failure::Other(format!("stdout: {e}")))?;
     }
-    for (i, p) in settings.providers.iter().enumerate() {
-        let role = if i == 0 { "primary" } else { "fallback" };
-        println!("provider[{i}] ({role}): {}", describe_provider(p));
+    out.flush()
+        .map_err(|e| Failure::Other(format!("stdout: {e}")))?;
+    match findings.iter().filter(|f| !f.ok).count() {
+        0 => Ok(()),
+        n => Err(Failure::Other(format!("doctor: {n} problem(s) found"))),
     }
-    if migrated {
-        Ok(())
-    } else {
-        Err(Failure::Other("doctor: the store is not migrated".into()))
-    }
-}
-
-/// Name, kind, model and base URL of a provider, never its key.
-fn describe_provider(p: &turnkey_providers::ProviderConfig) -> String {
-    let v = serde_json::to_value(p).unwrap_or_default();
-    let field = |k: &str| match v.get(k) {
-        Some(serde_json::Value::String(s)) => s.clone(),
-        Some(other) if !other.is_null() => other.to_string(),
-        _ => "-".into(),
-    };
-    format!(
-        "name={} kind={} model={} base_url={}",
-        field("name"),
-        field("kind"),
-        field("model"),
-        field("base_url")
-    )
 }
 
 /// The URL without its password, for printing.

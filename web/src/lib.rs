@@ -3,6 +3,7 @@
 pub mod auth;
 pub mod cli;
 pub mod configuration;
+pub mod doctor;
 pub mod error;
 pub mod routes;
 pub mod startup;

@@ -288,8 +288,24 @@ impl Application {
     }
 }
 
+/// Printed on stderr when `serve` starts without a provider: it serves, but refuses every
+/// submission until one is configured, and says how to configure one.
+pub const NO_PROVIDER_WARNING: &str = "\
+warning: no model provider is configured; submissions are refused with 503 no_provider until one is.
+  Set one either way, then restart:
+  - a [[providers]] table in turnkey.toml (see deploy/turnkey.example.toml), or
+  - the environment: OPENAI_BASE_URL (e.g. http://127.0.0.1:8000/v1), OPENAI_API_KEY and
+    OPENAI_MODEL (default gpt-4o-mini), for any OpenAI-compatible server.
+";
+
 /// `turnkey serve`: prints the one-time token line (if generated) and the listening line.
 pub async fn serve(settings: Settings) -> Result<(), StartupError> {
+    if settings.providers.is_empty() {
+        let mut err = std::io::stderr();
+        err.write_all(NO_PROVIDER_WARNING.as_bytes())
+            .and_then(|()| err.flush())
+            .map_err(io_err("stderr"))?;
+    }
     let app = Application::build(settings).await?;
     let mut out = std::io::stdout();
     if app.operator_token().generated {

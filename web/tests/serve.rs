@@ -127,21 +127,6 @@ fn bad_usage_exits_2_and_chat_is_not_implemented_yet() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("not implemented yet"));
 }
 
-#[test]
-fn migrate_then_doctor_succeed() {
-    let d = TempDir::new().unwrap();
-    let out = command(d.path()).arg("migrate").output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = command(d.path()).arg("doctor").output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
-    assert!(text.contains("migrated"), "{text}");
-}
-
 #[tokio::test]
 async fn serve_prints_the_token_once_and_stops_on_sigterm() {
     let d = TempDir::new().unwrap();

@@ -1,0 +1,244 @@
+//! `turnkey doctor`: checks the configuration, the store and every provider, and reports each.
+//! It changes nothing: no directory, no database file, no table is created (a SQLite file is
+//! opened read-only), so it is safe to run against a live deployment. Any problem means exit 1.
+use crate::cli::redact_url;
+use crate::configuration::Settings;
+use migration::sea_orm::{ConnectOptions, Database};
+use migration::{Migrator, MigratorTrait};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use turnkey_providers::ProviderConfig;
+
+/// How long a store or a provider gets to answer before doctor calls it a problem.
+pub const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// One line of the report: what was checked and whether it is fine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    pub subject: String,
+    pub ok: bool,
+    pub detail: String,
+}
+
+impl Finding {
+    fn ok(subject: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self {
+            subject: subject.into(),
+            ok: true,
+            detail: detail.into(),
+        }
+    }
+
+    fn problem(subject: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self {
+            subject: subject.into(),
+            ok: false,
+            detail: detail.into(),
+        }
+    }
+
+    /// `store: ok: …` or `store: PROBLEM: …`.
+    pub fn line(&self) -> String {
+        let verdict = if self.ok { "ok" } else { "PROBLEM" };
+        format!("{}: {verdict}: {}", self.subject, self.detail)
+    }
+}
+
+/// Every check, in the order printed. The configuration itself was checked by loading it.
+pub async fn check(settings: &Settings) -> Vec<Finding> {
+    let mut findings = vec![Finding::ok(
+        "config",
+        format!(
+            "bind {}, data_dir {}",
+            settings.server.bind,
+            settings.server.data_dir.display()
+        ),
+    )];
+    findings.push(check_store(&settings.database.url).await);
+    if settings.providers.is_empty() {
+        findings.push(Finding::problem(
+            "providers",
+            "none configured, so every submission is refused (503 no_provider); add a \
+             [[providers]] table to turnkey.toml, or set OPENAI_BASE_URL, OPENAI_API_KEY and \
+             OPENAI_MODEL",
+        ));
+    }
+    for (i, p) in settings.providers.iter().enumerate() {
+        let role = if i == 0 { "primary" } else { "fallback" };
+        let subject = format!("provider[{i}] {} ({role}, model {})", p.name, p.model);
+        findings.push(match check_provider(p).await {
+            Ok(detail) => Finding::ok(subject, detail),
+            Err(detail) => Finding::problem(subject, detail),
+        });
+    }
+    findings
+}
+
+/// Where a SQLite URL points.
+#[derive(Debug, PartialEq, Eq)]
+enum SqliteTarget {
+    Memory,
+    File(PathBuf),
+}
+
+/// `sqlite://PATH?…`, `sqlite:PATH`, `sqlite::memory:`; `None` for any other scheme.
+fn sqlite_target(url: &str) -> Option<SqliteTarget> {
+    let rest = url.strip_prefix("sqlite:")?;
+    let rest = rest.strip_prefix("//").unwrap_or(rest);
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    if path.is_empty() || path == ":memory:" || query.split('&').any(|kv| kv == "mode=memory") {
+        return Some(SqliteTarget::Memory);
+    }
+    Some(SqliteTarget::File(PathBuf::from(path)))
+}
+
+/// A read-only URL for an existing SQLite file. Without a `-wal` file beside it (no server
+/// running) it is also opened `immutable`, since a read-only open of a WAL database would
+/// otherwise leave new `-wal` and `-shm` files behind.
+fn read_only_url(path: &Path) -> String {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let immutable = if Path::new(&wal).exists() {
+        ""
+    } else {
+        "&immutable=true"
+    };
+    format!("sqlite://{}?mode=ro{immutable}", path.display())
+}
+
+async fn check_store(url: &str) -> Finding {
+    let shown = redact_url(url);
+    let connect_url = match sqlite_target(url) {
+        Some(SqliteTarget::Memory) => {
+            return Finding::ok("store", format!("{shown} is in memory: nothing to check"));
+        }
+        Some(SqliteTarget::File(path)) if !path.exists() => {
+            return Finding::ok(
+                "store",
+                format!(
+                    "{} does not exist yet; the first `turnkey serve` (or `turnkey migrate`) \
+                     creates and migrates it",
+                    path.display()
+                ),
+            );
+        }
+        Some(SqliteTarget::File(path)) => read_only_url(&path),
+        None => url.to_owned(),
+    };
+    let mut opts = ConnectOptions::new(connect_url);
+    opts.max_connections(1)
+        .connect_timeout(CHECK_TIMEOUT)
+        .acquire_timeout(CHECK_TIMEOUT)
+        .sqlx_logging(false);
+    let db = match Database::connect(opts).await {
+        Ok(db) => db,
+        Err(e) => return Finding::problem("store", format!("cannot connect to {shown}: {e}")),
+    };
+    // The read-only variant never creates the migrations table, unlike `is_ready`.
+    let pending = Migrator::get_pending_migrations_read_only(&db).await;
+    let finding = match pending {
+        Ok(p) if p.is_empty() => Finding::ok("store", format!("{shown} reachable, migrated")),
+        Ok(p) => Finding::problem(
+            "store",
+            format!(
+                "{shown} reachable, NOT migrated: {} migration(s) pending (run `turnkey migrate`)",
+                p.len()
+            ),
+        ),
+        Err(e) => Finding::problem("store", format!("cannot read {shown}: {e}")),
+    };
+    if let Err(e) = db.close().await {
+        tracing::debug!(error = %e, "closing the doctor's store connection");
+    }
+    finding
+}
+
+/// `GET {base_url}/models` with the key as Bearer: any 2xx is an answer; no answer within
+/// [`CHECK_TIMEOUT`], or an error status, is a problem.
+async fn check_provider(p: &ProviderConfig) -> Result<String, String> {
+    let url = format!("{}/models", p.base_url.trim_end_matches('/'));
+    let http = reqwest::Client::builder()
+        .timeout(CHECK_TIMEOUT)
+        .build()
+        .map_err(|e| format!("cannot build an HTTP client: {e}"))?;
+    let key = p.resolved_api_key();
+    let mut req = http.get(&url);
+    if let Some(key) = &key {
+        req = req.bearer_auth(key);
+    }
+    let res = req.send().await.map_err(|e| {
+        if e.is_timeout() {
+            format!("GET {url}: no answer within {} s", CHECK_TIMEOUT.as_secs())
+        } else {
+            format!("GET {url}: no answer: {}", with_causes(&e))
+        }
+    })?;
+    let status = res.status();
+    if !status.is_success() {
+        let hint = match (status.as_u16(), &key) {
+            (401 | 403, None) => "; no API key is set (api_key, or the variable api_key_env names)",
+            (401 | 403, Some(_)) => "; the API key was refused",
+            (404, _) => "; is base_url right (it usually ends in /v1)?",
+            _ => "",
+        };
+        return Err(format!("GET {url}: answered HTTP {status}{hint}"));
+    }
+    let listed = res
+        .json::<serde_json::Value>()
+        .await
+        .ok()
+        .and_then(|v| v.get("data")?.as_array().cloned())
+        .map(|models| models.iter().any(|m| m["id"] == p.model.as_str()));
+    Ok(match listed {
+        Some(true) => format!("GET {url}: HTTP {status}, model {} is listed", p.model),
+        // Some servers list only part of what they serve; not a problem by itself.
+        Some(false) => format!("GET {url}: HTTP {status} (model {} is not listed)", p.model),
+        None => format!("GET {url}: HTTP {status}"),
+    })
+}
+
+/// reqwest's own message ("error sending request") hides the cause ("Connection refused").
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlite_urls_name_their_file() {
+        let file = |p: &str| Some(SqliteTarget::File(PathBuf::from(p)));
+        assert_eq!(
+            sqlite_target("sqlite://./data/t.db?mode=rwc"),
+            file("./data/t.db")
+        );
+        assert_eq!(
+            sqlite_target("sqlite:///var/lib/t.db"),
+            file("/var/lib/t.db")
+        );
+        assert_eq!(sqlite_target("sqlite:t.db"), file("t.db"));
+        assert_eq!(sqlite_target("sqlite::memory:"), Some(SqliteTarget::Memory));
+        assert_eq!(
+            sqlite_target("sqlite://x?mode=memory&cache=shared"),
+            Some(SqliteTarget::Memory)
+        );
+        assert_eq!(sqlite_target("postgres://u@h/db"), None);
+    }
+
+    #[test]
+    fn a_file_without_a_wal_is_opened_immutable() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let db = d.path().join("t.db");
+        assert!(read_only_url(&db).ends_with("?mode=ro&immutable=true"));
+        std::fs::write(d.path().join("t.db-wal"), b"").expect("write wal");
+        assert!(read_only_url(&db).ends_with("?mode=ro"));
+    }
+}

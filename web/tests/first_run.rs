@@ -1,0 +1,262 @@
+//! What a new user meets first, through the real binary: `doctor` changes nothing and fails on
+//! any problem (no provider, a provider that does not answer, a store not migrated), `serve`
+//! warns when no provider is set, and a bad `--bind` is a usage error before the store is touched.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may fail loudly
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime};
+use tempfile::TempDir;
+use turnkey_web::startup::NO_PROVIDER_WARNING;
+
+const BIN: &str = env!("CARGO_BIN_EXE_turnkey");
+
+/// The binary in `dir` with nothing of this process's environment but PATH: the data
+/// directory is the default `./data`, relative to `dir`.
+fn command(dir: &Path) -> Command {
+    let mut c = Command::new(BIN);
+    c.current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("RUST_LOG", "warn");
+    c
+}
+
+fn with_provider(mut c: Command, base_url: &str) -> Command {
+    c.env("OPENAI_BASE_URL", base_url)
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_MODEL", "test-model");
+    c
+}
+
+fn run(mut c: Command, args: &[&str]) -> (Option<i32>, String) {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = c.args(args).output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&stdout),
+        String::from_utf8_lossy(&stderr)
+    );
+    (status.code(), text)
+}
+
+/// Every path under `dir` with its size and modification time.
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, (u64, SystemTime)> {
+    let mut out = BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let entry = entry.unwrap();
+            let meta = entry.metadata().unwrap();
+            if meta.is_dir() {
+                todo.push(entry.path());
+            }
+            out.insert(entry.path(), (meta.len(), meta.modified().unwrap()));
+        }
+    }
+    out
+}
+
+/// A loopback HTTP server that answers every request with `status` and `body`, and hands
+/// over each request's head (request line and headers).
+fn http_server(status: &'static str, body: &'static str) -> (String, mpsc::Receiver<String>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut head = String::new();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                head.push_str(&line);
+            }
+            let answer = format!(
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+                 connection: close\r\n\r\n{body}",
+                body.len()
+            );
+            stream.write_all(answer.as_bytes()).unwrap();
+            if tx.send(head).is_err() {
+                return;
+            }
+        }
+    });
+    (base, rx)
+}
+
+const MODELS: &str = r#"{"object":"list","data":[{"id":"test-model","object":"model"}]}"#;
+
+/// A loopback address where nothing listens.
+fn closed_port() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    format!("http://{addr}/v1")
+}
+
+#[test]
+fn doctor_on_an_empty_directory_creates_nothing() {
+    let d = TempDir::new().unwrap();
+    let (base, requests) = http_server("200 OK", MODELS);
+    let (code, out) = run(with_provider(command(d.path()), &base), &["doctor"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("does not exist yet"), "{out}");
+    assert!(
+        snapshot(d.path()).is_empty(),
+        "doctor created {:?}",
+        snapshot(d.path())
+    );
+    // The provider was asked for its models, with the key as Bearer.
+    let head = requests.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert!(head.starts_with("GET /v1/models HTTP/1.1"), "{head}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("authorization: bearer sk-test"),
+        "{head}"
+    );
+    assert!(out.contains("model test-model is listed"), "{out}");
+}
+
+#[test]
+fn doctor_without_a_provider_exits_1() {
+    let d = TempDir::new().unwrap();
+    let (code, out) = run(command(d.path()), &["doctor"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("providers: PROBLEM: none configured"), "{out}");
+    assert!(out.contains("doctor: 1 problem(s) found"), "{out}");
+    assert!(snapshot(d.path()).is_empty());
+}
+
+#[test]
+fn doctor_with_a_provider_that_does_not_answer_exits_1() {
+    let d = TempDir::new().unwrap();
+    let (code, out) = run(
+        with_provider(command(d.path()), &closed_port()),
+        &["doctor"],
+    );
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("PROBLEM: GET http://127.0.0.1:"), "{out}");
+    assert!(out.contains("no answer"), "{out}");
+
+    // An answer that is an error is a problem too, and says which.
+    let (base, _requests) = http_server("401 Unauthorized", r#"{"error":"bad key"}"#);
+    let (code, out) = run(with_provider(command(d.path()), &base), &["doctor"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("answered HTTP 401"), "{out}");
+    assert!(snapshot(d.path()).is_empty());
+}
+
+#[test]
+fn doctor_reads_an_existing_store_without_changing_it() {
+    let d = TempDir::new().unwrap();
+    let (code, out) = run(command(d.path()), &["migrate"]);
+    assert_eq!(code, Some(0), "{out}");
+    let before = snapshot(d.path());
+    // File times have a coarse resolution on some file systems.
+    std::thread::sleep(Duration::from_millis(20));
+    let (base, _requests) = http_server("200 OK", MODELS);
+    let (code, out) = run(with_provider(command(d.path()), &base), &["doctor"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("reachable, migrated"), "{out}");
+    // No file appears or goes, and the database and its WAL are untouched. The `-shm` file is
+    // SQLite's shared-memory index, where every reader (a read-only one too) takes its read
+    // lock, so its time may move.
+    let after = snapshot(d.path());
+    assert_eq!(
+        after.keys().collect::<Vec<_>>(),
+        before.keys().collect::<Vec<_>>()
+    );
+    let without_shm = |m: BTreeMap<PathBuf, (u64, SystemTime)>| {
+        m.into_iter()
+            .filter(|(p, _)| !p.to_string_lossy().ends_with("-shm"))
+            .collect::<BTreeMap<_, _>>()
+    };
+    assert_eq!(
+        without_shm(after),
+        without_shm(before),
+        "doctor changed the data directory"
+    );
+}
+
+#[test]
+fn doctor_reports_a_store_that_is_not_migrated() {
+    let d = TempDir::new().unwrap();
+    std::fs::create_dir(d.path().join("data")).unwrap();
+    std::fs::write(d.path().join("data").join("turnkey.db"), b"").unwrap();
+    let (base, _requests) = http_server("200 OK", MODELS);
+    let (code, out) = run(with_provider(command(d.path()), &base), &["doctor"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("NOT migrated"), "{out}");
+}
+
+#[test]
+fn serve_with_a_bad_bind_exits_2_before_touching_the_store() {
+    let d = TempDir::new().unwrap();
+    let (code, out) = run(command(d.path()), &["serve", "--bind", "nonsense"]);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("invalid config: server.bind:"), "{out}");
+    assert!(snapshot(d.path()).is_empty(), "{:?}", snapshot(d.path()));
+}
+
+#[test]
+fn serve_without_a_provider_says_how_to_set_one() {
+    let d = TempDir::new().unwrap();
+    let mut child = command(d.path())
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let listening = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) if line.starts_with("listening on ") => break true,
+            Ok(_) => continue,
+            Err(_) => break false,
+        }
+    };
+    let pid = child.id().to_string();
+    let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(listening, "serve did not start: {err}");
+    assert!(killed.success() && status.success(), "{status}: {err}");
+    assert!(err.contains(NO_PROVIDER_WARNING), "{err}");
+    for needle in [
+        "no_provider",
+        "[[providers]]",
+        "OPENAI_BASE_URL",
+        "OPENAI_API_KEY",
+        "OPENAI_MODEL",
+        turnkey_web::configuration::DEFAULT_OPENAI_MODEL,
+    ] {
+        assert!(NO_PROVIDER_WARNING.contains(needle), "{needle}");
+    }
+}
