@@ -167,10 +167,7 @@ pub fn normalize(principal: &Principal, s: &Submission) -> Result<Value, Gateway
     if text.chars().count() > limits::MAX_TEXT_CHARS {
         return Err(GatewayError::InvalidInput {
             code: "input_too_large",
-            message: format!(
-                "text is longer than {} characters",
-                limits::MAX_TEXT_CHARS
-            ),
+            message: format!("text is longer than {} characters", limits::MAX_TEXT_CHARS),
         });
     }
     limits::attachments(&s.attachments)?;

@@ -100,9 +100,7 @@ impl Gateway {
                 .transpose()?,
             system_message: req
                 .system_message
-                .map(|m| {
-                    limits::text_field("system_message", &m, limits::MAX_SYSTEM_MESSAGE_CHARS)
-                })
+                .map(|m| limits::text_field("system_message", &m, limits::MAX_SYSTEM_MESSAGE_CHARS))
                 .transpose()?,
             model: match req.model {
                 Some(m) => limits::model(&m).map(|()| Some(m))?,

@@ -89,10 +89,7 @@ pub fn attachments(list: &[Value]) -> Result<(), GatewayError> {
     if list.len() > MAX_ATTACHMENTS {
         return Err(invalid(
             "too_many_attachments",
-            format!(
-                "{} attachments; the limit is {MAX_ATTACHMENTS}",
-                list.len()
-            ),
+            format!("{} attachments; the limit is {MAX_ATTACHMENTS}", list.len()),
         ));
     }
     for (i, a) in list.iter().enumerate() {
@@ -145,7 +142,10 @@ mod tests {
 
     #[test]
     fn r2_2_text_fields_are_cleaned_then_bounded() {
-        assert_eq!(text_field("title", "a\u{0}b", 5).ok().as_deref(), Some("ab"));
+        assert_eq!(
+            text_field("title", "a\u{0}b", 5).ok().as_deref(),
+            Some("ab")
+        );
         let e = text_field("title", "abcdef", 5).expect_err("long");
         assert_eq!(e.code(), "field_too_long");
     }
@@ -154,15 +154,24 @@ mod tests {
     fn r2_2_models_attachments_and_display_are_bounded() {
         assert!(model("gpt-4o-mini").is_ok());
         assert_eq!(model("a b").expect_err("space").code(), "invalid_field");
-        assert_eq!(model(&"m".repeat(129)).expect_err("long").code(), "field_too_long");
+        assert_eq!(
+            model(&"m".repeat(129)).expect_err("long").code(),
+            "field_too_long"
+        );
         let many = vec![json!({}); 17];
         assert_eq!(
             attachments(&many).expect_err("many").code(),
             "too_many_attachments"
         );
         let big = json!({ "data": "x".repeat(MAX_ATTACHMENT_BYTES) });
-        assert_eq!(attachments(&[big]).expect_err("big").code(), "field_too_long");
-        assert_eq!(display(&json!([])).expect_err("array").code(), "invalid_display");
+        assert_eq!(
+            attachments(&[big]).expect_err("big").code(),
+            "field_too_long"
+        );
+        assert_eq!(
+            display(&json!([])).expect_err("array").code(),
+            "invalid_display"
+        );
         let big = json!({ "d": "x".repeat(MAX_DISPLAY_BYTES) });
         assert_eq!(display(&big).expect_err("big").code(), "field_too_long");
     }

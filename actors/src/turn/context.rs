@@ -2,8 +2,8 @@
 //! history (never the caller's list), stage and persist the user message, and take the stored
 //! system prompt. Persisting the user row is the durable "turn started" fact.
 use super::TurnFailure;
-use crate::limits::sanitize_text;
 use crate::deps::Deps;
+use crate::limits::sanitize_text;
 use turnkey_providers::estimate_tokens;
 use turnkey_storage::*;
 
