@@ -1,15 +1,58 @@
-//! Tools the model may call: the `Tool` trait and the `Registry` a turn looks calls up in.
-//! Built-in tools (terminal, files, search, fetch) and sandboxing arrive with the tool-round
-//! issue; until then the registry holds only what is registered explicitly.
+//! Tools the model may call: the `Tool` trait, the context a call runs in, and the `Registry`
+//! a turn looks calls up in. The actors crate decides when a call runs (order, approval,
+//! durability); this crate decides what a call does and keeps it inside its sandbox.
 use async_trait::async_trait;
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 
 /// What a tool returns to the model. An error is a result too (SPEC R9.6), not a turn failure.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolOutput {
     pub content: String,
     pub is_error: bool,
+}
+
+impl ToolOutput {
+    pub fn ok(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            is_error: false,
+        }
+    }
+
+    pub fn error(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            is_error: true,
+        }
+    }
+}
+
+/// Whether a call may run beside other calls of the same session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Runs in parallel with other parallel calls.
+    Parallel,
+    /// Runs alone: nothing else of the session's batch runs beside it (file-changing tools).
+    Exclusive,
+}
+
+/// Receives a progress line from a running call (shown as `tool.progress`).
+pub type ProgressSink = Arc<dyn Fn(String) + Send + Sync>;
+
+/// Where and under what conditions one call runs.
+#[derive(Clone)]
+pub struct ToolContext {
+    /// The directory every path is confined to (absolute, canonical).
+    pub workspace: PathBuf,
+    /// `data_dir/checkpoints/<turn_id>`: where file-changing tools save what they replace.
+    pub checkpoints: PathBuf,
+    /// Cancelled when the call must stop (interrupt, batch timeout): a running `terminal`
+    /// kills its whole process group.
+    pub cancel: CancellationToken,
+    pub progress: ProgressSink,
 }
 
 #[async_trait]
@@ -22,7 +65,11 @@ pub trait Tool: Send + Sync {
     fn dangerous(&self) -> bool {
         false
     }
-    async fn call(&self, args: serde_json::Value) -> ToolOutput;
+    fn access(&self) -> Access {
+        Access::Parallel
+    }
+    /// Runs one call. Invalid arguments, refused paths and failures are error outputs.
+    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolOutput;
 }
 
 /// The tools available to a turn, by name. Fixed for the turn once it starts.
@@ -47,6 +94,10 @@ impl Registry {
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.tools.keys().map(String::as_str)
     }
+
+    pub fn tools(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
+        self.tools.values()
+    }
 }
 
 #[cfg(test)]
@@ -66,11 +117,8 @@ mod tests {
         fn parameters(&self) -> serde_json::Value {
             serde_json::json!({"type": "object"})
         }
-        async fn call(&self, args: serde_json::Value) -> ToolOutput {
-            ToolOutput {
-                content: args.to_string(),
-                is_error: false,
-            }
+        async fn call(&self, args: serde_json::Value, _: &ToolContext) -> ToolOutput {
+            ToolOutput::ok(args.to_string())
         }
     }
 
