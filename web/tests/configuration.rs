@@ -402,3 +402,102 @@ fn server_bind_must_be_host_and_port() {
         assert!(e.reason.contains("host:port"), "{bad}: {e}");
     }
 }
+
+/// The example file a user copies (deploy/turnkey.example.toml).
+const EXAMPLE: &str = include_str!("../../deploy/turnkey.example.toml");
+
+/// A commented-out table header (`# [server]`, `# [[providers]]`) or `# key = value` line,
+/// without its `#`; prose comments give `None`.
+fn commented_setting(line: &str) -> Option<&str> {
+    let rest = line.strip_prefix('#')?.trim_start();
+    let head = rest.split('#').next().unwrap_or(rest).trim_end();
+    let is_header = head.starts_with('[')
+        && head.ends_with(']')
+        && head
+            .trim_matches(|c| c == '[' || c == ']')
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c == '_' || c == '.');
+    let is_key = rest.split_once(" = ").is_some_and(|(k, _)| {
+        !k.is_empty() && k.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+    });
+    (is_header || is_key).then_some(rest)
+}
+
+/// The example with every commented-out setting switched on.
+fn example_uncommented() -> String {
+    EXAMPLE
+        .lines()
+        .map(|l| commented_setting(l).unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `section.key` for every setting the example shows, commented out or not.
+fn example_keys() -> std::collections::BTreeSet<String> {
+    let mut section = String::new();
+    let mut keys = std::collections::BTreeSet::new();
+    for line in example_uncommented().lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            section = line.trim_matches(|c| c == '[' || c == ']').to_owned();
+        } else if let Some((key, _)) = line.split_once(" = ") {
+            if !key.starts_with('#') {
+                keys.insert(format!("{section}.{key}"));
+            }
+        }
+    }
+    keys
+}
+
+#[test]
+fn the_example_file_loads_and_shows_the_defaults() {
+    let defaults = format!("{:?}", ok(&dir_with_file(None), &[]));
+    let as_shipped = ok(&dir_with_file(Some(EXAMPLE)), &[]);
+    assert_eq!(format!("{as_shipped:?}"), defaults);
+
+    // Every value shown is the default, except the two that have none.
+    let mut on = ok(&dir_with_file(Some(&example_uncommented())), &[]);
+    assert!(on.auth.operator_token.take().is_some());
+    assert_eq!(on.providers.len(), 1, "the example shows one provider");
+    let provider = serde_json::to_value(on.providers.remove(0)).expect("provider json");
+    assert_eq!(format!("{on:?}"), defaults);
+    let mut required = serde_json::Map::new();
+    for key in [
+        "name",
+        "kind",
+        "base_url",
+        "model",
+        "api_key",
+        "api_key_env",
+    ] {
+        required.insert(key.into(), provider[key].clone());
+    }
+    let with_defaults: turnkey_providers::ProviderConfig =
+        serde_json::from_value(required.into()).expect("the required keys make a provider");
+    assert_eq!(
+        serde_json::to_value(with_defaults).expect("provider json"),
+        provider,
+        "a provider key in the example does not show its default"
+    );
+}
+
+#[test]
+fn the_example_file_shows_every_key_the_build_accepts() {
+    let settings = serde_json::to_value(ok(&dir_with_file(None), &[])).expect("settings json");
+    let mut accepted = std::collections::BTreeSet::new();
+    for (section, table) in settings.as_object().expect("a table") {
+        for key in table.as_object().map(|t| t.keys()).into_iter().flatten() {
+            accepted.insert(format!("{section}.{key}"));
+        }
+    }
+    let provider = ok(&dir_with_file(Some(&example_uncommented())), &[]).providers;
+    let provider = serde_json::to_value(&provider[0]).expect("provider json");
+    for key in provider.as_object().expect("a table").keys() {
+        accepted.insert(format!("providers.{key}"));
+    }
+    let shown = example_keys();
+    let missing: Vec<_> = accepted.difference(&shown).collect();
+    assert!(missing.is_empty(), "not in the example: {missing:?}");
+    let unknown: Vec<_> = shown.difference(&accepted).collect();
+    assert!(unknown.is_empty(), "not accepted by the build: {unknown:?}");
+}
