@@ -40,6 +40,8 @@ pub struct AgentConfig {
     pub name: String,
     /// Hard-interrupt a turn with no provider or tool activity for this long (0 = off).
     pub liveness_timeout_s: u64,
+    /// The same tool call (name and arguments) this many times in one turn halts it.
+    pub repeat_guard: u32,
 }
 
 impl Default for AgentConfig {
@@ -53,6 +55,7 @@ impl Default for AgentConfig {
             delta_flush_ms: 150,
             name: "turnkey".into(),
             liveness_timeout_s: 0,
+            repeat_guard: 3,
         }
     }
 }
@@ -75,6 +78,11 @@ pub struct ToolsConfig {
     pub approval_timeout_s: u64,
     pub max_workers: usize,
     pub batch_timeout_s: u64,
+    /// Results larger than this many bytes are spilled to `data_dir/spill`; the model gets a
+    /// head, a tail and the path.
+    pub spill_bytes: usize,
+    /// Hosts or CIDRs `web_fetch` may reach despite the private-address guard.
+    pub fetch_allow: Vec<String>,
 }
 
 impl Default for ToolsConfig {
@@ -95,6 +103,8 @@ impl Default for ToolsConfig {
             approval_timeout_s: 300,
             max_workers: 8,
             batch_timeout_s: 420,
+            spill_bytes: 32 * 1024,
+            fetch_allow: Vec::new(),
         }
     }
 }
@@ -173,6 +183,9 @@ impl RuntimeConfig {
         }
         if !(0.0..1.0).contains(&self.compression.target_ratio) {
             return bad("compression.target_ratio", "must be in [0, 1)");
+        }
+        if self.agent.repeat_guard < 2 {
+            return bad("agent.repeat_guard", "must be 2 or more");
         }
         if self.tools.max_workers == 0 {
             return bad("tools.max_workers", "must be greater than 0");

@@ -1,13 +1,15 @@
 //! `Deps`: the wiring every actor and turn phase shares, built once at start-up by the
-//! gateway. It depends only on the leaf delivery actor, so actor files import it without
-//! importing the gateway that starts them.
+//! gateway. It depends only on the leaf actors (delivery, tool execution), so actor files
+//! import it without importing the gateway that starts them.
 use crate::config::RuntimeConfig;
 use crate::delivery::{DeliveryActor, EventHub};
 use crate::instance::Instance;
+use crate::tool_exec::ToolExecActor;
+use crate::wakeups::Wakeups;
 use actix::Addr;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
-use turnkey_providers::Provider;
+use turnkey_providers::{Provider, ToolSchema};
 use turnkey_storage::Store;
 
 pub struct Deps {
@@ -18,6 +20,11 @@ pub struct Deps {
     pub providers: Vec<Arc<dyn Provider>>,
     pub hub: EventHub,
     pub delivery: Addr<DeliveryActor>,
+    pub tools: Addr<ToolExecActor>,
+    /// What the model is offered: the schemas of every registered tool, fixed at start-up.
+    pub tool_schemas: Vec<ToolSchema>,
+    /// Wakes turns waiting on a person (approvals, decisions on unknown tool runs).
+    pub wakeups: Wakeups,
     /// Cancelled when the process begins to shut down: no new admissions, no new drains.
     pub shutdown: CancellationToken,
 }

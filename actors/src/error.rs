@@ -22,6 +22,15 @@ pub enum GatewayError {
     },
     #[error("configuration error: {0}")]
     Config(String),
+    /// The request conflicts with the state it found (409): an approval already decided or
+    /// expired, a tool run not waiting for a decision.
+    #[error("{message}")]
+    Conflict { code: &'static str, message: String },
+    /// The session is running a turn; the request must wait until it is idle.
+    #[error("{0}")]
+    Busy(String),
+    #[error("{0}")]
+    Io(String),
     #[error(transparent)]
     Store(StoreError),
 }
@@ -46,6 +55,9 @@ impl GatewayError {
             Self::NoProvider => "no_provider",
             Self::NotUnknown { .. } => "not_unknown",
             Self::Config(_) => "config_error",
+            Self::Conflict { code, .. } => code,
+            Self::Busy(_) => "session_busy",
+            Self::Io(_) => "io_error",
             Self::Store(_) => "store_unavailable",
         }
     }

@@ -12,7 +12,10 @@ use crate::limits;
 use crate::recovery;
 use crate::registry::SessionRegistry;
 use crate::session::{Interrupt, SessionState, Status};
+use crate::tool_exec::ToolExecActor;
+use crate::toolbox;
 use crate::turn::{prompt, StopReason};
+use crate::wakeups::Wakeups;
 use actix::{Actor, Addr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +30,8 @@ const SETTLE_AFTER_INTERRUPT: Duration = Duration::from_secs(5);
 #[derive(Clone)]
 pub struct Gateway {
     deps: Arc<Deps>,
+    /// The tools' workspace, absolute (checkpoints are restored into it).
+    workspace: std::path::PathBuf,
     admission: Addr<AdmissionActor>,
     registry: SessionRegistry,
 }
@@ -42,8 +47,22 @@ impl Gateway {
             .map(build_provider)
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| GatewayError::Config(e.to_string()))?;
+        let toolbox = toolbox::build(&config)?;
+        let workspace = toolbox.workspace.clone();
         let hub = EventHub::default();
         let delivery = DeliveryActor::new(store.clone(), hub.clone()).start();
+        let wakeups = Wakeups::default();
+        let tools = ToolExecActor::new(
+            store.clone(),
+            hub.clone(),
+            delivery.clone(),
+            toolbox.registry,
+            config.tools.clone(),
+            toolbox.workspace,
+            config.data_dir.clone(),
+            wakeups.clone(),
+        )
+        .start();
         let deps = Arc::new(Deps {
             store,
             config,
@@ -51,12 +70,16 @@ impl Gateway {
             providers,
             hub,
             delivery,
+            tools,
+            tool_schemas: toolbox.schemas,
+            wakeups,
             shutdown: CancellationToken::new(),
         });
         let registry = SessionRegistry::new(deps.clone());
         let admission = AdmissionActor::new(deps.clone(), registry.clone()).start();
         let gw = Self {
             deps,
+            workspace,
             admission,
             registry,
         };
@@ -199,6 +222,143 @@ impl Gateway {
             .send(RetryUnknown { unknown })
             .await
             .map_err(|_| GatewayError::ShuttingDown)?
+    }
+
+    /// A person's answer to a pending approval (SPEC R9.7, R13.2). Committed with
+    /// `approval.resolved`, then the waiting turn is woken (in this process at once; on
+    /// another replica within a second).
+    pub async fn decide_approval(
+        &self,
+        principal: &Principal,
+        session: SessionId,
+        id: ApprovalId,
+        decision: ApprovalDecision,
+    ) -> Result<Approval, GatewayError> {
+        self.authorize(principal, session).await?;
+        let (approval, event) = self
+            .deps
+            .store
+            .decide_approval(session, id, decision, &principal.id)
+            .await
+            .map_err(|e| match e {
+                StoreError::WrongState(_) => GatewayError::Conflict {
+                    code: "approval_closed",
+                    message: format!("approval {id} was already decided or has expired"),
+                },
+                other => other.into(),
+            })?;
+        self.deps.hub.publish(event);
+        self.deps.wakeups.wake(session);
+        Ok(approval)
+    }
+
+    /// A person's decision on a tool run a crash left `unknown` (SPEC R13.1): `retry` runs it
+    /// again, `skip` gives the model a skipped result. Only while its turn waits for it.
+    pub async fn decide_tool_run(
+        &self,
+        principal: &Principal,
+        session: SessionId,
+        call_id: &str,
+        decision: ToolRunDecision,
+    ) -> Result<ToolRun, GatewayError> {
+        self.authorize(principal, session).await?;
+        let not_unknown = || GatewayError::Conflict {
+            code: "not_unknown",
+            message: format!(
+                "tool run {call_id} is not waiting for a decision (it is not unknown, or it \
+                 was already decided, or its turn has ended)"
+            ),
+        };
+        let runs = self.deps.store.unknown_tool_runs(session).await?;
+        let Some(run) = runs.iter().find(|r| r.call_id == call_id) else {
+            return match self
+                .deps
+                .store
+                .tool_run_in_session(session, call_id)
+                .await?
+            {
+                Some(_) => Err(not_unknown()),
+                None => Err(GatewayError::NotFound(format!("tool run {call_id}"))),
+            };
+        };
+        let live = match run.admission_id {
+            Some(a) => self.deps.store.get_admission(a).await?,
+            None => None,
+        };
+        if !live.is_some_and(|a| a.status == AdmissionStatus::Started) {
+            return Err(not_unknown());
+        }
+        let decided = self
+            .deps
+            .store
+            .decide_tool_run(session, call_id, decision, &principal.id)
+            .await
+            .map_err(|e| match e {
+                StoreError::WrongState(_) => not_unknown(),
+                other => other.into(),
+            })?;
+        self.deps.wakeups.wake(session);
+        Ok(decided)
+    }
+
+    /// Puts back the files a turn of `session` changed (its checkpoints); refused while a
+    /// turn of the session runs, so that a restore never races a tool.
+    pub async fn restore_checkpoint(
+        &self,
+        principal: &Principal,
+        session: SessionId,
+        turn: TurnId,
+    ) -> Result<Vec<String>, GatewayError> {
+        self.authorize(principal, session).await?;
+        let not_found = || GatewayError::NotFound(format!("turn {turn}"));
+        let admission = self
+            .deps
+            .store
+            .admission_of_turn(turn)
+            .await?
+            .filter(|a| a.session_id == session)
+            .ok_or_else(not_found)?;
+        if self.session_state(admission.session_id).await?.running {
+            return Err(GatewayError::Busy(
+                "a turn of this session is running; restore when it is idle".into(),
+            ));
+        }
+        let dir = self
+            .deps
+            .config
+            .data_dir
+            .join("checkpoints")
+            .join(turn.to_string());
+        let restored = turnkey_tools::checkpoint::restore(&dir, &self.workspace)
+            .map_err(|e| GatewayError::Io(format!("restoring turn {turn}: {e}")))?;
+        tracing::info!(%session, %turn, files = restored.len(), "checkpoint restored");
+        Ok(restored
+            .into_iter()
+            .map(|p| p.display().to_string())
+            .collect())
+    }
+
+    /// The questions a session waits on: pending approvals and unknown tool runs of a turn
+    /// that is still running.
+    pub async fn open_questions(
+        &self,
+        session: SessionId,
+    ) -> Result<(Vec<Approval>, Vec<ToolRun>), GatewayError> {
+        let approvals = self.deps.store.pending_approvals(session).await?;
+        let mut runs = Vec::new();
+        for r in self.deps.store.unknown_tool_runs(session).await? {
+            if r.decision.is_some() {
+                continue;
+            }
+            let live = match r.admission_id {
+                Some(a) => self.deps.store.get_admission(a).await?,
+                None => None,
+            };
+            if live.is_some_and(|a| a.status == AdmissionStatus::Started) {
+                runs.push(r);
+            }
+        }
+        Ok((approvals, runs))
     }
 
     /// Interrupts the running turn of `session`, if this process runs one. Returns whether a

@@ -15,7 +15,10 @@ pub mod limits;
 pub mod recovery;
 pub mod registry;
 pub mod session;
+pub mod tool_exec;
+pub mod toolbox;
 pub mod turn;
+pub mod wakeups;
 
 pub use config::RuntimeConfig;
 pub use delivery::EventHub;

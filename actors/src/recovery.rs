@@ -5,17 +5,18 @@ use crate::deps::Deps;
 use crate::registry::SessionRegistry;
 use std::sync::Arc;
 use std::time::Duration;
-use turnkey_storage::{now_ms, Admission, Fence, UnknownCause};
+use turnkey_storage::{now_ms, Admission, Fence, MessageRole, StoreError, UnknownCause};
 
 /// Start-up: judge every `started` admission, then drain every queue.
 pub async fn recover_at_start(
     deps: &Arc<Deps>,
     registry: &SessionRegistry,
 ) -> Result<(), crate::GatewayError> {
-    let unknown = mark_dead_owners_unknown(deps).await?;
+    let judged = judge_dead_owners(deps, registry).await?;
     let queued = deps.store.sessions_with_queued().await?;
     tracing::info!(
-        unknown,
+        unknown = judged.unknown,
+        resumed = judged.resumed,
         sessions_with_queue = queued.len(),
         "recovery finished"
     );
@@ -35,7 +36,7 @@ pub fn spawn_sweeper(deps: Arc<Deps>, registry: SessionRegistry) {
                 _ = deps.shutdown.cancelled() => return,
                 _ = tokio::time::sleep(every) => {}
             }
-            if let Err(e) = mark_dead_owners_unknown(&deps).await {
+            if let Err(e) = judge_dead_owners(&deps, &registry).await {
                 tracing::warn!(error = %e, "recovery sweep failed");
             }
             match deps.store.sessions_with_queued().await {
@@ -46,19 +47,52 @@ pub fn spawn_sweeper(deps: Arc<Deps>, registry: SessionRegistry) {
     });
 }
 
-/// Marks `started` admissions unknown when their owner no longer holds a live lease on their
-/// session. Returns how many were marked.
-async fn mark_dead_owners_unknown(deps: &Deps) -> Result<usize, crate::GatewayError> {
-    let mut marked = 0;
-    for a in deps.store.started_admissions(None).await? {
-        if owner_is_gone(deps, &a).await? {
-            marked += usize::from(mark(deps, &a, None).await);
-        }
-    }
-    Ok(marked)
+/// What recovery did with the `started` admissions of gone owners.
+#[derive(Default)]
+struct Judged {
+    unknown: usize,
+    resumed: usize,
 }
 
-async fn owner_is_gone(deps: &Deps, a: &Admission) -> Result<bool, crate::GatewayError> {
+/// A `started` admission whose owner no longer holds a live lease on its session is resumed
+/// when its turn stopped in a tool round (its session's drain takes over), else marked
+/// unknown.
+async fn judge_dead_owners(
+    deps: &Deps,
+    registry: &SessionRegistry,
+) -> Result<Judged, crate::GatewayError> {
+    let mut judged = Judged::default();
+    for a in deps.store.started_admissions(None).await? {
+        if !owner_is_gone(deps, &a).await? {
+            continue;
+        }
+        if resumable(deps, &a).await? {
+            registry.drain(a.session_id);
+            judged.resumed += 1;
+        } else {
+            judged.unknown += usize::from(mark(deps, &a, None).await);
+        }
+    }
+    Ok(judged)
+}
+
+/// A turn is resumed from the transcript when its last durable point is a tool round: its last
+/// row is a tool-call row or a tool result (SPEC R13.1). Calls `planned` then run once, a call
+/// found `started` becomes `unknown` for a person to decide; a model call in flight (the last
+/// row is the user's) cannot be told apart from one that was answered, so it is unknown.
+pub(crate) async fn resumable(deps: &Deps, a: &Admission) -> Result<bool, StoreError> {
+    let Some(turn) = a.turn_id else {
+        return Ok(false);
+    };
+    let rows = deps.store.turn_messages(a.session_id, turn).await?;
+    Ok(match rows.last() {
+        Some(m) if m.role == MessageRole::Tool => true,
+        Some(m) => m.role == MessageRole::Assistant && m.tool_calls.is_some(),
+        None => false,
+    })
+}
+
+pub(crate) async fn owner_is_gone(deps: &Deps, a: &Admission) -> Result<bool, StoreError> {
     let Some(owner) = &a.owner else {
         return Ok(true);
     };
@@ -77,18 +111,29 @@ async fn owner_is_gone(deps: &Deps, a: &Admission) -> Result<bool, crate::Gatewa
     })
 }
 
-/// Called by a drain right after it takes a session's lease: any `started` admission there
-/// belongs to an earlier holder. Marked under our fence, so it cannot race our own turns.
-pub(crate) async fn mark_orphans_unknown(deps: &Deps, fence: &Fence) {
+/// Called by a drain right after it takes a session's lease: every `started` admission there
+/// belongs to an earlier holder. Those that cannot be resumed are marked unknown under our
+/// fence (so it cannot race our own turns); the resumable ones are returned to be run.
+pub(crate) async fn orphans(deps: &Deps, fence: &Fence) -> Vec<Admission> {
     let session = fence.session_id;
-    match deps.store.started_admissions(Some(session)).await {
-        Ok(list) => {
-            for a in list {
+    let list = match deps.store.started_admissions(Some(session)).await {
+        Ok(list) => list,
+        Err(e) => {
+            tracing::error!(%session, error = %e, "cannot read started admissions");
+            return Vec::new();
+        }
+    };
+    let mut resume = Vec::new();
+    for a in list {
+        match resumable(deps, &a).await {
+            Ok(true) => resume.push(a),
+            Ok(false) => {
                 mark(deps, &a, Some(fence)).await;
             }
+            Err(e) => tracing::error!(admission = %a.id, error = %e, "cannot read the turn"),
         }
-        Err(e) => tracing::error!(%session, error = %e, "cannot read started admissions"),
     }
+    resume
 }
 
 /// Why `a`'s outcome cannot be known, in a code and in words.

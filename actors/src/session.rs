@@ -4,11 +4,12 @@
 use crate::deps::Deps;
 use crate::lease::{self, AcquireError, Refresher};
 use crate::registry::SessionRegistry;
+use crate::turn::run::Start;
 use crate::turn::{self, StopReason, TurnControl};
 use actix::prelude::*;
 use std::sync::Arc;
 use std::time::Duration;
-use turnkey_storage::{SessionId, StoreError, TurnId};
+use turnkey_storage::{Admission, Fence, SessionId, StoreError, TurnId};
 
 /// An actor with nothing queued and nothing running stops after this long.
 const IDLE_STOP: Duration = Duration::from_secs(300);
@@ -157,14 +158,15 @@ impl Handler<TurnEnded> for SessionActor {
     }
 }
 
-/// Drains `session`: while anything is queued, take the lease, run queued admissions in seq
+/// Drains `session`: while anything is queued (or a dead owner's turn waits to be resumed),
+/// take the lease, settle what earlier holders left `started`, run queued admissions in seq
 /// order (lease first, then claim, so that two processes cannot reorder one session's FIFO),
 /// then release. Input that cannot run now stays queued; nothing here discards it.
 async fn drain(deps: Arc<Deps>, session: SessionId, addr: Addr<SessionActor>) {
     loop {
-        match deps.store.next_queued(session).await {
-            Ok(Some(_)) => {}
-            Ok(None) => return,
+        match has_work(&deps, session).await {
+            Ok(true) => {}
+            Ok(false) => return,
             Err(e) => {
                 tracing::error!(%session, error = %e, "cannot read the queue; the sweeper retries");
                 return;
@@ -185,10 +187,12 @@ async fn drain(deps: Arc<Deps>, session: SessionId, addr: Addr<SessionActor>) {
                 return;
             }
         };
-        // Under the lease-first order, a `started` admission we find now belonged to a
-        // previous holder that lost the lease: its outcome cannot be known.
-        crate::recovery::mark_orphans_unknown(&deps, &fence).await;
         let refresher = Refresher::spawn(deps.clone(), fence.clone());
+        // Under the lease-first order, a `started` admission we find now belonged to a
+        // previous holder: resume it if it stopped in its tool round, else it is unknown.
+        for orphan in crate::recovery::orphans(&deps, &fence).await {
+            run_one(&deps, &addr, &fence, &refresher, &orphan, None).await;
+        }
         loop {
             if deps.shutdown.is_cancelled() || refresher.lost.is_cancelled() {
                 break;
@@ -201,27 +205,18 @@ async fn drain(deps: Arc<Deps>, session: SessionId, addr: Addr<SessionActor>) {
                     break;
                 }
             };
-            let turn_id = TurnId::new();
-            let control = TurnControl::new(refresher.lost.clone());
-            addr.do_send(TurnBegan {
-                turn_id,
-                control: control.clone(),
-            });
-            match deps
-                .store
-                .claim(&fence, admission.id, &deps.instance.owner, turn_id)
-                .await
+            if !run_one(
+                &deps,
+                &addr,
+                &fence,
+                &refresher,
+                &admission,
+                Some(TurnId::new()),
+            )
+            .await
             {
-                Ok(events) => events.into_iter().for_each(|e| deps.hub.publish(e)),
-                Err(StoreError::WrongState(_)) => continue,
-                Err(e) => {
-                    tracing::error!(%session, error = %e, "claim failed");
-                    break;
-                }
+                break;
             }
-            crate::kill_point!("turn.after_claim");
-            turn::run::run_turn(&deps, &control, &fence, &admission, turn_id).await;
-            addr.do_send(TurnEnded);
         }
         drop(refresher);
         if let Err(e) = deps.store.release_lease(&fence).await {
@@ -229,4 +224,70 @@ async fn drain(deps: Arc<Deps>, session: SessionId, addr: Addr<SessionActor>) {
             tracing::warn!(%session, error = %e, "lease release failed");
         }
     }
+}
+
+/// Something to do: a queued admission, or a `started` one a dead owner left resumable.
+async fn has_work(deps: &Deps, session: SessionId) -> Result<bool, StoreError> {
+    if deps.store.next_queued(session).await?.is_some() {
+        return Ok(true);
+    }
+    for a in deps.store.started_admissions(Some(session)).await? {
+        if crate::recovery::owner_is_gone(deps, &a).await? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Runs one admission under the held lease: a queued one is claimed as `turn` (`Some`), a
+/// resumable orphan is taken over (`None`). Answers whether the drain may go on.
+async fn run_one(
+    deps: &Arc<Deps>,
+    addr: &Addr<SessionActor>,
+    fence: &Fence,
+    refresher: &Refresher,
+    admission: &Admission,
+    turn: Option<TurnId>,
+) -> bool {
+    let session = admission.session_id;
+    let (turn_id, start, claimed) = match turn {
+        Some(turn_id) => (
+            turn_id,
+            Start::Fresh,
+            deps.store
+                .claim(fence, admission.id, &deps.instance.owner, turn_id)
+                .await,
+        ),
+        None => {
+            let Some(turn_id) = admission.turn_id else {
+                return true;
+            };
+            (
+                turn_id,
+                Start::Resume,
+                deps.store
+                    .take_over(fence, admission.id, &deps.instance.owner)
+                    .await,
+            )
+        }
+    };
+    let control = TurnControl::new(refresher.lost.clone());
+    match claimed {
+        Ok(events) => events.into_iter().for_each(|e| deps.hub.publish(e)),
+        Err(StoreError::WrongState(_)) => return true,
+        Err(e) => {
+            tracing::error!(%session, error = %e, "claim failed");
+            return false;
+        }
+    }
+    addr.do_send(TurnBegan {
+        turn_id,
+        control: control.clone(),
+    });
+    if start == Start::Fresh {
+        crate::kill_point!("turn.after_claim");
+    }
+    turn::run::run_turn(deps, &control, fence, admission, turn_id, start).await;
+    addr.do_send(TurnEnded);
+    true
 }

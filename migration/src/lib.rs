@@ -4,6 +4,7 @@ pub use sea_orm_migration::prelude::*;
 
 mod m20261202_000001_initial;
 mod m20261203_000001_admission_retry;
+mod m20261203_000002_tool_runs;
 
 pub struct Migrator;
 
@@ -13,6 +14,7 @@ impl MigratorTrait for Migrator {
         vec![
             Box::new(m20261202_000001_initial::Migration),
             Box::new(m20261203_000001_admission_retry::Migration),
+            Box::new(m20261203_000002_tool_runs::Migration),
         ]
     }
 }

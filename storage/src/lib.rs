@@ -9,5 +9,8 @@ mod store;
 
 pub use ids::*;
 pub use model::*;
-pub use status::{AdmissionStatus, TurnResult};
+pub use status::{
+    AdmissionStatus, ApprovalDecision, ApprovalStatus, ToolOutcome, ToolRunDecision, ToolRunStatus,
+    TurnResult,
+};
 pub use store::{LeaseClaim, Store, StoreError};

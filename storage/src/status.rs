@@ -1,6 +1,26 @@
-//! The admission status machine (SPEC R2.4): `queued → started → terminal`, `started → unknown`.
-//! `unknown` is neither queued (no blind re-run) nor terminal (no invented success).
+//! The status machines: admissions (SPEC R2.4: `queued → started → terminal`, `started →
+//! unknown`; `unknown` is neither queued nor terminal), tool runs (R9, R13.1) and approvals.
 use serde::{Deserialize, Serialize};
+
+/// Implements `as_str` / `parse` for a status enum from one table of (variant, text).
+macro_rules! text_enum {
+    ($name:ident { $($variant:ident => $text:literal),+ $(,)? }) => {
+        impl $name {
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $text),+
+                }
+            }
+
+            pub fn parse(s: &str) -> Option<Self> {
+                match s {
+                    $($text => Some(Self::$variant),)+
+                    _ => None,
+                }
+            }
+        }
+    };
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -11,26 +31,14 @@ pub enum AdmissionStatus {
     Terminal,
 }
 
+text_enum!(AdmissionStatus {
+    Queued => "queued",
+    Started => "started",
+    Unknown => "unknown",
+    Terminal => "terminal",
+});
+
 impl AdmissionStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Queued => "queued",
-            Self::Started => "started",
-            Self::Unknown => "unknown",
-            Self::Terminal => "terminal",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "queued" => Self::Queued,
-            "started" => Self::Started,
-            "unknown" => Self::Unknown,
-            "terminal" => Self::Terminal,
-            _ => return None,
-        })
-    }
-
     /// The one place that says which transitions exist. Every store update of the status is a
     /// compare-and-set from a state this function allows.
     pub fn can_become(self, next: Self) -> bool {
@@ -54,6 +62,104 @@ pub enum TurnResult {
     Interrupted,
     Cancelled,
 }
+
+/// The life of one tool call (SPEC R9.2, R13.1): `planned` is written with the assistant
+/// tool-call row, `started` is committed before the side effect, `finished` with the result
+/// row. A `started` run found without a result after a crash is `unknown` until a person
+/// decides: retry (→ `started` again) or skip (→ `finished`, skipped).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolRunStatus {
+    Planned,
+    Started,
+    Finished,
+    Unknown,
+}
+
+text_enum!(ToolRunStatus {
+    Planned => "planned",
+    Started => "started",
+    Finished => "finished",
+    Unknown => "unknown",
+});
+
+impl ToolRunStatus {
+    /// The one place that says which transitions exist.
+    pub fn can_become(self, next: Self) -> bool {
+        use ToolRunStatus::*;
+        matches!(
+            (self, next),
+            (Planned, Started)
+                // Denied, skipped, refused before it ran: settled without starting.
+                | (Planned, Finished)
+                | (Started, Finished)
+                | (Started, Unknown)
+                | (Unknown, Started)
+                | (Unknown, Finished)
+        )
+    }
+}
+
+/// How a `finished` tool run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolOutcome {
+    Ok,
+    Error,
+    Skipped,
+    Denied,
+}
+
+text_enum!(ToolOutcome {
+    Ok => "ok",
+    Error => "error",
+    Skipped => "skipped",
+    Denied => "denied",
+});
+
+/// A person's answer to a tool run left `unknown` by a crash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolRunDecision {
+    Retry,
+    Skip,
+}
+
+text_enum!(ToolRunDecision {
+    Retry => "retry",
+    Skip => "skip",
+});
+
+/// A durable approval request (SPEC R9.7, R13.2). Only `pending` changes, once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalStatus {
+    Pending,
+    Approved,
+    Denied,
+    /// Nobody answered before `expires_at`: a denial.
+    TimedOut,
+}
+
+text_enum!(ApprovalStatus {
+    Pending => "pending",
+    Approved => "approved",
+    Denied => "denied",
+    TimedOut => "timed_out",
+});
+
+/// What a person answers to an approval request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalDecision {
+    Approve,
+    Deny,
+}
+
+text_enum!(ApprovalDecision {
+    Approve => "approve",
+    Deny => "deny",
+});
 
 #[cfg(test)]
 mod tests {
@@ -89,6 +195,25 @@ mod tests {
         assert!(!Started.can_become(Queued));
         for s in [Queued, Started, Unknown, Terminal] {
             assert!(!s.can_become(s));
+        }
+    }
+
+    #[test]
+    fn r13_1_tool_runs_move_forward_only() {
+        use super::ToolRunStatus::*;
+        assert!(Planned.can_become(Started));
+        assert!(Started.can_become(Finished));
+        assert!(Started.can_become(Unknown));
+        assert!(Unknown.can_become(Started), "retry");
+        assert!(Unknown.can_become(Finished), "skip");
+        assert!(!Finished.can_become(Started));
+        assert!(
+            !Planned.can_become(Unknown),
+            "a run never started is not unknown"
+        );
+        assert!(!Started.can_become(Planned));
+        for s in [Planned, Started, Finished, Unknown] {
+            assert_eq!(super::ToolRunStatus::parse(s.as_str()), Some(s));
         }
     }
 

@@ -87,10 +87,7 @@ const NOT_IN_THIS_BUILD: &[(&str, &str)] = &[
     ),
     ("telemetry", "OpenTelemetry export is not built in yet"),
     ("tools.mcp", "MCP servers are not started yet"),
-    ("tools.spill_bytes", "tool results are not spilled yet"),
-    ("tools.fetch_allow", "web_fetch is not served yet"),
     ("agent.coalesce_ms", "inputs are not coalesced yet"),
-    ("agent.repeat_guard", "the repeat guard is not built in yet"),
 ];
 
 impl Settings {

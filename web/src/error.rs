@@ -137,6 +137,14 @@ impl From<GatewayError> for ApiError {
             GatewayError::NotUnknown { .. } => {
                 Self::new(StatusCode::CONFLICT, "not_unknown", e.to_string())
             }
+            GatewayError::Conflict { code, message } => {
+                Self::new(StatusCode::CONFLICT, code, message)
+            }
+            GatewayError::Busy(message) => Self::new(StatusCode::CONFLICT, "session_busy", message),
+            GatewayError::Io(message) => {
+                tracing::error!(error = %message, "file operation failed");
+                Self::new(StatusCode::INTERNAL_SERVER_ERROR, "io_error", message)
+            }
             GatewayError::Config(msg) => {
                 tracing::error!(error = %msg, "configuration error while serving");
                 Self::new(StatusCode::INTERNAL_SERVER_ERROR, "config_error", msg)

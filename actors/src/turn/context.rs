@@ -23,6 +23,15 @@ pub struct TurnContext {
 }
 
 impl TurnContext {
+    /// Which turn a tool-run or approval write belongs to.
+    pub fn turn_ref(&self) -> TurnRef {
+        TurnRef {
+            session_id: self.session.id,
+            turn_id: self.turn_id,
+            admission_id: self.admission.id,
+        }
+    }
+
     /// The user message of this turn.
     pub fn user_text(&self) -> &str {
         self.turn_rows
@@ -82,6 +91,44 @@ pub async fn prepare(
         system_prompt,
         history,
         turn_rows: vec![user_row],
+        model_override,
+    })
+}
+
+/// Rebuilds the context of a turn a crash interrupted in its tool round (SPEC R13.1): the
+/// rows it already persisted are its turn rows, everything before them is history. Nothing is
+/// appended: the user row is there already.
+pub async fn resume(
+    deps: &Deps,
+    fence: &Fence,
+    admission: &Admission,
+    turn_id: TurnId,
+) -> Result<TurnContext, TurnFailure> {
+    let store = &deps.store;
+    let fail = |e: StoreError| TurnFailure::PersistenceFailed(e.to_string());
+    let session = store
+        .get_session(admission.session_id)
+        .await
+        .map_err(fail)?
+        .ok_or_else(|| TurnFailure::PersistenceFailed("session row is missing".into()))?;
+    let system_prompt = session.system_prompt.clone().ok_or_else(|| {
+        TurnFailure::PersistenceFailed("session has no stored system prompt".into())
+    })?;
+    let all = store.list_messages(session.id).await.map_err(fail)?;
+    let (turn_rows, history): (Vec<Message>, Vec<Message>) =
+        all.into_iter().partition(|m| m.turn_id == Some(turn_id));
+    let model_override = admission.payload["model_override"]
+        .as_str()
+        .map(str::to_owned)
+        .or_else(|| session.model.clone());
+    Ok(TurnContext {
+        session,
+        admission: admission.clone(),
+        turn_id,
+        fence: fence.clone(),
+        system_prompt,
+        history,
+        turn_rows,
         model_override,
     })
 }

@@ -111,6 +111,11 @@ pub enum TurnFailure {
     NoProvider,
     MaxIterations,
     EmptyResponse,
+    /// The same tool call was made `times` times in one turn (SPEC R9.6, R7.2).
+    GuardHalt {
+        tool: String,
+        times: u32,
+    },
 }
 
 impl TurnFailure {
@@ -123,6 +128,7 @@ impl TurnFailure {
             Self::NoProvider => "no_provider_configured".into(),
             Self::MaxIterations => "max_iterations".into(),
             Self::EmptyResponse => "empty_response".into(),
+            Self::GuardHalt { .. } => "tool_guard_halt".into(),
         }
     }
 
@@ -138,6 +144,10 @@ impl TurnFailure {
             Self::NoProvider => "no provider is configured".into(),
             Self::MaxIterations => "the turn reached its iteration limit".into(),
             Self::EmptyResponse => "the model returned an empty response".into(),
+            Self::GuardHalt { tool, times } => format!(
+                "stopped: {tool} was called {times} times with the same arguments in this \
+                 turn, so the turn was halted instead of repeating it again"
+            ),
         }
     }
 

@@ -6,6 +6,7 @@ use super::TurnControl;
 use crate::delivery::Publish;
 use crate::deps::Deps;
 use serde_json::json;
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -18,11 +19,52 @@ use turnkey_storage::{EventKind, Message, MessageRole, NewEvent};
 const MAX_DELTA_BYTES: usize = 8 * 1024;
 
 /// The wire copy (SPEC R5.4): the stored system prompt, then each row as it was sent
-/// (`api_content` when recorded), stripped of bookkeeping fields.
+/// (`api_content` when recorded), stripped of bookkeeping fields. Tool results follow their
+/// call in call order (they are stored in the order they finished), and a call without a
+/// result row, or a result without its call, is repaired rather than sent broken (R6.3).
 pub fn wire_messages(ctx: &TurnContext) -> Vec<ChatMessage> {
-    let mut out = Vec::with_capacity(ctx.history.len() + ctx.turn_rows.len() + 1);
+    let rows: Vec<&Message> = ctx.history.iter().chain(&ctx.turn_rows).collect();
+    let mut out = Vec::with_capacity(rows.len() + 1);
     out.push(ChatMessage::system(ctx.system_prompt.clone()));
-    out.extend(ctx.history.iter().chain(&ctx.turn_rows).map(wire_row));
+    let mut i = 0;
+    while i < rows.len() {
+        let m = rows[i];
+        i += 1;
+        match m.role {
+            // A result is sent right after its call (below), never on its own.
+            MessageRole::Tool => continue,
+            MessageRole::Assistant if m.tool_calls.is_some() => {
+                let call = wire_row(m);
+                let mut results: HashMap<&str, &Message> = HashMap::new();
+                while let Some(r) = rows.get(i).filter(|r| r.role == MessageRole::Tool) {
+                    if let Some(id) = r.tool_call_id.as_deref() {
+                        results.insert(id, r);
+                    }
+                    i += 1;
+                }
+                let ordered: Vec<ChatMessage> = call
+                    .tool_calls
+                    .iter()
+                    .map(|c| match results.get(c.id.as_str()) {
+                        Some(r) => wire_row(r),
+                        None => ChatMessage {
+                            role: Role::Tool,
+                            content: Some(
+                                json!({"error": "no result was recorded for this call"})
+                                    .to_string(),
+                            ),
+                            tool_calls: Vec::new(),
+                            tool_call_id: Some(c.id.clone()),
+                            name: Some(c.name.clone()),
+                        },
+                    })
+                    .collect();
+                out.push(call);
+                out.extend(ordered);
+            }
+            _ => out.push(wire_row(m)),
+        }
+    }
     out
 }
 
@@ -60,7 +102,7 @@ pub fn build_request(
             .clone()
             .unwrap_or_else(|| provider.model().to_owned()),
         messages,
-        tools: Vec::new(),
+        tools: deps.tool_schemas.clone(),
         stream: stream && deps.config.agent.streaming,
         max_tokens: None,
         temperature: None,

@@ -9,7 +9,7 @@ use super::{tool_round, StopReason, TurnControl, TurnFailure};
 use crate::deps::Deps;
 use std::time::Duration;
 use turnkey_providers::{cost_usd, ChatResponse, Provider, ProviderError, Usage};
-use turnkey_storage::{Admission, Fence, NewUsage, TurnId};
+use turnkey_storage::{Admission, Fence, MessageRole, NewUsage, TurnId};
 
 struct Loop {
     final_text: Option<String>,
@@ -18,12 +18,21 @@ struct Loop {
     usage_rows: Vec<NewUsage>,
 }
 
+/// How a turn begins: fresh from a claimed admission, or resumed from the rows a crashed
+/// owner left in its tool round (SPEC R13.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    Fresh,
+    Resume,
+}
+
 pub async fn run_turn(
     deps: &Deps,
     control: &TurnControl,
     fence: &Fence,
     admission: &Admission,
     turn_id: TurnId,
+    start: Start,
 ) {
     let timeout = Duration::from_secs(deps.config.agent.turn_timeout_s);
     let timer = {
@@ -46,7 +55,11 @@ pub async fn run_turn(
         usage: Usage::default(),
         usage_rows: Vec::new(),
     };
-    match context::prepare(deps, fence, admission, turn_id).await {
+    let prepared = match start {
+        Start::Fresh => context::prepare(deps, fence, admission, turn_id).await,
+        Start::Resume => context::resume(deps, fence, admission, turn_id).await,
+    };
+    match prepared {
         Ok(mut ctx) => {
             let out = iterate(deps, control, &mut ctx, &streamed).await;
             closing.final_text = out.final_text;
@@ -81,8 +94,19 @@ async fn iterate(
         return out;
     };
     let cfg = &deps.config;
-    let mut iterations = 0u32;
-    let mut budget = cfg.agent.iteration_budget;
+    // A resumed turn has spent one model call per assistant row it already wrote.
+    let spent = ctx
+        .turn_rows
+        .iter()
+        .filter(|m| m.role == MessageRole::Assistant)
+        .count();
+    let mut iterations = u32::try_from(spent).unwrap_or(u32::MAX);
+    let mut budget = cfg.agent.iteration_budget.saturating_sub(iterations);
+    // Finish the round a crash interrupted before the model is called again.
+    if let Err(f) = tool_round::execute_pending(deps, ctx, control).await {
+        out.failure = Some(f);
+        return out;
+    }
     let mut overflow_proven = false;
     loop {
         // begin_iteration
@@ -154,7 +178,7 @@ async fn iterate(
         record_usage(&mut out, provider.as_ref(), &resp);
 
         if !resp.tool_calls.is_empty() {
-            if let Err(f) = tool_round::run(deps, ctx, &resp).await {
+            if let Err(f) = tool_round::run(deps, ctx, control, &resp).await {
                 out.failure = Some(f);
                 return out;
             }

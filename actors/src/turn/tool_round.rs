@@ -1,22 +1,27 @@
 //! The tool round (SPEC R9): validate, cap and de-duplicate the calls, persist the assistant
-//! tool-call row BEFORE anything runs, then give every call exactly one result row. This build
-//! offers the model no tools yet, so every call names an unknown tool (R9.3): it gets a
-//! matching error result and is never dispatched.
+//! tool-call row with every call recorded `planned` BEFORE anything runs, then have the tool
+//! executor give every call exactly one persisted result. The same code finishes a round a
+//! crash interrupted (R13.1): calls still `planned` run once, a call found `started` without a
+//! result becomes `unknown` and waits for a person. A call repeated `agent.repeat_guard` times
+//! in one turn halts it (R9.6).
 use super::context::TurnContext;
-use super::TurnFailure;
-use crate::delivery::Publish;
+use super::{TurnControl, TurnFailure};
 use crate::deps::Deps;
-use serde_json::json;
-use std::collections::HashSet;
+use crate::tool_exec::{self, Batch, ExecuteBatch, PendingCall, Settled};
+use serde_json::{json, Value};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 use turnkey_providers::{estimate_tokens, ChatResponse, ToolCall};
-use turnkey_storage::{EventKind, MessageId, MessageRole, NewEvent, NewMessage};
+use turnkey_storage::*;
 
 /// Most calls one assistant message may make; the rest are refused with a result each.
 pub const MAX_CALLS_PER_ROUND: usize = 32;
 
-/// Gives every call a unique, non-empty id, so each has exactly one result (SPEC R9.1).
-pub fn normalize_calls(calls: &[ToolCall]) -> Vec<ToolCall> {
-    let mut seen = HashSet::new();
+/// Gives every call a unique, non-empty id (also against the ids this turn already used, which
+/// some providers repeat), so each has exactly one result (SPEC R9.1).
+pub fn normalize_calls(calls: &[ToolCall], used: &HashSet<String>) -> Vec<ToolCall> {
+    let mut seen = used.clone();
     calls
         .iter()
         .enumerate()
@@ -34,9 +39,10 @@ pub fn normalize_calls(calls: &[ToolCall]) -> Vec<ToolCall> {
 pub async fn run(
     deps: &Deps,
     ctx: &mut TurnContext,
+    control: &TurnControl,
     resp: &ChatResponse,
 ) -> Result<(), TurnFailure> {
-    let calls = normalize_calls(&resp.tool_calls);
+    let calls = normalize_calls(&resp.tool_calls, &call_ids(&ctx.turn_rows));
     let assistant = NewMessage {
         id: MessageId::new(),
         role: Some(MessageRole::Assistant),
@@ -47,83 +53,213 @@ pub async fn run(
         token_estimate: est(resp.content.as_deref().unwrap_or_default()),
         ..Default::default()
     };
+    let runs: Vec<NewToolRun> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, c)| NewToolRun {
+            call_id: c.id.clone(),
+            tool: c.name.clone(),
+            args: c.arguments.clone(),
+            idx: i64::try_from(i).unwrap_or(i64::MAX),
+        })
+        .collect();
     // Persist before execute: if this write fails, nothing runs from memory (SPEC R9.2).
     let row = deps
         .store
-        .append_message(&ctx.fence, &assistant)
+        .append_tool_calls(&ctx.fence, &ctx.turn_ref(), &assistant, &runs)
         .await
         .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))?;
     ctx.turn_rows.push(row);
+    crate::kill_point!("tool.after_planned");
+    execute_pending(deps, ctx, control).await
+}
 
-    for (i, call) in calls.iter().enumerate() {
-        let (status, text) = if i >= MAX_CALLS_PER_ROUND {
-            (
-                "skipped",
-                format!("not run: more than {MAX_CALLS_PER_ROUND} calls in one message"),
-            )
-        } else {
-            (
-                "error",
-                format!(
-                    "unknown tool: {:?} is not available in this session",
-                    call.name
-                ),
-            )
-        };
-        let result = NewMessage {
-            id: MessageId::new(),
-            role: Some(MessageRole::Tool),
-            content: Some(json!({ "error": text }).to_string()),
-            tool_call_id: Some(call.id.clone()),
-            name: Some(call.name.clone()),
-            turn_id: Some(ctx.turn_id),
-            admission_id: Some(ctx.admission.id),
-            token_estimate: est(&text),
-            ..Default::default()
-        };
-        // The result is flushed before the UI sees the call complete (SPEC R9.5).
-        let row = deps
-            .store
-            .append_message(&ctx.fence, &result)
-            .await
-            .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))?;
-        ctx.turn_rows.push(row);
-        let event = NewEvent {
-            session_id: ctx.session.id,
-            kind: EventKind::ToolCompleted,
-            turn_id: Some(ctx.turn_id),
-            admission_id: Some(ctx.admission.id),
-            data: json!({
-                "call_id": call.id,
-                "name": call.name,
-                "status": status,
-                "preview": text,
-                "duration_ms": 0,
-            }),
-        };
-        publish(deps, ctx, event).await?;
+/// Runs what the turn's last tool-call row still owes: every call without a result row.
+pub async fn execute_pending(
+    deps: &Deps,
+    ctx: &mut TurnContext,
+    control: &TurnControl,
+) -> Result<(), TurnFailure> {
+    let Some(calls) = ctx.turn_rows.iter().rev().find_map(|m| {
+        (m.role == MessageRole::Assistant)
+            .then(|| tool_calls(m))
+            .filter(|c| !c.is_empty())
+    }) else {
+        return Ok(());
+    };
+    let answered: HashSet<String> = ctx
+        .turn_rows
+        .iter()
+        .filter(|m| m.role == MessageRole::Tool)
+        .filter_map(|m| m.tool_call_id.clone())
+        .collect();
+    let open: Vec<(usize, &ToolCall)> = calls
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| !answered.contains(&c.id))
+        .collect();
+    if open.is_empty() {
+        return Ok(());
     }
+    let runs: HashMap<String, ToolRun> = deps
+        .store
+        .tool_runs_of_turn(ctx.turn_id)
+        .await
+        .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))?
+        .into_iter()
+        .map(|r| (r.call_id.clone(), r))
+        .collect();
+
+    if let Some((name, times)) = repeated_call(&ctx.turn_rows, deps.config.agent.repeat_guard) {
+        let text = format!(
+            "not run: {name} was called {times} times with the same arguments in this turn; \
+             the turn was halted"
+        );
+        for (_, call) in &open {
+            let row = settle_unrun(deps, ctx, call, ToolOutcome::Skipped, &text).await?;
+            ctx.turn_rows.push(row);
+        }
+        return Err(TurnFailure::GuardHalt { tool: name, times });
+    }
+
+    let mut pending = Vec::new();
+    for (i, call) in open {
+        if i >= MAX_CALLS_PER_ROUND {
+            let text = format!("not run: more than {MAX_CALLS_PER_ROUND} calls in one message");
+            let row = settle_unrun(deps, ctx, call, ToolOutcome::Skipped, &text).await?;
+            ctx.turn_rows.push(row);
+            continue;
+        }
+        let Some(run) = runs.get(&call.id) else {
+            tracing::error!(turn = %ctx.turn_id, call = %call.id, "tool call has no tool_runs row");
+            return Err(TurnFailure::PersistenceFailed(format!(
+                "tool call {} has no durable record",
+                call.id
+            )));
+        };
+        let status = match run.status {
+            // Found started without a result: it may have run. Never run it again blindly.
+            ToolRunStatus::Started => mark_unknown(deps, ctx, call).await?,
+            other => other,
+        };
+        pending.push(PendingCall {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            args: call.arguments.clone(),
+            status,
+            decision: run.decision,
+        });
+    }
+    if pending.is_empty() {
+        return Ok(());
+    }
+    let stop = CancellationToken::new();
+    let link = {
+        let (control, stop) = (control.clone(), stop.clone());
+        tokio::spawn(async move {
+            control.stopped().await;
+            stop.cancel();
+        })
+    };
+    let activity = {
+        let control = control.clone();
+        Arc::new(move || control.touch())
+    };
+    let batch = Batch {
+        turn: ctx.turn_ref(),
+        fence: ctx.fence.clone(),
+        calls: pending,
+        stop,
+        activity,
+    };
+    let results = deps.tools.send(ExecuteBatch(batch)).await;
+    link.abort();
+    let rows = results
+        .map_err(|e| TurnFailure::PersistenceFailed(format!("tool executor unavailable: {e}")))?
+        .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))?;
+    ctx.turn_rows.extend(rows);
     Ok(())
 }
 
-/// Commits a turn event under the fence; a fenced-out or failed commit ends the turn.
-pub(crate) async fn publish(
+/// `started` → `unknown`, announced as `tool.completed` with status `unknown`.
+async fn mark_unknown(
     deps: &Deps,
     ctx: &TurnContext,
-    event: NewEvent,
-) -> Result<(), TurnFailure> {
-    match deps
-        .delivery
-        .send(Publish {
-            fence: Some(ctx.fence.clone()),
-            event,
-        })
+    call: &ToolCall,
+) -> Result<ToolRunStatus, TurnFailure> {
+    let event = NewEvent {
+        session_id: ctx.session.id,
+        kind: EventKind::ToolCompleted,
+        turn_id: Some(ctx.turn_id),
+        admission_id: Some(ctx.admission.id),
+        data: json!({
+            "call_id": call.id,
+            "name": call.name,
+            "status": "unknown",
+            "preview": "the gateway stopped while this call ran; it may or may not have run. \
+                        Decide: POST /v1/sessions/{id}/tool_runs/{call_id} with retry or skip",
+            "duration_ms": 0,
+        }),
+    };
+    let marked = deps
+        .store
+        .mark_tool_run_unknown(&ctx.fence, ctx.turn_id, &call.id, &event)
         .await
-    {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(TurnFailure::PersistenceFailed(e.to_string())),
-        Err(e) => Err(TurnFailure::PersistenceFailed(e.to_string())),
+        .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))?;
+    if let Some(ev) = marked {
+        tracing::warn!(turn = %ctx.turn_id, call = %call.id, "tool run outcome unknown; waiting for a decision");
+        deps.hub.publish(ev);
     }
+    Ok(ToolRunStatus::Unknown)
+}
+
+/// Settles a call that is not run at all (over the cap, or halted by the guard).
+async fn settle_unrun(
+    deps: &Deps,
+    ctx: &TurnContext,
+    call: &ToolCall,
+    outcome: ToolOutcome,
+    text: &str,
+) -> Result<Message, TurnFailure> {
+    let settled = Settled {
+        call_id: &call.id,
+        name: &call.name,
+        outcome,
+        content: tool_exec::error_json(text),
+        took: None,
+    };
+    tool_exec::settle(&deps.store, &deps.hub, &ctx.fence, &ctx.turn_ref(), settled)
+        .await
+        .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))
+}
+
+fn tool_calls(m: &Message) -> Vec<ToolCall> {
+    m.tool_calls
+        .as_ref()
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default()
+}
+
+/// Ids of every call the turn's rows made.
+fn call_ids(rows: &[Message]) -> HashSet<String> {
+    rows.iter().flat_map(tool_calls).map(|c| c.id).collect()
+}
+
+/// The first call (name, canonical arguments) made `limit` times or more in `rows`, with its
+/// count. Arguments are compared as parsed JSON, so key order and spacing do not hide a repeat.
+pub fn repeated_call(rows: &[Message], limit: u32) -> Option<(String, u32)> {
+    let mut counts: HashMap<(String, String), u32> = HashMap::new();
+    for call in rows.iter().flat_map(tool_calls) {
+        let args = serde_json::from_str::<Value>(&call.arguments)
+            .map(|v| v.to_string())
+            .unwrap_or(call.arguments);
+        *counts.entry((call.name, args)).or_default() += 1;
+    }
+    counts
+        .into_iter()
+        .filter(|(_, n)| *n >= limit)
+        .max_by_key(|(_, n)| *n)
+        .map(|((name, _), n)| (name, n))
 }
 
 fn est(text: &str) -> i64 {
@@ -144,11 +280,53 @@ mod tests {
 
     #[test]
     fn r9_1_ids_are_unique_and_non_empty() {
-        let out = normalize_calls(&[call("a"), call("a"), call(""), call("b")]);
+        let out = normalize_calls(
+            &[call("a"), call("a"), call(""), call("b")],
+            &HashSet::new(),
+        );
         let ids: HashSet<_> = out.iter().map(|c| c.id.clone()).collect();
         assert_eq!(ids.len(), 4);
         assert_eq!(out[0].id, "a");
         assert_eq!(out[3].id, "b");
         assert!(out.iter().all(|c| !c.id.is_empty()));
+    }
+
+    #[test]
+    fn r9_1_ids_already_used_in_the_turn_are_replaced() {
+        let used = HashSet::from(["a".to_string()]);
+        let out = normalize_calls(&[call("a"), call("b")], &used);
+        assert_ne!(out[0].id, "a");
+        assert_eq!(out[1].id, "b");
+    }
+
+    fn row(calls: Value) -> Message {
+        Message {
+            id: MessageId::new(),
+            session_id: SessionId::new(),
+            idx: 0,
+            role: MessageRole::Assistant,
+            content: None,
+            api_content: None,
+            tool_calls: Some(calls),
+            tool_call_id: None,
+            name: None,
+            turn_id: None,
+            admission_id: None,
+            display: None,
+            token_estimate: 0,
+            created_at: 0,
+        }
+    }
+
+    #[test]
+    fn r9_6_the_guard_sees_the_same_call_through_key_order() {
+        let a = json!([{"id": "1", "name": "t", "arguments": "{\"a\":1,\"b\":2}"}]);
+        let b = json!([{"id": "2", "name": "t", "arguments": "{ \"b\": 2, \"a\": 1 }"}]);
+        let c = json!([{"id": "3", "name": "t", "arguments": "{\"a\":1,\"b\":2}"}]);
+        let other = json!([{"id": "4", "name": "t", "arguments": "{\"a\":9}"}]);
+        let rows = [row(a), row(b.clone()), row(other)];
+        assert_eq!(repeated_call(&rows, 3), None);
+        let rows = [rows[0].clone(), row(b), row(c)];
+        assert_eq!(repeated_call(&rows, 3), Some(("t".into(), 3)));
     }
 }

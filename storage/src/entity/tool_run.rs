@@ -16,6 +16,14 @@ pub struct Model {
     pub created_at: i64,
     pub started_at: Option<i64>,
     pub finished_at: Option<i64>,
+    pub admission_id: Option<String>,
+    /// Position of the call in its assistant message: results are filled back in this order.
+    pub idx: i64,
+    /// How a `finished` run ended: ok, error, skipped, denied.
+    pub outcome: Option<String>,
+    /// A person's answer to an `unknown` run: retry or skip.
+    pub decision: Option<String>,
+    pub decided_by: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

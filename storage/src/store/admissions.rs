@@ -149,6 +149,16 @@ impl Store {
             .transpose()
     }
 
+    /// The admission a turn ran for.
+    pub async fn admission_of_turn(&self, turn: TurnId) -> Result<Option<Admission>> {
+        admission::Entity::find()
+            .filter(admission::Column::TurnId.eq(turn.to_string()))
+            .one(self.connection())
+            .await?
+            .map(convert::admission)
+            .transpose()
+    }
+
     /// The oldest queued admission of `session`: the FIFO head.
     pub async fn next_queued(&self, session: SessionId) -> Result<Option<Admission>> {
         admission::Entity::find()
@@ -226,6 +236,69 @@ impl Store {
         Ok(vec![ev, status])
     }
 
+    /// A `started` admission whose owner died in its tool round passes to the lease holder,
+    /// which resumes the same turn (SPEC R13.1): the owner changes, the status and the turn do
+    /// not. Committed with `turn.started` (`resumed: true`) and `status`.
+    pub async fn take_over(
+        &self,
+        fence: &Fence,
+        admission: AdmissionId,
+        owner: &Owner,
+    ) -> Result<Vec<Event>> {
+        let tx = self.write_tx().await?;
+        check_fence(&tx, fence).await?;
+        let Some(row) = admission::Entity::find_by_id(admission.to_string())
+            .filter(admission::Column::SessionId.eq(fence.session_id.to_string()))
+            .filter(admission::Column::Status.eq(AdmissionStatus::Started.as_str()))
+            .one(&tx)
+            .await?
+        else {
+            return Err(StoreError::WrongState(admission.to_string()));
+        };
+        let a = convert::admission(row)?;
+        let turn = a.turn_id.ok_or_else(|| {
+            StoreError::Corrupt(format!("started admission {admission} has no turn"))
+        })?;
+        lease::Entity::update_many()
+            .col_expr(lease::Column::TurnId, Expr::value(turn.to_string()))
+            .filter(lease::Column::SessionId.eq(fence.session_id.to_string()))
+            .exec(&tx)
+            .await?;
+        admission::Entity::update_many()
+            .col_expr(
+                admission::Column::OwnerInstance,
+                Expr::value(owner.instance.to_string()),
+            )
+            .col_expr(admission::Column::OwnerPid, Expr::value(owner.pid))
+            .col_expr(
+                admission::Column::OwnerHost,
+                Expr::value(owner.host.clone()),
+            )
+            .filter(admission::Column::Id.eq(admission.to_string()))
+            .exec(&tx)
+            .await?;
+        let ev = insert_event(
+            &tx,
+            &NewEvent {
+                session_id: fence.session_id,
+                kind: EventKind::TurnStarted,
+                turn_id: Some(turn),
+                admission_id: Some(admission),
+                data: json!({"turn_id": turn, "admission_id": admission, "resumed": true}),
+            },
+        )
+        .await?;
+        let status = insert_status_event(&tx, fence.session_id).await?;
+        tx.commit().await?;
+        Ok(vec![ev, status])
+    }
+
+    /// The transcript rows of one turn, in order: what recovery reads to decide whether a
+    /// turn whose owner died can be resumed.
+    pub async fn turn_messages(&self, session: SessionId, turn: TurnId) -> Result<Vec<Message>> {
+        tail::turn_rows(self.connection(), session, turn).await
+    }
+
     /// `started → unknown`: the owner died and the outcome cannot be known (SPEC R2.4). In the
     /// same transaction the turn's open tail is closed, keeping the text already streamed as a
     /// partial answer, so the next input is never merged with it (R10.5). A caller without the
@@ -257,6 +330,7 @@ impl Store {
             fence_out(&tx, a.session_id, owner).await?;
         }
         let mut partial_answer = false;
+        let mut closed = Vec::new();
         if let Some(turn) = a.turn_id {
             let rows = tail::turn_rows(&tx, a.session_id, turn).await?;
             let partial = tail::streamed_after_last_row(&tx, a.session_id, turn, &rows).await?;
@@ -267,7 +341,7 @@ impl Store {
                 message: cause.message.clone(),
                 partial,
             };
-            tail::close_rows(&tx, a.session_id, &rows, turn, id, &closure).await?;
+            closed = tail::close_rows(&tx, a.session_id, &rows, turn, id, &closure).await?;
         }
         let outcome = json!({
             "reason": cause.reason,
@@ -307,7 +381,8 @@ impl Store {
         .await?;
         let status = insert_status_event(&tx, a.session_id).await?;
         tx.commit().await?;
-        Ok(vec![unknown, status])
+        closed.extend([unknown, status]);
+        Ok(closed)
     }
 
     /// Every admission in `started`, for recovery to judge whose owner is gone.

@@ -1,9 +1,9 @@
 //! Row → domain conversions. A row that does not parse is reported as `Corrupt`, never guessed.
 use super::{Result, StoreError};
-use crate::entity::{admission, event, lease, message, session};
+use crate::entity::{admission, approval, event, lease, message, session, tool_run};
 use crate::ids::*;
 use crate::model::*;
-use crate::status::AdmissionStatus;
+use crate::status::{AdmissionStatus, ApprovalStatus, ToolOutcome, ToolRunDecision, ToolRunStatus};
 
 fn json(s: &str, what: &str) -> Result<serde_json::Value> {
     serde_json::from_str(s).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
@@ -124,5 +124,50 @@ pub(super) fn lease(m: lease::Model) -> Result<Lease> {
         generation: LeaseGeneration(m.generation),
         acquired_at: m.acquired_at,
         expires_at: m.expires_at,
+    })
+}
+
+fn parse_text<T>(s: &str, parse: fn(&str) -> Option<T>, what: &str) -> Result<T> {
+    parse(s).ok_or_else(|| StoreError::Corrupt(format!("{what} {s:?}")))
+}
+
+pub(super) fn tool_run(m: tool_run::Model) -> Result<ToolRun> {
+    Ok(ToolRun {
+        call_id: m.call_id,
+        session_id: parse_id(&m.session_id, "session id")?,
+        turn_id: parse_id(&m.turn_id, "turn id")?,
+        admission_id: opt_id(m.admission_id.as_deref(), "admission id")?,
+        tool: m.tool,
+        args: m.args,
+        idx: m.idx,
+        status: parse_text(&m.status, ToolRunStatus::parse, "tool run status")?,
+        outcome: m
+            .outcome
+            .as_deref()
+            .map(|o| parse_text(o, ToolOutcome::parse, "tool outcome"))
+            .transpose()?,
+        decision: m
+            .decision
+            .as_deref()
+            .map(|d| parse_text(d, ToolRunDecision::parse, "tool run decision"))
+            .transpose()?,
+        created_at: m.created_at,
+        started_at: m.started_at,
+        finished_at: m.finished_at,
+    })
+}
+
+pub(super) fn approval(m: approval::Model) -> Result<Approval> {
+    Ok(Approval {
+        id: parse_id(&m.id, "approval id")?,
+        session_id: parse_id(&m.session_id, "session id")?,
+        turn_id: parse_id(&m.turn_id, "turn id")?,
+        call_id: m.call_id,
+        request: json(&m.request, "approval request")?,
+        status: parse_text(&m.status, ApprovalStatus::parse, "approval status")?,
+        decided_by: m.decided_by,
+        created_at: m.created_at,
+        expires_at: m.expires_at,
+        decided_at: m.decided_at,
     })
 }

@@ -1,6 +1,7 @@
 //! The `Store`: connection set-up and the transaction and fencing primitives every durable
 //! write goes through. Each submodule owns one family of facts.
 mod admissions;
+mod approvals;
 mod convert;
 mod leases;
 pub use leases::LeaseClaim;
@@ -8,6 +9,7 @@ mod log;
 mod sessions;
 mod tail;
 mod tokens;
+mod tool_runs;
 mod turn_end;
 
 use crate::entity::{event, lease, session};

@@ -4,27 +4,33 @@
 //! merged with it on the wire. The tail is read back inside the caller's transaction, so what
 //! is closed is what is durable, not what a process remembered.
 use super::log::insert_message;
-use super::{convert, Result};
-use crate::entity::{event, message};
+use super::{convert, insert_event, Result};
+use crate::entity::{approval, event, message, tool_run};
 use crate::ids::*;
 use crate::model::*;
+use crate::status::{ApprovalStatus, ToolOutcome, ToolRunStatus};
+use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder};
 use serde_json::json;
 use std::collections::HashSet;
 
-/// Closes the tail of `turn` as `closure` says; returns the rows it added, in order.
+/// Closes the tail of `turn` as `closure` says; returns the events of the questions it closed
+/// (pending approvals of the turn, now moot).
 pub(super) async fn close_tail<C: ConnectionTrait>(
     db: &C,
     session: SessionId,
     turn: TurnId,
     admission: AdmissionId,
     closure: &TailClosure,
-) -> Result<Vec<NewMessage>> {
+) -> Result<Vec<Event>> {
     let rows = turn_rows(db, session, turn).await?;
     close_rows(db, session, &rows, turn, admission, closure).await
 }
 
-/// Inserts what closes `rows` (see [`closing_rows`]).
+/// Inserts what closes `rows` (see [`closing_rows`]) and settles what the turn left waiting:
+/// calls still `planned` are `finished` as skipped (their closing result says they did not
+/// run), and pending approvals are denied. A call that was `started` or is `unknown` stays as
+/// it is: it may have run, and the store does not pretend otherwise.
 pub(super) async fn close_rows<C: ConnectionTrait>(
     db: &C,
     session: SessionId,
@@ -32,12 +38,58 @@ pub(super) async fn close_rows<C: ConnectionTrait>(
     turn: TurnId,
     admission: AdmissionId,
     closure: &TailClosure,
-) -> Result<Vec<NewMessage>> {
+) -> Result<Vec<Event>> {
     let added = closing_rows(rows, turn, admission, closure);
     for m in &added {
         insert_message(db, session, m).await?;
     }
-    Ok(added)
+    let now = now_ms();
+    tool_run::Entity::update_many()
+        .col_expr(
+            tool_run::Column::Status,
+            Expr::value(ToolRunStatus::Finished.as_str()),
+        )
+        .col_expr(
+            tool_run::Column::Outcome,
+            Expr::value(ToolOutcome::Skipped.as_str()),
+        )
+        .col_expr(tool_run::Column::FinishedAt, Expr::value(now))
+        .filter(tool_run::Column::TurnId.eq(turn.to_string()))
+        .filter(tool_run::Column::Status.eq(ToolRunStatus::Planned.as_str()))
+        .exec(db)
+        .await?;
+    let pending = approval::Entity::find()
+        .filter(approval::Column::TurnId.eq(turn.to_string()))
+        .filter(approval::Column::Status.eq(ApprovalStatus::Pending.as_str()))
+        .all(db)
+        .await?;
+    let mut events = Vec::with_capacity(pending.len());
+    for a in pending {
+        approval::Entity::update_many()
+            .col_expr(
+                approval::Column::Status,
+                Expr::value(ApprovalStatus::Denied.as_str()),
+            )
+            .col_expr(approval::Column::DecidedBy, Expr::value("the turn ended"))
+            .col_expr(approval::Column::DecidedAt, Expr::value(now))
+            .filter(approval::Column::Id.eq(a.id.clone()))
+            .exec(db)
+            .await?;
+        let ev = NewEvent {
+            session_id: session,
+            kind: EventKind::ApprovalResolved,
+            turn_id: Some(turn),
+            admission_id: Some(admission),
+            data: json!({
+                "approval_id": a.id,
+                "call_id": a.call_id,
+                "decision": "deny",
+                "reason": "the turn ended before anyone answered",
+            }),
+        };
+        events.push(insert_event(db, &ev).await?);
+    }
+    Ok(events)
 }
 
 /// One turn's transcript rows, in order.
@@ -112,7 +164,7 @@ pub fn closing_rows(
     let mut out: Vec<NewMessage> = rows
         .iter()
         .filter(|m| m.role == MessageRole::Assistant)
-        .flat_map(|m| tool_calls_of(m))
+        .flat_map(tool_calls_of)
         .filter(|(id, _)| !answered.contains(id.as_str()))
         .map(|(id, name)| {
             let text = missing_result_text(closure);

@@ -19,8 +19,9 @@ impl Store {
         for m in &end.messages {
             insert_message(&tx, fence.session_id, m).await?;
         }
+        let mut events = Vec::with_capacity(end.events.len() + 1);
         if let Some(closure) = &end.close_tail {
-            tail::close_tail(
+            let closed = tail::close_tail(
                 &tx,
                 fence.session_id,
                 end.turn_id,
@@ -28,6 +29,7 @@ impl Store {
                 closure,
             )
             .await?;
+            events.extend(closed);
         }
         let sid = fence.session_id.to_string();
         let now = now_ms();
@@ -85,7 +87,6 @@ impl Store {
         if res.rows_affected != 1 {
             return Err(StoreError::WrongState(end.admission_id.to_string()));
         }
-        let mut events = Vec::with_capacity(end.events.len());
         for ev in &end.events {
             events.push(insert_event(&tx, ev).await?);
         }

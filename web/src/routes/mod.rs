@@ -7,6 +7,7 @@ pub mod metrics;
 pub mod sessions;
 pub mod submissions;
 pub mod tokens;
+pub mod tools;
 
 use crate::error::ApiError;
 use actix_web::http::StatusCode;
@@ -40,6 +41,18 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                         .route(web::post().to(submissions::interrupt)),
                 )
                 .service(resource("/sessions/{id}/events").route(web::get().to(events::events)))
+                .service(
+                    resource("/sessions/{id}/approvals/{approval_id}")
+                        .route(web::post().to(tools::decide_approval)),
+                )
+                .service(
+                    resource("/sessions/{id}/tool_runs/{call_id}")
+                        .route(web::post().to(tools::decide_tool_run)),
+                )
+                .service(
+                    resource("/sessions/{id}/checkpoints/{turn_id}/restore")
+                        .route(web::post().to(tools::restore)),
+                )
                 .service(
                     resource("/admissions/{admission_id}").route(web::get().to(admissions::get)),
                 )

@@ -8,7 +8,7 @@ use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use turnkey_actors::{Gateway, NewSessionRequest};
-use turnkey_storage::{rfc3339, Message, Session, SessionId, UsageTotals};
+use turnkey_storage::{rfc3339, Approval, Message, Session, SessionId, UsageTotals};
 
 const DEFAULT_LIST_LIMIT: u64 = 50;
 const MAX_LIST_LIMIT: u64 = 200;
@@ -40,6 +40,37 @@ pub struct SessionView {
     pub usage: UsageTotals,
     pub created_at: String,
     pub updated_at: String,
+    /// What the session waits on a person for (only in `GET /v1/sessions/{id}`): pending
+    /// approvals, and tool runs a crash left `unknown` (answer with
+    /// `POST /v1/sessions/{id}/tool_runs/{call_id}`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending_approvals: Option<Vec<ApprovalView>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unknown_tool_runs: Option<Vec<Value>>,
+}
+
+/// A pending approval as `approval.requested` announced it.
+#[derive(Debug, Serialize)]
+pub struct ApprovalView {
+    pub approval_id: String,
+    pub call_id: String,
+    pub name: Value,
+    pub args: Value,
+    pub reason: Value,
+    pub expires_at: String,
+}
+
+impl From<Approval> for ApprovalView {
+    fn from(a: Approval) -> Self {
+        Self {
+            approval_id: a.id.to_string(),
+            call_id: a.call_id,
+            name: a.request["name"].clone(),
+            args: a.request["args"].clone(),
+            reason: a.request["reason"].clone(),
+            expires_at: rfc3339(a.expires_at),
+        }
+    }
 }
 
 impl SessionView {
@@ -59,7 +90,32 @@ impl SessionView {
             usage: s.usage,
             created_at: rfc3339(s.created_at),
             updated_at: rfc3339(s.updated_at),
+            pending_approvals: None,
+            unknown_tool_runs: None,
         })
+    }
+
+    /// The view with the session's open questions.
+    pub async fn load_with_questions(gateway: &Gateway, s: Session) -> Result<Self, ApiError> {
+        let id = s.id;
+        let mut view = Self::load(gateway, s).await?;
+        let (approvals, runs) = gateway.open_questions(id).await?;
+        view.pending_approvals = Some(approvals.into_iter().map(ApprovalView::from).collect());
+        view.unknown_tool_runs = Some(
+            runs.into_iter()
+                .map(|r| {
+                    serde_json::json!({
+                        "call_id": r.call_id,
+                        "name": r.tool,
+                        "args": r.args,
+                        "turn_id": r.turn_id,
+                        "started_at": r.started_at.map(rfc3339),
+                        "decide": format!("/v1/sessions/{id}/tool_runs/{}", r.call_id),
+                    })
+                })
+                .collect(),
+        );
+        Ok(view)
     }
 }
 
@@ -147,7 +203,7 @@ pub async fn get(
 ) -> Result<HttpResponse, ApiError> {
     let id: SessionId = parse_id(&path, "session")?;
     let session = state.gateway.authorize(&who.0, id).await?;
-    Ok(HttpResponse::Ok().json(SessionView::load(&state.gateway, session).await?))
+    Ok(HttpResponse::Ok().json(SessionView::load_with_questions(&state.gateway, session).await?))
 }
 
 /// A transcript row as the API shows it.

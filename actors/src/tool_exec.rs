@@ -1,0 +1,645 @@
+//! `ToolExecActor` (SPEC R9.4, R9.5, R9.7, R13.1): runs the pending calls of one tool round.
+//! At most `tools.max_workers` run at once; calls start in call order behind a start-order
+//! gate; an exclusive tool runs alone. Each call asks for approval first when the policy says
+//! so, is recorded `started` before its side effect, and has its result row, `finished` and
+//! `tool.completed` committed before anyone sees the result. On interrupt or batch timeout a
+//! call that has not started gets a `skipped` result; a running one is told to stop (a
+//! `terminal` call's whole process group is killed).
+use crate::config::{ApprovalMode, ToolsConfig};
+use crate::delivery::{DeliveryActor, EventHub, Publish};
+use crate::wakeups::{self, Wakeups};
+use actix::{Actor, Addr, Context, Handler, ResponseFuture};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{watch, RwLock, Semaphore};
+use tokio_util::sync::CancellationToken;
+use turnkey_storage::*;
+use turnkey_tools::{Access, Registry, Tool, ToolContext, ToolOutput};
+
+/// A call waits at most this long for the call before it to start (SPEC R9.4).
+const START_GATE: Duration = Duration::from_secs(120);
+/// A running call shows a sign of life this often (`tool.progress`).
+const HEARTBEAT: Duration = Duration::from_secs(5);
+/// After a stop, how long a running call gets to wind down before it is abandoned.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+/// Characters of a result shown in `tool.completed`'s preview.
+const PREVIEW_CHARS: usize = 200;
+
+/// One call of the round, as `tool_runs` records it.
+#[derive(Clone, Debug)]
+pub struct PendingCall {
+    pub call_id: String,
+    pub name: String,
+    /// The arguments as the model sent them (JSON text, possibly invalid).
+    pub args: String,
+    pub status: ToolRunStatus,
+    pub decision: Option<ToolRunDecision>,
+}
+
+/// The round to run and the turn it belongs to.
+pub struct Batch {
+    pub turn: TurnRef,
+    pub fence: Fence,
+    pub calls: Vec<PendingCall>,
+    /// Cancelled when the turn must stop.
+    pub stop: CancellationToken,
+    /// Records a sign of life for the turn's liveness watchdog.
+    pub activity: Arc<dyn Fn() + Send + Sync>,
+}
+
+/// A result could not be made durable: the turn ends, and the in-memory result is not sent to
+/// the model (SPEC R9.5).
+#[derive(Debug, thiserror::Error)]
+#[error("tool result not persisted: {0}")]
+pub struct NotPersisted(pub String);
+
+/// Runs a batch; answers with one persisted result row per call, in call order.
+#[derive(actix::Message)]
+#[rtype(result = "Result<Vec<Message>, NotPersisted>")]
+pub struct ExecuteBatch(pub Batch);
+
+/// What every batch shares.
+struct Inner {
+    store: Store,
+    hub: EventHub,
+    delivery: Addr<DeliveryActor>,
+    registry: Arc<Registry>,
+    config: ToolsConfig,
+    workspace: PathBuf,
+    data_dir: PathBuf,
+    wakeups: Wakeups,
+}
+
+pub struct ToolExecActor {
+    inner: Arc<Inner>,
+}
+
+impl ToolExecActor {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        store: Store,
+        hub: EventHub,
+        delivery: Addr<DeliveryActor>,
+        registry: Arc<Registry>,
+        config: ToolsConfig,
+        workspace: PathBuf,
+        data_dir: PathBuf,
+        wakeups: Wakeups,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                hub,
+                delivery,
+                registry,
+                config,
+                workspace,
+                data_dir,
+                wakeups,
+            }),
+        }
+    }
+}
+
+impl Actor for ToolExecActor {
+    type Context = Context<Self>;
+}
+
+impl Handler<ExecuteBatch> for ToolExecActor {
+    type Result = ResponseFuture<Result<Vec<Message>, NotPersisted>>;
+
+    fn handle(&mut self, msg: ExecuteBatch, _: &mut Context<Self>) -> Self::Result {
+        let inner = self.inner.clone();
+        Box::pin(async move { run_batch(inner, msg.0).await })
+    }
+}
+
+/// Why calls that have not started are skipped.
+#[derive(Clone, Copy, Debug)]
+enum Halt {
+    Stopped,
+    BatchTimeout,
+    Failed,
+}
+
+/// State of one running batch.
+struct Round {
+    inner: Arc<Inner>,
+    batch: Batch,
+    /// Cancelled on turn stop, batch timeout, or a persistence failure.
+    stop: CancellationToken,
+    halt: Mutex<Option<Halt>>,
+    workers: Semaphore,
+    exclusive: RwLock<()>,
+    /// `gates[i]` turns true once call `i` started or settled: call `i + 1` may start.
+    gates: Vec<watch::Sender<bool>>,
+}
+
+impl Round {
+    fn halt(&self, why: Halt) {
+        if let Ok(mut h) = self.halt.lock() {
+            h.get_or_insert(why);
+        }
+        self.stop.cancel();
+    }
+
+    fn skip_reason(&self) -> String {
+        let halt = self.halt.lock().ok().and_then(|h| *h);
+        match halt {
+            Some(Halt::BatchTimeout) => format!(
+                "not run: the round of tool calls ran past its {} s limit",
+                self.inner.config.batch_timeout_s
+            ),
+            Some(Halt::Failed) => {
+                "not run: an earlier result of this round could not be saved".to_owned()
+            }
+            Some(Halt::Stopped) | None => "not run: the turn was stopped before it started".into(),
+        }
+    }
+}
+
+async fn run_batch(inner: Arc<Inner>, batch: Batch) -> Result<Vec<Message>, NotPersisted> {
+    let n = batch.calls.len();
+    let round = Arc::new(Round {
+        workers: Semaphore::new(inner.config.max_workers.max(1)),
+        exclusive: RwLock::new(()),
+        gates: (0..n).map(|_| watch::channel(false).0).collect(),
+        stop: CancellationToken::new(),
+        halt: Mutex::new(None),
+        inner,
+        batch,
+    });
+    let watcher = {
+        let round = round.clone();
+        let limit = Duration::from_secs(round.inner.config.batch_timeout_s);
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = round.batch.stop.cancelled() => round.halt(Halt::Stopped),
+                _ = tokio::time::sleep(limit) => round.halt(Halt::BatchTimeout),
+                _ = round.stop.cancelled() => {}
+            }
+        })
+    };
+    let calls = (0..n).map(|i| {
+        let round = round.clone();
+        async move {
+            let result = run_call(&round, i).await;
+            round.gates[i].send_replace(true);
+            if result.is_err() {
+                round.halt(Halt::Failed);
+            }
+            result
+        }
+    });
+    let results = futures::future::join_all(calls).await;
+    watcher.abort();
+    results.into_iter().collect()
+}
+
+/// Runs call `i` to a persisted result row.
+async fn run_call(round: &Round, i: usize) -> Result<Message, NotPersisted> {
+    let call = &round.batch.calls[i];
+    let Some(tool) = round.inner.registry.get(&call.name) else {
+        // SPEC R9.3: an unknown name is answered, never dispatched.
+        let text = format!(
+            "unknown tool: {:?} is not available in this session",
+            call.name
+        );
+        return finish(round, call, ToolOutcome::Error, error_json(&text), None).await;
+    };
+    let args = match parse_args(&call.args) {
+        Ok(a) => a,
+        Err(why) => {
+            let text = format!("invalid arguments: {why}");
+            return finish(round, call, ToolOutcome::Error, error_json(&text), None).await;
+        }
+    };
+    if call.status == ToolRunStatus::Unknown {
+        match wait_decision(round, call).await? {
+            Some(ToolRunDecision::Retry) => {}
+            Some(ToolRunDecision::Skip) => {
+                let text = "skipped by a person: the call may or may not have run before the \
+                            gateway stopped, and it was not run again";
+                return finish(round, call, ToolOutcome::Skipped, error_json(text), None).await;
+            }
+            None => return skipped(round, call).await,
+        }
+    } else if needs_approval(round.inner.config.approval, tool.as_ref()) {
+        match ask_approval(round, call, &args).await? {
+            Approval::Approved => {}
+            Approval::Denied => {
+                let text = "denied: a person refused to let this call run";
+                return finish(round, call, ToolOutcome::Denied, error_json(text), None).await;
+            }
+            Approval::TimedOut => {
+                let text = format!(
+                    "denied: nobody approved this call within {} s",
+                    round.inner.config.approval_timeout_s
+                );
+                return finish(round, call, ToolOutcome::Denied, error_json(&text), None).await;
+            }
+            Approval::Stopped => return skipped(round, call).await,
+        }
+    }
+    // The start-order gate: call i starts only after call i - 1 started (or settled), unless
+    // that takes longer than START_GATE.
+    if i > 0 {
+        let mut prev = round.gates[i - 1].subscribe();
+        tokio::select! {
+            _ = prev.wait_for(|started| *started) => {}
+            _ = tokio::time::sleep(START_GATE) => {}
+            _ = round.stop.cancelled() => {}
+        }
+    }
+    let _slot = tokio::select! {
+        p = round.workers.acquire() => p.ok(),
+        _ = round.stop.cancelled() => None,
+    };
+    // Held to the end of the call: an exclusive tool runs alone.
+    let (_shared, _alone) = match (round.stop.is_cancelled(), tool.access()) {
+        (true, _) => (None, None),
+        (false, Access::Parallel) => (Some(round.exclusive.read().await), None),
+        (false, Access::Exclusive) => (None, Some(round.exclusive.write().await)),
+    };
+    if round.stop.is_cancelled() {
+        return skipped(round, call).await;
+    }
+    start(round, call, &args).await?;
+    round.gates[i].send_replace(true);
+    let began = Instant::now();
+    let output = execute(round, call, tool.as_ref(), args).await;
+    crate::kill_point!("tool.before_result");
+    let outcome = if output.is_error {
+        ToolOutcome::Error
+    } else {
+        ToolOutcome::Ok
+    };
+    let content = if output.is_error {
+        error_json(&output.content)
+    } else {
+        output.content
+    };
+    let content = spill(round, call, content);
+    finish(round, call, outcome, content, Some(began.elapsed())).await
+}
+
+fn needs_approval(mode: ApprovalMode, tool: &dyn Tool) -> bool {
+    match mode {
+        ApprovalMode::Off => false,
+        ApprovalMode::Dangerous => tool.dangerous(),
+        ApprovalMode::Always => true,
+    }
+}
+
+/// The arguments as a JSON object; an empty string is `{}` (some models send that).
+fn parse_args(raw: &str) -> Result<Value, String> {
+    if raw.trim().is_empty() {
+        return Ok(json!({}));
+    }
+    match serde_json::from_str::<Value>(raw) {
+        Ok(v @ Value::Object(_)) => Ok(v),
+        Ok(other) => Err(format!("expected a JSON object, got {other}")),
+        Err(e) => Err(format!("not valid JSON ({e})")),
+    }
+}
+
+/// An error result as the model gets it.
+pub fn error_json(text: &str) -> String {
+    json!({ "error": text }).to_string()
+}
+
+/// Runs the tool with heartbeats; a stop reaches it through `ctx.cancel`, and a call that does
+/// not wind down within `STOP_GRACE` of the stop is abandoned with an error result.
+async fn execute(round: &Round, call: &PendingCall, tool: &dyn Tool, args: Value) -> ToolOutput {
+    let progress = progress_sink(round, call);
+    let ctx = ToolContext {
+        workspace: round.inner.workspace.clone(),
+        checkpoints: round
+            .inner
+            .data_dir
+            .join("checkpoints")
+            .join(round.batch.turn.turn_id.to_string()),
+        cancel: round.stop.child_token(),
+        progress: progress.clone(),
+    };
+    let began = Instant::now();
+    let work = tool.call(args, &ctx);
+    tokio::pin!(work);
+    let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT);
+    loop {
+        tokio::select! {
+            out = &mut work => return out,
+            _ = beat.tick() => {
+                (round.batch.activity)();
+                progress(format!("running for {} s", began.elapsed().as_secs()));
+            }
+            _ = round.stop.cancelled() => break,
+        }
+    }
+    match tokio::time::timeout(STOP_GRACE, work).await {
+        Ok(out) => out,
+        Err(_) => ToolOutput::error(format!(
+            "stopped: the call did not end within {} s of the turn's stop",
+            STOP_GRACE.as_secs()
+        )),
+    }
+}
+
+/// Publishes a tool's progress lines as `tool.progress` (a live view: a lost one is logged).
+fn progress_sink(round: &Round, call: &PendingCall) -> turnkey_tools::ProgressSink {
+    let delivery = round.inner.delivery.clone();
+    let fence = round.batch.fence.clone();
+    let turn = round.batch.turn.clone();
+    let call_id = call.call_id.clone();
+    let activity = round.batch.activity.clone();
+    Arc::new(move |message: String| {
+        activity();
+        delivery.do_send(Publish {
+            fence: Some(fence.clone()),
+            event: NewEvent {
+                session_id: turn.session_id,
+                kind: EventKind::ToolProgress,
+                turn_id: Some(turn.turn_id),
+                admission_id: Some(turn.admission_id),
+                data: json!({ "call_id": call_id, "message": message }),
+            },
+        });
+    })
+}
+
+/// Large results go to `data_dir/spill`; the model gets the head, the tail and the path. A
+/// spill that cannot be written keeps the whole result (nothing is lost, only bigger).
+fn spill(round: &Round, call: &PendingCall, content: String) -> String {
+    let dir = round
+        .inner
+        .data_dir
+        .join("spill")
+        .join(round.batch.turn.turn_id.to_string());
+    let name = sanitize_file_name(&call.call_id);
+    match turnkey_tools::spill::spill_if_large(
+        &content,
+        round.inner.config.spill_bytes,
+        &dir,
+        &name,
+    ) {
+        Ok(text) => text,
+        Err(e) => {
+            tracing::warn!(call = %call.call_id, error = %e, "cannot spill a large result; keeping it whole");
+            content
+        }
+    }
+}
+
+fn sanitize_file_name(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+fn turn_event(round: &Round, kind: EventKind, data: Value) -> NewEvent {
+    NewEvent {
+        session_id: round.batch.turn.session_id,
+        kind,
+        turn_id: Some(round.batch.turn.turn_id),
+        admission_id: Some(round.batch.turn.admission_id),
+        data,
+    }
+}
+
+/// `→ started` with `tool.started`, before the side effect.
+async fn start(round: &Round, call: &PendingCall, args: &Value) -> Result<(), NotPersisted> {
+    let event = turn_event(
+        round,
+        EventKind::ToolStarted,
+        json!({"call_id": call.call_id, "name": call.name, "args": args}),
+    );
+    let ev = round
+        .inner
+        .store
+        .start_tool_run(
+            &round.batch.fence,
+            round.batch.turn.turn_id,
+            &call.call_id,
+            &event,
+        )
+        .await
+        .map_err(|e| NotPersisted(e.to_string()))?;
+    round.inner.hub.publish(ev);
+    Ok(())
+}
+
+async fn skipped(round: &Round, call: &PendingCall) -> Result<Message, NotPersisted> {
+    let text = round.skip_reason();
+    finish(round, call, ToolOutcome::Skipped, error_json(&text), None).await
+}
+
+async fn finish(
+    round: &Round,
+    call: &PendingCall,
+    outcome: ToolOutcome,
+    content: String,
+    took: Option<Duration>,
+) -> Result<Message, NotPersisted> {
+    let settled = Settled {
+        call_id: &call.call_id,
+        name: &call.name,
+        outcome,
+        content,
+        took,
+    };
+    settle(
+        &round.inner.store,
+        &round.inner.hub,
+        &round.batch.fence,
+        &round.batch.turn,
+        settled,
+    )
+    .await
+}
+
+/// How one call ended, for [`settle`].
+pub struct Settled<'a> {
+    pub call_id: &'a str,
+    pub name: &'a str,
+    pub outcome: ToolOutcome,
+    /// The result text the model gets.
+    pub content: String,
+    pub took: Option<Duration>,
+}
+
+/// The result row, `finished` and `tool.completed`, in one commit; then, and only then, the
+/// result is shown and handed back for the model (SPEC R9.5).
+pub async fn settle(
+    store: &Store,
+    hub: &EventHub,
+    fence: &Fence,
+    turn: &TurnRef,
+    s: Settled<'_>,
+) -> Result<Message, NotPersisted> {
+    let result = NewMessage {
+        id: MessageId::new(),
+        role: Some(MessageRole::Tool),
+        token_estimate: i64::try_from(s.content.len().div_ceil(4)).unwrap_or(i64::MAX),
+        content: Some(s.content.clone()),
+        tool_call_id: Some(s.call_id.to_owned()),
+        name: Some(s.name.to_owned()),
+        turn_id: Some(turn.turn_id),
+        admission_id: Some(turn.admission_id),
+        ..Default::default()
+    };
+    let preview: String = s.content.chars().take(PREVIEW_CHARS).collect();
+    let event = NewEvent {
+        session_id: turn.session_id,
+        kind: EventKind::ToolCompleted,
+        turn_id: Some(turn.turn_id),
+        admission_id: Some(turn.admission_id),
+        data: json!({
+            "call_id": s.call_id,
+            "name": s.name,
+            "status": s.outcome.as_str(),
+            "preview": preview,
+            "duration_ms": s.took.map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        }),
+    };
+    let (row, ev) = store
+        .finish_tool_run(fence, turn.turn_id, s.call_id, s.outcome, &result, &event)
+        .await
+        .map_err(|e| NotPersisted(e.to_string()))?;
+    hub.publish(ev);
+    Ok(row)
+}
+
+enum Approval {
+    Approved,
+    Denied,
+    TimedOut,
+    Stopped,
+}
+
+/// Asks a person (SPEC R9.7, R13.2): a durable request announced by `approval.requested`, then
+/// waits for the decision, the expiry, or the turn's stop. A resumed turn waits on the request
+/// it made before the crash.
+async fn ask_approval(
+    round: &Round,
+    call: &PendingCall,
+    args: &Value,
+) -> Result<Approval, NotPersisted> {
+    let inner = &round.inner;
+    let timeout_ms =
+        i64::try_from(inner.config.approval_timeout_s.saturating_mul(1000)).unwrap_or(i64::MAX);
+    let request = json!({
+        "name": call.name,
+        "args": args,
+        "reason": approval_reason(inner.config.approval, &call.name),
+    });
+    let (approval, event) = inner
+        .store
+        .request_approval(
+            &round.batch.fence,
+            &round.batch.turn,
+            &call.call_id,
+            &request,
+            now_ms().saturating_add(timeout_ms),
+        )
+        .await
+        .map_err(|e| NotPersisted(e.to_string()))?;
+    if let Some(ev) = event {
+        inner.hub.publish(ev);
+    }
+    loop {
+        let current = inner
+            .store
+            .get_approval(approval.id)
+            .await
+            .map_err(|e| NotPersisted(e.to_string()))?
+            .unwrap_or_else(|| approval.clone());
+        match current.status {
+            ApprovalStatus::Approved => return Ok(Approval::Approved),
+            ApprovalStatus::Denied => return Ok(Approval::Denied),
+            ApprovalStatus::TimedOut => return Ok(Approval::TimedOut),
+            ApprovalStatus::Pending => {}
+        }
+        let left = current.expires_at - now_ms();
+        if left <= 0 {
+            let expired = inner
+                .store
+                .expire_approval(&round.batch.fence, approval.id)
+                .await
+                .map_err(|e| NotPersisted(e.to_string()))?;
+            if let Some((_, ev)) = expired {
+                inner.hub.publish(ev);
+                return Ok(Approval::TimedOut);
+            }
+            // Decided in the same instant: read it again.
+            continue;
+        }
+        if round.stop.is_cancelled() {
+            return Ok(Approval::Stopped);
+        }
+        (round.batch.activity)();
+        let wait = wakeups::POLL.min(Duration::from_millis(left.unsigned_abs()));
+        tokio::select! {
+            _ = inner.wakeups.wait(round.batch.turn.session_id, wait) => {}
+            _ = round.stop.cancelled() => return Ok(Approval::Stopped),
+        }
+    }
+}
+
+fn approval_reason(mode: ApprovalMode, name: &str) -> String {
+    match mode {
+        ApprovalMode::Always => format!("tools.approval is \"always\": every call ({name}) waits"),
+        _ => format!("{name} can change files, run commands or reach the network"),
+    }
+}
+
+/// Waits for a person's decision on an `unknown` run (SPEC R13.1). `None` when the turn stops.
+async fn wait_decision(
+    round: &Round,
+    call: &PendingCall,
+) -> Result<Option<ToolRunDecision>, NotPersisted> {
+    if call.decision.is_some() {
+        return Ok(call.decision);
+    }
+    let inner = &round.inner;
+    loop {
+        let run = inner
+            .store
+            .get_tool_run(round.batch.turn.turn_id, &call.call_id)
+            .await
+            .map_err(|e| NotPersisted(e.to_string()))?;
+        if let Some(decision) = run.and_then(|r| r.decision) {
+            return Ok(Some(decision));
+        }
+        (round.batch.activity)();
+        tokio::select! {
+            _ = inner.wakeups.wait(round.batch.turn.session_id, wakeups::POLL) => {}
+            _ = round.stop.cancelled() => return Ok(None),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn r9_1_arguments_must_be_a_json_object() {
+        assert_eq!(parse_args(""), Ok(json!({})));
+        assert_eq!(parse_args("{\"a\":1}"), Ok(json!({"a": 1})));
+        assert!(parse_args("[1]").is_err());
+        assert!(parse_args("{oops").unwrap_err().contains("not valid JSON"));
+    }
+
+    #[test]
+    fn spill_names_are_safe_file_names() {
+        assert_eq!(sanitize_file_name("call_1/../x"), "call_1____x");
+    }
+}
