@@ -2,6 +2,20 @@
 //! a turn looks calls up in. The actors crate decides when a call runs (order, approval,
 //! durability); this crate decides what a call does and keeps it inside its sandbox.
 use async_trait::async_trait;
+
+mod args;
+pub mod builtin;
+pub mod checkpoint;
+mod edit;
+mod net_guard;
+mod read;
+mod sandbox;
+mod search;
+pub mod spill;
+mod terminal;
+mod web_fetch;
+
+pub use builtin::{builtin_registry, BuiltinConfig, ToolSetupError, BUILTIN_TOOLS};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -26,6 +40,14 @@ impl ToolOutput {
         Self {
             content: content.into(),
             is_error: true,
+        }
+    }
+
+    /// `Ok` text is a normal result, `Err` text an error result.
+    pub fn from_result(result: Result<String, String>) -> Self {
+        match result {
+            Ok(content) => Self::ok(content),
+            Err(content) => Self::error(content),
         }
     }
 }
