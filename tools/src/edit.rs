@@ -81,10 +81,11 @@ impl Tool for WriteFile {
 
 fn write_file(workspace: &Path, checkpoints: &Path, args: &WriteArgs) -> Result<String, String> {
     let path = non_empty("path", &args.path)?;
-    let target = sandbox::resolve(workspace, path)?;
-    if target.abs.is_dir() {
-        return Err(format!("{path:?} is a directory"));
+    if path.ends_with('/') {
+        return Err(format!("{path:?} names a directory; give a file path"));
     }
+    let target = sandbox::resolve(workspace, path)?;
+    regular_or_missing(&target, path)?;
     replace_file(checkpoints, &target, path, args.content.as_bytes())?;
     Ok(format!(
         "wrote {} bytes to {}",
@@ -138,13 +139,12 @@ fn patch(workspace: &Path, checkpoints: &Path, args: &PatchArgs) -> Result<Strin
     let path = non_empty("path", &args.path)?;
     let old = non_empty("old", &args.old)?;
     let target = sandbox::resolve(workspace, path)?;
-    let bytes = std::fs::read(&target.abs).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => {
-            format!("file {path:?} does not exist; use write_file to create it")
-        }
-        _ if target.abs.is_dir() => format!("{path:?} is a directory"),
-        _ => format!("cannot read {path:?}: {e}"),
-    })?;
+    if !regular_or_missing(&target, path)? {
+        return Err(format!(
+            "file {path:?} does not exist; use write_file to create it"
+        ));
+    }
+    let bytes = std::fs::read(&target.abs).map_err(|e| format!("cannot read {path:?}: {e}"))?;
     // Patching a lossy decoding would corrupt the bytes it could not decode.
     let text = String::from_utf8(bytes)
         .map_err(|_| format!("refused: {path:?} is not UTF-8 text; patch edits text files only"))?;
@@ -169,6 +169,18 @@ fn patch(workspace: &Path, checkpoints: &Path, args: &PatchArgs) -> Result<Strin
         old.len(),
         args.new.len()
     ))
+}
+
+/// Whether the target exists; an error when it exists but is not a regular file (a
+/// directory, or a FIFO or device that would block or misbehave when read or written).
+fn regular_or_missing(target: &Resolved, shown: &str) -> Result<bool, String> {
+    match std::fs::metadata(&target.abs) {
+        Ok(meta) if meta.is_file() => Ok(true),
+        Ok(meta) if meta.is_dir() => Err(format!("{shown:?} is a directory")),
+        Ok(_) => Err(format!("refused: {shown:?} is not a regular file")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(format!("cannot access {shown:?}: {e}")),
+    }
 }
 
 /// How often `needle` occurs in `hay`, overlaps included ("aa" occurs twice in "aaa": the
@@ -260,6 +272,18 @@ mod tests {
         assert_eq!(std::fs::read_dir(dirs.outside.path()).unwrap().count(), 0);
         let out = WriteFile.call(json!({"path": "a.txt"}), &ctx).await;
         assert_eq!(out.content, r#"invalid arguments: missing field "content""#);
+        std::fs::create_dir(ctx.workspace.join("d")).unwrap();
+        let out = WriteFile
+            .call(json!({"path": "d", "content": "x"}), &ctx)
+            .await;
+        assert_eq!(out, ToolOutput::error(r#""d" is a directory"#));
+        let out = WriteFile
+            .call(json!({"path": "e/", "content": "x"}), &ctx)
+            .await;
+        assert_eq!(
+            out,
+            ToolOutput::error(r#""e/" names a directory; give a file path"#)
+        );
     }
 
     #[tokio::test]

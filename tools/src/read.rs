@@ -83,6 +83,10 @@ fn read(workspace: &Path, args: &Args) -> Result<String, String> {
             "{path:?} is a directory; use search_files or terminal to list it"
         ));
     }
+    if !meta.is_file() {
+        // A FIFO or device could block the read forever.
+        return Err(format!("refused: {path:?} is not a regular file"));
+    }
     let file =
         std::fs::File::open(&target.abs).map_err(|e| format!("cannot read {path:?}: {e}"))?;
     let mut reader = BufReader::with_capacity(64 * 1024, file);
@@ -218,6 +222,22 @@ mod tests {
             assert!(out.is_error, "{args}: {out:?}");
             assert!(out.content.contains(expected), "{args}: {}", out.content);
         }
+    }
+
+    #[tokio::test]
+    async fn r9_6_read_file_refuses_a_fifo_instead_of_blocking() {
+        let (_dirs, ctx) = ctx();
+        let fifo = ctx.workspace.join("pipe");
+        let status = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let out = ReadFile.call(json!({"path": "pipe"}), &ctx).await;
+        assert_eq!(
+            out,
+            ToolOutput::error(r#"refused: "pipe" is not a regular file"#)
+        );
     }
 
     #[tokio::test]

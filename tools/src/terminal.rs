@@ -107,6 +107,11 @@ enum End {
 
 impl Terminal {
     async fn run(&self, command: &str, timeout: Duration, ctx: &ToolContext) -> ToolOutput {
+        if ctx.cancel.is_cancelled() {
+            // Interrupted before it started: no side effect at all.
+            let result = json!({"exit_code": null, "stdout": "", "stderr": "", "timed_out": false, "killed": "interrupted"});
+            return ToolOutput::error(result.to_string());
+        }
         let mut cmd = tokio::process::Command::new("sh");
         cmd.arg("-c")
             .arg(command)

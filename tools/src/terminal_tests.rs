@@ -231,3 +231,15 @@ async fn r9_6_terminal_spawn_failure_is_an_error_result() {
         out.content
     );
 }
+
+#[tokio::test]
+async fn r9_4_terminal_cancelled_before_start_runs_nothing() {
+    let (_dirs, ctx) = ctx();
+    ctx.cancel.cancel();
+    let out = Terminal::default()
+        .call(json!({"command": "touch ran"}), &ctx)
+        .await;
+    assert!(out.is_error);
+    assert_eq!(result(&out)["killed"], "interrupted");
+    assert!(!ctx.workspace.join("ran").exists());
+}
