@@ -137,6 +137,8 @@ impl Terminal {
             .id()
             .and_then(|id| i32::try_from(id).ok())
             .map(Pid::from_raw);
+        // If this future is dropped mid-run (the caller gave up on it), the group still dies.
+        let mut group = GroupGuard(pgid);
         let stdout = Capture::start(child.stdout.take());
         let stderr = Capture::start(child.stderr.take());
 
@@ -150,7 +152,6 @@ impl Terminal {
                 status = child.wait() => match status {
                     Ok(status) => break End::Exited(status),
                     Err(e) => {
-                        kill_group(pgid);
                         return ToolOutput::error(format!("waiting for the command failed: {e}"));
                     }
                 },
@@ -163,7 +164,7 @@ impl Terminal {
         };
 
         // Whatever the shell left running in its group goes too: no orphan outlives the call.
-        kill_group(pgid);
+        group.kill_now();
         if !matches!(end, End::Exited(_)) {
             // SIGKILL cannot be ignored, so this returns promptly; bounded all the same.
             match tokio::time::timeout(Duration::from_secs(5), child.wait()).await {
@@ -203,6 +204,23 @@ impl Terminal {
             content: result.to_string(),
             is_error,
         }
+    }
+}
+
+/// Kills the process group when dropped, unless `kill_now` already did.
+struct GroupGuard(Option<Pid>);
+
+impl GroupGuard {
+    /// Kills the group once; later calls and the drop do nothing, so a group id that was
+    /// freed and reused by then is never signalled.
+    fn kill_now(&mut self) {
+        kill_group(self.0.take());
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.kill_now();
     }
 }
 

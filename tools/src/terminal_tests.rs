@@ -243,3 +243,26 @@ async fn r9_4_terminal_cancelled_before_start_runs_nothing() {
     assert_eq!(result(&out)["killed"], "interrupted");
     assert!(!ctx.workspace.join("ran").exists());
 }
+
+#[tokio::test]
+async fn r9_4_terminal_dropped_mid_run_kills_its_group() {
+    let (_dirs, ctx) = ctx();
+    let ws = ctx.workspace.clone();
+    let call = tokio::spawn(async move {
+        Terminal::default()
+            .call(
+                json!({"command": "echo $$ > pgid; sleep 1000 & wait"}),
+                &ctx,
+            )
+            .await
+    });
+    wait_for("the pgid file", || read_pgid(&ws).is_some()).await;
+    let pgid = read_pgid(&ws).unwrap();
+    wait_for("two group members", || group_members(pgid).len() >= 2).await;
+    call.abort();
+    assert!(call.await.unwrap_err().is_cancelled());
+    wait_for("no running group member", || {
+        group_members(pgid).iter().all(|(_, state)| *state == 'Z')
+    })
+    .await;
+}
