@@ -329,8 +329,19 @@ impl Gateway {
             .data_dir
             .join("checkpoints")
             .join(turn.to_string());
-        let restored = turnkey_tools::checkpoint::restore(&dir, &self.workspace)
-            .map_err(|e| GatewayError::Io(format!("restoring turn {turn}: {e}")))?;
+        let workspace = self.workspace.clone();
+        // File I/O: off the async workers.
+        let restored = tokio::task::spawn_blocking(move || {
+            turnkey_tools::checkpoint::restore(&dir, &workspace)
+        })
+        .await
+        .map_err(|e| GatewayError::Io(format!("restoring turn {turn}: {e}")))?;
+        let restored = match restored {
+            Ok(paths) => paths,
+            // A turn that changed no file has nothing to put back.
+            Err(turnkey_tools::checkpoint::CheckpointError::NotFound(_)) => Vec::new(),
+            Err(e) => return Err(GatewayError::Io(format!("restoring turn {turn}: {e}"))),
+        };
         tracing::info!(%session, %turn, files = restored.len(), "checkpoint restored");
         Ok(restored
             .into_iter()

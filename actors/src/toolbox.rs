@@ -31,7 +31,7 @@ pub fn build(config: &RuntimeConfig) -> Result<Toolbox, GatewayError> {
         enabled: config.tools.enabled.clone(),
         fetch_allow: config.tools.fetch_allow.clone(),
     })
-    .map_err(|e| GatewayError::Config(format!("tools: {e}")))?;
+    .map_err(|e| GatewayError::Config(e.to_string()))?;
     let schemas = registry
         .tools()
         .map(|t| ToolSchema {
