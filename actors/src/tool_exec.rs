@@ -47,6 +47,9 @@ pub struct Batch {
     pub stop: CancellationToken,
     /// Records a sign of life for the turn's liveness watchdog.
     pub activity: Arc<dyn Fn() + Send + Sync>,
+    /// Asked when the turn stops: true when calls that have not started are to be left as
+    /// they are for the next process to resume (a graceful shutdown), not settled `skipped`.
+    pub park: Arc<dyn Fn() -> bool + Send + Sync>,
 }
 
 /// A result could not be made durable: the turn ends, and the in-memory result is not sent to
@@ -55,9 +58,10 @@ pub struct Batch {
 #[error("tool result not persisted: {0}")]
 pub struct NotPersisted(pub String);
 
-/// Runs a batch; answers with one persisted result row per call, in call order.
+/// Runs a batch; answers with one persisted result row per call, in call order, or `None` for
+/// a call left unsettled because the turn is parked (see `Batch::park`).
 #[derive(actix::Message)]
-#[rtype(result = "Result<Vec<Message>, NotPersisted>")]
+#[rtype(result = "Result<Vec<Option<Message>>, NotPersisted>")]
 pub struct ExecuteBatch(pub Batch);
 
 /// What every batch shares.
@@ -108,7 +112,7 @@ impl Actor for ToolExecActor {
 }
 
 impl Handler<ExecuteBatch> for ToolExecActor {
-    type Result = ResponseFuture<Result<Vec<Message>, NotPersisted>>;
+    type Result = ResponseFuture<Result<Vec<Option<Message>>, NotPersisted>>;
 
     fn handle(&mut self, msg: ExecuteBatch, _: &mut Context<Self>) -> Self::Result {
         let inner = self.inner.clone();
@@ -160,7 +164,7 @@ impl Round {
     }
 }
 
-async fn run_batch(inner: Arc<Inner>, batch: Batch) -> Result<Vec<Message>, NotPersisted> {
+async fn run_batch(inner: Arc<Inner>, batch: Batch) -> Result<Vec<Option<Message>>, NotPersisted> {
     let n = batch.calls.len();
     let round = Arc::new(Round {
         workers: Semaphore::new(inner.config.max_workers.max(1)),
@@ -198,8 +202,8 @@ async fn run_batch(inner: Arc<Inner>, batch: Batch) -> Result<Vec<Message>, NotP
     results.into_iter().collect()
 }
 
-/// Runs call `i` to a persisted result row.
-async fn run_call(round: &Round, i: usize) -> Result<Message, NotPersisted> {
+/// Runs call `i` to a persisted result row (`None`: left for the next process, see `park`).
+async fn run_call(round: &Round, i: usize) -> Result<Option<Message>, NotPersisted> {
     let call = &round.batch.calls[i];
     let Some(tool) = round.inner.registry.get(&call.name) else {
         // SPEC R9.3: an unknown name is answered, never dispatched.
@@ -207,13 +211,17 @@ async fn run_call(round: &Round, i: usize) -> Result<Message, NotPersisted> {
             "unknown tool: {:?} is not available in this session",
             call.name
         );
-        return finish(round, call, ToolOutcome::Error, error_json(&text), None).await;
+        return finish(round, call, ToolOutcome::Error, error_json(&text), None)
+            .await
+            .map(Some);
     };
     let args = match parse_args(&call.args) {
         Ok(a) => a,
         Err(why) => {
             let text = format!("invalid arguments: {why}");
-            return finish(round, call, ToolOutcome::Error, error_json(&text), None).await;
+            return finish(round, call, ToolOutcome::Error, error_json(&text), None)
+                .await
+                .map(Some);
         }
     };
     if call.status == ToolRunStatus::Unknown {
@@ -222,7 +230,9 @@ async fn run_call(round: &Round, i: usize) -> Result<Message, NotPersisted> {
             Some(ToolRunDecision::Skip) => {
                 let text = "skipped by a person: the call may or may not have run before the \
                             gateway stopped, and it was not run again";
-                return finish(round, call, ToolOutcome::Skipped, error_json(text), None).await;
+                return finish(round, call, ToolOutcome::Skipped, error_json(text), None)
+                    .await
+                    .map(Some);
             }
             None => return skipped(round, call).await,
         }
@@ -231,14 +241,18 @@ async fn run_call(round: &Round, i: usize) -> Result<Message, NotPersisted> {
             Approval::Approved => {}
             Approval::Denied => {
                 let text = "denied: a person refused to let this call run";
-                return finish(round, call, ToolOutcome::Denied, error_json(text), None).await;
+                return finish(round, call, ToolOutcome::Denied, error_json(text), None)
+                    .await
+                    .map(Some);
             }
             Approval::TimedOut => {
                 let text = format!(
                     "denied: nobody approved this call within {} s",
                     round.inner.config.approval_timeout_s
                 );
-                return finish(round, call, ToolOutcome::Denied, error_json(&text), None).await;
+                return finish(round, call, ToolOutcome::Denied, error_json(&text), None)
+                    .await
+                    .map(Some);
             }
             Approval::Stopped => return skipped(round, call).await,
         }
@@ -282,7 +296,9 @@ async fn run_call(round: &Round, i: usize) -> Result<Message, NotPersisted> {
         output.content
     };
     let content = spill(round, call, content);
-    finish(round, call, outcome, content, Some(began.elapsed())).await
+    finish(round, call, outcome, content, Some(began.elapsed()))
+        .await
+        .map(Some)
 }
 
 fn needs_approval(mode: ApprovalMode, tool: &dyn Tool) -> bool {
@@ -424,9 +440,17 @@ async fn start(round: &Round, call: &PendingCall, args: &Value) -> Result<(), No
     Ok(())
 }
 
-async fn skipped(round: &Round, call: &PendingCall) -> Result<Message, NotPersisted> {
+/// Settles a call the stop caught before it started as `skipped`, unless the turn is parked:
+/// then it is left as it is (`planned`, or `unknown` awaiting a decision) for the next process.
+async fn skipped(round: &Round, call: &PendingCall) -> Result<Option<Message>, NotPersisted> {
+    let stopped = matches!(round.halt.lock().ok().and_then(|h| *h), Some(Halt::Stopped));
+    if stopped && (round.batch.park)() {
+        return Ok(None);
+    }
     let text = round.skip_reason();
-    finish(round, call, ToolOutcome::Skipped, error_json(&text), None).await
+    finish(round, call, ToolOutcome::Skipped, error_json(&text), None)
+        .await
+        .map(Some)
 }
 
 async fn finish(

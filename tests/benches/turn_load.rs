@@ -9,6 +9,7 @@ use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
+use turnkey_tests::stats::percentile;
 use turnkey_tests::{ScriptedProvider, Turnkey, TurnkeyOptions};
 
 fn env_usize(key: &str, default: usize) -> usize {
@@ -16,14 +17,6 @@ fn env_usize(key: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[idx.min(sorted.len() - 1)]
 }
 
 /// Runs `turns` turns one after another on one session; returns each turn's latency from

@@ -6,6 +6,7 @@ pub mod pg;
 pub mod scripted;
 mod scripted_server;
 mod scripted_wire;
+pub mod stats;
 pub mod wire;
 
 pub use api::{Api, Resp, SseEvent};

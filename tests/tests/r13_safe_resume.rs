@@ -270,3 +270,49 @@ async fn r13_2_pending_approval_survives_sigkill_and_answering_resumes_postgres(
     };
     approval_survives_sigkill(Some(db.url())).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r13_2_sigterm_parks_a_turn_waiting_for_approval_and_the_next_process_resumes_it() {
+    let provider = ScriptedProvider::start();
+    provider.push(append_call());
+    provider.push(Reply::text("approved after the deploy"));
+    let opts = options(&provider, None, "approval = \"dangerous\"")
+        .env("TURNKEY__SERVER__SHUTDOWN_GRACE_S", "1");
+    let mut tk = Turnkey::start(opts).await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    let a = api.submit_accepted(&s, "ask, then survive a deploy").await;
+    let deadline = tokio::time::Instant::now() + BOUND;
+    while events_kind(&api, &s, "approval.requested").await.is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no approval.requested"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let status = tk.terminate(BOUND).await.expect("exits");
+    assert!(status.success(), "{status:?}");
+
+    tk.restart().await;
+    let api = tk.api();
+    let adm = api.admission(&a).await;
+    assert_eq!(
+        adm.body["status"], "started",
+        "parked, not settled: {}",
+        adm.text
+    );
+    let view = api.session(&s).await;
+    let pending = &view.body["pending_approvals"];
+    assert_eq!(pending.as_array().map(Vec::len), Some(1), "{}", view.text);
+    let id = pending[0]["approval_id"].as_str().unwrap();
+    let res = api
+        .post(
+            &format!("/v1/sessions/{s}/approvals/{id}"),
+            &json!({"decision": "approve"}),
+        )
+        .await;
+    assert_eq!(res.status, 200, "{}", res.text);
+    let adm = api.wait_terminal(&a, BOUND).await;
+    assert_eq!(adm["outcome"]["result"], "completed", "{adm}");
+    assert_eq!(side_effects(&tk), 1);
+}

@@ -31,14 +31,18 @@ pub fn usage_json(u: &Usage) -> Value {
 }
 
 pub async fn finalize(deps: &Deps, c: Closing) {
-    if matches!(
-        c.failure,
-        Some(TurnFailure::Stopped(super::StopReason::LeaseLost))
-    ) {
-        // Another process may own the session: every write would be fenced out anyway, and
-        // the new holder marks this admission unknown.
-        tracing::warn!(turn = %c.turn_id, "lease lost; turn ends without writing");
-        return;
+    match c.failure {
+        Some(TurnFailure::Stopped(super::StopReason::LeaseLost)) => {
+            // Another process may own the session: every write would be fenced out anyway,
+            // and the new holder settles this admission.
+            tracing::warn!(turn = %c.turn_id, "lease lost; turn ends without writing");
+            return;
+        }
+        Some(TurnFailure::Parked) => {
+            tracing::info!(turn = %c.turn_id, "turn parked in its tool round; the next process resumes it");
+            return;
+        }
+        _ => {}
     }
     // A fold from +0.0: `sum()` of no f64 is -0.0, which would render as "-0.0".
     let cost = c.usage_rows.iter().fold(0.0_f64, |acc, u| acc + u.cost_usd);

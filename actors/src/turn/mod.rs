@@ -111,6 +111,10 @@ pub enum TurnFailure {
     NoProvider,
     MaxIterations,
     EmptyResponse,
+    /// The process is stopping while the turn waits in its tool round (for a person, or for
+    /// calls not started yet): it is left `started` for the next process to resume (SPEC
+    /// R13.1, R13.2), so a pending approval outlives a deploy. Nothing is written.
+    Parked,
     /// The same tool call was made `times` times in one turn (SPEC R9.6, R7.2).
     GuardHalt {
         tool: String,
@@ -129,6 +133,7 @@ impl TurnFailure {
             Self::MaxIterations => "max_iterations".into(),
             Self::EmptyResponse => "empty_response".into(),
             Self::GuardHalt { .. } => "tool_guard_halt".into(),
+            Self::Parked => "parked".into(),
         }
     }
 
@@ -144,6 +149,9 @@ impl TurnFailure {
             Self::NoProvider => "no provider is configured".into(),
             Self::MaxIterations => "the turn reached its iteration limit".into(),
             Self::EmptyResponse => "the model returned an empty response".into(),
+            Self::Parked => "the server stopped while the turn waited in its tool round; the next \
+                 process resumes it"
+                .into(),
             Self::GuardHalt { tool, times } => format!(
                 "stopped: {tool} was called {times} times with the same arguments in this \
                  turn, so the turn was halted instead of repeating it again"

@@ -5,7 +5,7 @@
 //! result becomes `unknown` and waits for a person. A call repeated `agent.repeat_guard` times
 //! in one turn halts it (R9.6).
 use super::context::TurnContext;
-use super::{TurnControl, TurnFailure};
+use super::{StopReason, TurnControl, TurnFailure};
 use crate::deps::Deps;
 use crate::tool_exec::{self, Batch, ExecuteBatch, PendingCall, Settled};
 use serde_json::{json, Value};
@@ -165,19 +165,29 @@ pub async fn execute_pending(
         let control = control.clone();
         Arc::new(move || control.touch())
     };
+    let park = {
+        let control = control.clone();
+        Arc::new(move || control.stop_reason() == Some(StopReason::Shutdown))
+    };
     let batch = Batch {
         turn: ctx.turn_ref(),
         fence: ctx.fence.clone(),
         calls: pending,
         stop,
         activity,
+        park,
     };
     let results = deps.tools.send(ExecuteBatch(batch)).await;
     link.abort();
     let rows = results
         .map_err(|e| TurnFailure::PersistenceFailed(format!("tool executor unavailable: {e}")))?
         .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))?;
-    ctx.turn_rows.extend(rows);
+    // A graceful shutdown parks the round: calls not started stay for the next process.
+    let parked = rows.iter().any(Option::is_none);
+    ctx.turn_rows.extend(rows.into_iter().flatten());
+    if parked {
+        return Err(TurnFailure::Parked);
+    }
     Ok(())
 }
 

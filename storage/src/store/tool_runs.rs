@@ -146,6 +146,15 @@ impl Store {
                 tool_run::Column::Status,
                 Expr::value(ToolRunStatus::Unknown.as_str()),
             )
+            // A decision answers one unknown: after a retry that was cut again, ask again.
+            .col_expr(
+                tool_run::Column::Decision,
+                Expr::value(Option::<String>::None),
+            )
+            .col_expr(
+                tool_run::Column::DecidedBy,
+                Expr::value(Option::<String>::None),
+            )
             .filter(tool_run::Column::TurnId.eq(turn.to_string()))
             .filter(tool_run::Column::CallId.eq(call_id))
             .filter(tool_run::Column::Status.eq(ToolRunStatus::Started.as_str()))
