@@ -48,14 +48,7 @@ pub async fn prepare(
     turn_id: TurnId,
 ) -> Result<TurnContext, TurnFailure> {
     let store = &deps.store;
-    let session = store
-        .get_session(admission.session_id)
-        .await
-        .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))?
-        .ok_or_else(|| TurnFailure::PersistenceFailed("session row is missing".into()))?;
-    let system_prompt = session.system_prompt.clone().ok_or_else(|| {
-        TurnFailure::PersistenceFailed("session has no stored system prompt".into())
-    })?;
+    let (session, system_prompt) = session_and_prompt(deps, admission).await?;
     let history = store
         .list_messages(session.id)
         .await
@@ -64,10 +57,7 @@ pub async fn prepare(
     let payload = &admission.payload;
     let text = sanitize_text(payload["text"].as_str().unwrap_or_default());
     let display = payload.get("display").filter(|d| d.is_object()).cloned();
-    let model_override = payload["model_override"]
-        .as_str()
-        .map(str::to_owned)
-        .or_else(|| session.model.clone());
+    let model_override = model_override(admission, &session);
     let user = NewMessage {
         id: MessageId::new(),
         role: Some(MessageRole::User),
@@ -104,24 +94,16 @@ pub async fn resume(
     admission: &Admission,
     turn_id: TurnId,
 ) -> Result<TurnContext, TurnFailure> {
-    let store = &deps.store;
-    let fail = |e: StoreError| TurnFailure::PersistenceFailed(e.to_string());
-    let session = store
-        .get_session(admission.session_id)
+    let (session, system_prompt) = session_and_prompt(deps, admission).await?;
+    let all = deps
+        .store
+        .list_messages(session.id)
         .await
-        .map_err(fail)?
-        .ok_or_else(|| TurnFailure::PersistenceFailed("session row is missing".into()))?;
-    let system_prompt = session.system_prompt.clone().ok_or_else(|| {
-        TurnFailure::PersistenceFailed("session has no stored system prompt".into())
-    })?;
-    let all = store.list_messages(session.id).await.map_err(fail)?;
+        .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))?;
     let (turn_rows, history): (Vec<Message>, Vec<Message>) =
         all.into_iter().partition(|m| m.turn_id == Some(turn_id));
-    let model_override = admission.payload["model_override"]
-        .as_str()
-        .map(str::to_owned)
-        .or_else(|| session.model.clone());
     Ok(TurnContext {
+        model_override: model_override(admission, &session),
         session,
         admission: admission.clone(),
         turn_id,
@@ -129,6 +111,30 @@ pub async fn resume(
         system_prompt,
         history,
         turn_rows,
-        model_override,
     })
+}
+
+/// The session row and its stored system prompt (built once at creation, SPEC R5.2).
+async fn session_and_prompt(
+    deps: &Deps,
+    admission: &Admission,
+) -> Result<(Session, String), TurnFailure> {
+    let session = deps
+        .store
+        .get_session(admission.session_id)
+        .await
+        .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))?
+        .ok_or_else(|| TurnFailure::PersistenceFailed("session row is missing".into()))?;
+    let prompt = session.system_prompt.clone().ok_or_else(|| {
+        TurnFailure::PersistenceFailed("session has no stored system prompt".into())
+    })?;
+    Ok((session, prompt))
+}
+
+/// The input's model override, else the session's model.
+fn model_override(admission: &Admission, session: &Session) -> Option<String> {
+    admission.payload["model_override"]
+        .as_str()
+        .map(str::to_owned)
+        .or_else(|| session.model.clone())
 }

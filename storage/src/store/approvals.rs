@@ -118,7 +118,7 @@ impl Store {
             tx.rollback().await?;
             return Ok(None);
         }
-        let a = self.approval_in(&tx, id).await?;
+        let a = approval_in(&tx, id).await?;
         let ev = resolved_event(&tx, &a, "timeout").await?;
         tx.commit().await?;
         Ok(Some((a, ev)))
@@ -157,22 +157,10 @@ impl Store {
                 StoreError::NotFound(format!("approval {id}"))
             });
         }
-        let a = self.approval_in(&tx, id).await?;
+        let a = approval_in(&tx, id).await?;
         let ev = resolved_event(&tx, &a, decision).await?;
         tx.commit().await?;
         Ok((a, ev))
-    }
-
-    async fn approval_in<C: sea_orm::ConnectionTrait>(
-        &self,
-        db: &C,
-        id: ApprovalId,
-    ) -> Result<Approval> {
-        approval::Entity::find_by_id(id.to_string())
-            .one(db)
-            .await?
-            .ok_or_else(|| StoreError::NotFound(format!("approval {id}")))
-            .and_then(convert::approval)
     }
 
     pub async fn get_approval(&self, id: ApprovalId) -> Result<Option<Approval>> {
@@ -223,4 +211,12 @@ async fn resolved_event<C: sea_orm::ConnectionTrait>(
         },
     )
     .await
+}
+
+async fn approval_in<C: sea_orm::ConnectionTrait>(db: &C, id: ApprovalId) -> Result<Approval> {
+    approval::Entity::find_by_id(id.to_string())
+        .one(db)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("approval {id}")))
+        .and_then(convert::approval)
 }

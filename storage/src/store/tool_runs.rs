@@ -209,23 +209,24 @@ impl Store {
 
     /// The runs of one turn, in call order within each assistant row.
     pub async fn tool_runs_of_turn(&self, turn: TurnId) -> Result<Vec<ToolRun>> {
-        tool_run::Entity::find()
-            .filter(tool_run::Column::TurnId.eq(turn.to_string()))
-            .order_by_asc(tool_run::Column::CreatedAt)
-            .order_by_asc(tool_run::Column::Idx)
-            .all(self.connection())
-            .await?
-            .into_iter()
-            .map(convert::tool_run)
-            .collect()
+        self.runs_in_order(
+            tool_run::Entity::find().filter(tool_run::Column::TurnId.eq(turn.to_string())),
+        )
+        .await
     }
 
     /// The runs of `session` left `unknown` by a crash and waiting for a person.
     pub async fn unknown_tool_runs(&self, session: SessionId) -> Result<Vec<ToolRun>> {
-        tool_run::Entity::find()
-            .filter(tool_run::Column::SessionId.eq(session.to_string()))
-            .filter(tool_run::Column::Status.eq(ToolRunStatus::Unknown.as_str()))
-            .order_by_asc(tool_run::Column::CreatedAt)
+        self.runs_in_order(
+            tool_run::Entity::find()
+                .filter(tool_run::Column::SessionId.eq(session.to_string()))
+                .filter(tool_run::Column::Status.eq(ToolRunStatus::Unknown.as_str())),
+        )
+        .await
+    }
+
+    async fn runs_in_order(&self, q: sea_orm::Select<tool_run::Entity>) -> Result<Vec<ToolRun>> {
+        q.order_by_asc(tool_run::Column::CreatedAt)
             .order_by_asc(tool_run::Column::Idx)
             .all(self.connection())
             .await?
