@@ -7,6 +7,7 @@ mod args;
 pub mod builtin;
 pub mod checkpoint;
 mod edit;
+pub mod mcp;
 mod net_guard;
 mod read;
 mod sandbox;

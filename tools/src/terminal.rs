@@ -23,7 +23,7 @@ pub(crate) const MAX_TIMEOUT_S: f64 = 600.0;
 pub(crate) const OUTPUT_CAP: usize = 64 * 1024;
 /// Variables passed to the command. The gateway's own environment holds provider keys and
 /// tokens, which a command (and so the model) must not be able to print.
-const KEPT_ENV: &[&str] = &[
+pub(crate) const KEPT_ENV: &[&str] = &[
     "PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "TERM",
 ];
 /// How long the output readers may still take after the process group is gone: a process
