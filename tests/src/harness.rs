@@ -38,6 +38,8 @@ pub struct TurnkeyOptions {
     /// The `api_key` of the scripted provider entry; distinct keys tell processes apart in
     /// the provider's recorded `authorization` headers.
     pub provider_api_key: String,
+    /// The `model` of the `[[providers]]` entry.
+    pub provider_model: String,
     /// Extra environment, e.g. `("FAILPOINTS", "admission.after_commit=return")`.
     pub env: Vec<(String, String)>,
     pub lease_ttl_s: u64,
@@ -53,10 +55,16 @@ pub struct TurnkeyOptions {
 impl TurnkeyOptions {
     /// Defaults for a test against `provider`: short leases so cross-process tests stay fast.
     pub fn new(provider: &ScriptedProvider) -> Self {
+        Self::for_base_url(&provider.base_url)
+    }
+
+    /// The same defaults against any Chat Completions server, e.g. the local test model.
+    pub fn for_base_url(base_url: &str) -> Self {
         Self {
             database_url: None,
-            provider_base_url: provider.base_url.clone(),
+            provider_base_url: base_url.to_string(),
             provider_api_key: "sk-test".into(),
+            provider_model: "scripted-model".into(),
             env: Vec::new(),
             lease_ttl_s: 10,
             lease_refresh_s: 2,
@@ -78,6 +86,11 @@ impl TurnkeyOptions {
 
     pub fn provider_api_key(mut self, key: &str) -> Self {
         self.provider_api_key = key.to_string();
+        self
+    }
+
+    pub fn provider_model(mut self, model: &str) -> Self {
+        self.provider_model = model.to_string();
         self
     }
 
@@ -360,7 +373,7 @@ name = "scripted"
 kind = "openai"
 base_url = "{base}"
 api_key = "{api_key}"
-model = "scripted-model"
+model = "{model}"
 context_window = 32000
 {provider_extra}
 [lease]
@@ -373,6 +386,7 @@ wait_s = {wait}
         data = dir.join("data").display(),
         base = o.provider_base_url,
         api_key = o.provider_api_key,
+        model = o.provider_model,
         ttl = o.lease_ttl_s,
         refresh = o.lease_refresh_s,
         wait = o.lease_wait_s,

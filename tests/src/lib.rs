@@ -2,6 +2,7 @@
 //! `turnkey` binary, a typed API client and fresh PostgreSQL databases.
 pub mod api;
 pub mod harness;
+pub mod local_model;
 pub mod pg;
 pub mod scripted;
 mod scripted_server;
@@ -11,5 +12,6 @@ pub mod wire;
 
 pub use api::{Api, Resp, SseEvent};
 pub use harness::{Turnkey, TurnkeyOptions};
+pub use local_model::LocalModel;
 pub use scripted::{RecordedRequest, Reply, ScriptedProvider};
 pub use scripted_wire::Wire;
