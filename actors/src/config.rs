@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use turnkey_providers::ProviderConfig;
+use turnkey_tools::mcp::McpServerConfig;
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(default)]
@@ -83,6 +84,8 @@ pub struct ToolsConfig {
     pub spill_bytes: usize,
     /// Hosts or CIDRs `web_fetch` may reach despite the private-address guard.
     pub fetch_allow: Vec<String>,
+    /// `[[tools.mcp]]`: stdio MCP servers started at start-up; their tools are `NAME__TOOL`.
+    pub mcp: Vec<McpServerConfig>,
 }
 
 impl Default for ToolsConfig {
@@ -105,6 +108,7 @@ impl Default for ToolsConfig {
             batch_timeout_s: 420,
             spill_bytes: 32 * 1024,
             fetch_allow: Vec::new(),
+            mcp: Vec::new(),
         }
     }
 }
@@ -189,6 +193,17 @@ impl RuntimeConfig {
         }
         if self.tools.max_workers == 0 {
             return bad("tools.max_workers", "must be greater than 0");
+        }
+        for (i, server) in self.tools.mcp.iter().enumerate() {
+            if let Some((field, why)) = server.invalid_field() {
+                return bad(&format!("tools.mcp[{i}].{field}"), &why);
+            }
+            if self.tools.mcp[..i].iter().any(|s| s.name == server.name) {
+                return bad(
+                    &format!("tools.mcp[{i}].name"),
+                    &format!("{:?} is the name of another MCP server", server.name),
+                );
+            }
         }
         for (i, p) in self.providers.iter().enumerate() {
             if p.base_url.is_empty() {

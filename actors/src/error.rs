@@ -20,8 +20,10 @@ pub enum GatewayError {
         id: AdmissionId,
         status: AdmissionStatus,
     },
-    #[error("configuration error: {0}")]
-    Config(String),
+    /// A setting the gateway could not use at start-up, with its key (`providers`,
+    /// `tools.workspace`, `tools.mcp[0]`).
+    #[error("configuration error: {key}: {reason}")]
+    Config { key: String, reason: String },
     /// The request conflicts with the state it found (409): an approval already decided or
     /// expired, a tool run not waiting for a decision.
     #[error("{message}")]
@@ -54,7 +56,7 @@ impl GatewayError {
             Self::ShuttingDown => "shutting_down",
             Self::NoProvider => "no_provider",
             Self::NotUnknown { .. } => "not_unknown",
-            Self::Config(_) => "config_error",
+            Self::Config { .. } => "config_error",
             Self::Conflict { code, .. } => code,
             Self::Busy(_) => "session_busy",
             Self::Io(_) => "io_error",

@@ -46,8 +46,11 @@ impl Gateway {
             .iter()
             .map(build_provider)
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| GatewayError::Config(e.to_string()))?;
-        let toolbox = toolbox::build(&config)?;
+            .map_err(|e| GatewayError::Config {
+                key: "providers".into(),
+                reason: e.to_string(),
+            })?;
+        let toolbox = toolbox::build(&config).await?;
         let workspace = toolbox.workspace.clone();
         let hub = EventHub::default();
         let delivery = DeliveryActor::new(store.clone(), hub.clone()).start();

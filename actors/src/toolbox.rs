@@ -1,12 +1,14 @@
 //! The toolbox: builds, once at start-up, the tools a turn may call (the built-ins named in
-//! `tools.enabled`) and the schemas the model is offered. The workspace every tool is
-//! confined to is created here if missing and fixed as an absolute path.
+//! `tools.enabled`, and the tools of every `[[tools.mcp]]` server, which it starts) and the
+//! schemas the model is offered. The workspace every tool is confined to is created here if
+//! missing and fixed as an absolute path; MCP servers run in it.
 use crate::config::RuntimeConfig;
 use crate::error::GatewayError;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use turnkey_providers::ToolSchema;
-use turnkey_tools::builtin::{builtin_registry, BuiltinConfig};
+use turnkey_tools::builtin::{builtin_registry, BuiltinConfig, ToolSetupError};
+use turnkey_tools::mcp::{McpServer, McpServerConfig};
 use turnkey_tools::Registry;
 
 pub struct Toolbox {
@@ -16,22 +18,40 @@ pub struct Toolbox {
     pub workspace: PathBuf,
 }
 
-pub fn build(config: &RuntimeConfig) -> Result<Toolbox, GatewayError> {
+fn config_error(key: impl Into<String>, reason: impl Into<String>) -> GatewayError {
+    GatewayError::Config {
+        key: key.into(),
+        reason: reason.into(),
+    }
+}
+
+pub async fn build(config: &RuntimeConfig) -> Result<Toolbox, GatewayError> {
     let ws = &config.tools.workspace;
     std::fs::create_dir_all(ws).map_err(|e| {
-        GatewayError::Config(format!(
-            "tools.workspace {}: cannot create: {e}",
-            ws.display()
-        ))
+        config_error(
+            "tools.workspace",
+            format!("{}: cannot create: {e}", ws.display()),
+        )
     })?;
     let workspace = ws
         .canonicalize()
-        .map_err(|e| GatewayError::Config(format!("tools.workspace {}: {e}", ws.display())))?;
-    let registry = builtin_registry(&BuiltinConfig {
+        .map_err(|e| config_error("tools.workspace", format!("{}: {e}", ws.display())))?;
+    let mut registry = builtin_registry(&BuiltinConfig {
         enabled: config.tools.enabled.clone(),
         fetch_allow: config.tools.fetch_allow.clone(),
     })
-    .map_err(|e| GatewayError::Config(e.to_string()))?;
+    .map_err(|e| {
+        let key = match e {
+            ToolSetupError::UnknownTool { .. } => "tools.enabled",
+            ToolSetupError::FetchAllow { .. } => "tools.fetch_allow",
+        };
+        let text = e.to_string();
+        let reason = text.strip_prefix(&format!("{key}: ")).unwrap_or(&text);
+        config_error(key, reason)
+    })?;
+    for (i, server) in config.tools.mcp.iter().enumerate() {
+        add_mcp_server(&mut registry, i, server, &workspace).await?;
+    }
     let schemas = registry
         .tools()
         .map(|t| ToolSchema {
@@ -45,4 +65,34 @@ pub fn build(config: &RuntimeConfig) -> Result<Toolbox, GatewayError> {
         schemas,
         workspace,
     })
+}
+
+/// Starts the server of `tools.mcp[i]` and registers its tools. A server that does not start
+/// stops the gateway's start: its tools would otherwise vanish without a word.
+async fn add_mcp_server(
+    registry: &mut Registry,
+    i: usize,
+    config: &McpServerConfig,
+    workspace: &Path,
+) -> Result<(), GatewayError> {
+    let key = format!("tools.mcp[{i}]");
+    let server = McpServer::start(config.clone(), workspace)
+        .await
+        .map_err(|e| config_error(&key, format!("MCP server {:?}: {e}", config.name)))?;
+    for tool in server.tools() {
+        if registry.get(tool.name()).is_some() {
+            return Err(config_error(
+                &key,
+                format!(
+                    "MCP server {:?}: a tool named {} is already offered",
+                    config.name,
+                    tool.name()
+                ),
+            ));
+        }
+        registry.register(tool.clone());
+    }
+    let names: Vec<&str> = server.tools().iter().map(|t| t.name()).collect();
+    tracing::info!(server = %config.name, pid = ?server.pid().await, tools = ?names, "MCP server started");
+    Ok(())
 }

@@ -93,9 +93,10 @@ impl From<StartupError> for Failure {
     fn from(e: StartupError) -> Self {
         match e {
             StartupError::Config(c) => Self::Config(c),
-            // The gateway refuses configuration only when it builds the providers.
-            StartupError::Gateway(GatewayError::Config(reason)) => {
-                Self::Config(InvalidConfig::new("providers", reason))
+            // Settings the gateway could not use when it started (a provider, the workspace,
+            // an MCP server that would not start) are configuration errors too: exit 2.
+            StartupError::Gateway(GatewayError::Config { key, reason }) => {
+                Self::Config(InvalidConfig::new(key, reason))
             }
             other => Self::Other(other.to_string()),
         }

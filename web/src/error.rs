@@ -145,7 +145,8 @@ impl From<GatewayError> for ApiError {
                 tracing::error!(error = %message, "file operation failed");
                 Self::new(StatusCode::INTERNAL_SERVER_ERROR, "io_error", message)
             }
-            GatewayError::Config(msg) => {
+            GatewayError::Config { .. } => {
+                let msg = e.to_string();
                 tracing::error!(error = %msg, "configuration error while serving");
                 Self::new(StatusCode::INTERNAL_SERVER_ERROR, "config_error", msg)
             }

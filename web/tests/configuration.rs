@@ -320,14 +320,7 @@ fn sections_this_build_does_not_serve_are_refused_by_name() {
         ),
         ("[pricing]\n\"m\" = { input = 1.0, output = 2.0 }\n", "pricing"),
         ("[telemetry]\notlp_endpoint = \"\"\n", "telemetry"),
-        (
-            "[[tools.mcp]]\nname = \"time\"\ncommand = \"mcp-server-time\"\n",
-            "tools.mcp",
-        ),
-        ("[tools]\nspill_bytes = 32768\n", "tools.spill_bytes"),
-        ("[tools]\nfetch_allow = []\n", "tools.fetch_allow"),
         ("[agent]\ncoalesce_ms = 0\n", "agent.coalesce_ms"),
-        ("[agent]\nrepeat_guard = 3\n", "agent.repeat_guard"),
         (
             "[[providers]]\nname = \"a\"\nkind = \"anthropic\"\nbase_url = \"https://api.anthropic.com/v1\"\nmodel = \"c\"\n",
             "providers[0].kind",
@@ -460,7 +453,16 @@ fn the_example_file_loads_and_shows_the_defaults() {
     assert!(on.auth.operator_token.take().is_some());
     assert_eq!(on.providers.len(), 1, "the example shows one provider");
     let provider = serde_json::to_value(on.providers.remove(0)).expect("provider json");
+    let mcp = std::mem::take(&mut on.tools.mcp);
+    assert_eq!(mcp.len(), 1, "the example shows one MCP server");
     assert_eq!(format!("{on:?}"), defaults);
+    let required = serde_json::json!({"name": mcp[0].name, "command": mcp[0].command});
+    let with_defaults: turnkey_tools::mcp::McpServerConfig =
+        serde_json::from_value(required).expect("name and command make an MCP server");
+    assert_eq!(
+        with_defaults, mcp[0],
+        "an MCP server key in the example does not show its default"
+    );
     let mut required = serde_json::Map::new();
     for key in [
         "name",
@@ -484,10 +486,21 @@ fn the_example_file_loads_and_shows_the_defaults() {
 #[test]
 fn the_example_file_shows_every_key_the_build_accepts() {
     let settings = serde_json::to_value(ok(&dir_with_file(None), &[])).expect("settings json");
+    let shown_on = serde_json::to_value(ok(&dir_with_file(Some(&example_uncommented())), &[]))
+        .expect("settings json");
     let mut accepted = std::collections::BTreeSet::new();
     for (section, table) in settings.as_object().expect("a table") {
         for key in table.as_object().map(|t| t.keys()).into_iter().flatten() {
-            accepted.insert(format!("{section}.{key}"));
+            // An array of tables (`[[tools.mcp]]`) is shown as one commented table: its keys
+            // are those of the entry the example shows.
+            match shown_on[section][key][0].as_object() {
+                Some(entry) => {
+                    accepted.extend(entry.keys().map(|k| format!("{section}.{key}.{k}")))
+                }
+                None => {
+                    accepted.insert(format!("{section}.{key}"));
+                }
+            }
         }
     }
     let provider = ok(&dir_with_file(Some(&example_uncommented())), &[]).providers;
@@ -500,4 +513,52 @@ fn the_example_file_shows_every_key_the_build_accepts() {
     assert!(missing.is_empty(), "not in the example: {missing:?}");
     let unknown: Vec<_> = shown.difference(&accepted).collect();
     assert!(unknown.is_empty(), "not accepted by the build: {unknown:?}");
+}
+
+#[test]
+fn r9_mcp_servers_load_with_their_args_and_env() {
+    let s = ok(
+        &dir_with_file(Some(
+            "[[tools.mcp]]\nname = \"time\"\ncommand = \"mcp-server-time\"\n\n\
+             [[tools.mcp]]\nname = \"git-2\"\ncommand = \"/opt/mcp/bin/mcp-server-git\"\n\
+             args = [\"--repository\", \"/srv/repo\"]\nenv = { GIT_AUTHOR_NAME = \"Tess\", tz = \"UTC\" }\n",
+        )),
+        &[],
+    );
+    let mcp = &s.tools.mcp;
+    assert_eq!(mcp.len(), 2);
+    assert_eq!((mcp[0].name.as_str(), mcp[0].args.len()), ("time", 0));
+    assert!(mcp[0].env.is_empty());
+    assert_eq!(mcp[1].args, ["--repository", "/srv/repo"]);
+    // Variable names keep their case.
+    let env: Vec<(&str, &str)> = mcp[1]
+        .env
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(env, [("GIT_AUTHOR_NAME", "Tess"), ("tz", "UTC")]);
+}
+
+#[test]
+fn r9_invalid_mcp_servers_are_named_by_key() {
+    for (toml, key) in [
+        ("[[tools.mcp]]\nname = \"\"\ncommand = \"x\"\n", "tools.mcp[0].name"),
+        (
+            "[[tools.mcp]]\nname = \"a\"\ncommand = \"x\"\n[[tools.mcp]]\nname = \"my.server\"\ncommand = \"x\"\n",
+            "tools.mcp[1].name",
+        ),
+        ("[[tools.mcp]]\nname = \"a\"\ncommand = \"\"\n", "tools.mcp[0].command"),
+        (
+            "[[tools.mcp]]\nname = \"a\"\ncommand = \"x\"\n[[tools.mcp]]\nname = \"a\"\ncommand = \"y\"\n",
+            "tools.mcp[1].name",
+        ),
+    ] {
+        let e = refused(toml);
+        assert_eq!(e.key, key, "{toml}: {e}");
+    }
+    let e = refused("[[tools.mcp]]\nname = \"a\"\n");
+    assert_eq!(e.key, "tools.mcp[0].command", "{e}");
+    let e = refused("[[tools.mcp]]\nname = \"a\"\ncommand = \"x\"\ntimeout = 5\n");
+    assert_eq!(e.key, "tools.mcp[0].timeout", "{e}");
+    assert!(e.reason.contains("unknown key"), "{e}");
 }

@@ -36,10 +36,16 @@ impl Connection {
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE);
         match tokio::time::timeout(START_TIMEOUT, info.serve(pipes)).await {
             Ok(Ok(client)) => Ok(Self { client, process }),
-            Ok(Err(e)) => Err(McpError::Initialize {
-                reason: e.to_string(),
-                ending: process.ending(EXIT_STATUS_WAIT).await,
-            }),
+            Ok(Err(e)) => {
+                let ending = process.ending(EXIT_STATUS_WAIT).await;
+                // rmcp's text for a server that died first is a broken pipe; its end says more.
+                let reason = if process.has_exited() {
+                    "no answer".to_owned()
+                } else {
+                    e.to_string()
+                };
+                Err(McpError::Initialize { reason, ending })
+            }
             Err(_) => Err(McpError::Initialize {
                 reason: format!("no answer within {} s", START_TIMEOUT.as_secs()),
                 ending: "still running; stopped".into(),
