@@ -17,7 +17,10 @@ const FILE: &str = "secret.txt";
 const CODE_WORD: &str = "PELICAN";
 
 /// Two earlier exchanges in the model's own ChatML turns: a 135M model copies a pattern it
-/// has just seen, and does not call tools from the tool list alone.
+/// has just seen, and does not call tools from the tool list alone. The answers after the
+/// tool responses are the bare file text: with a lead-in such as "notes.txt says:" the model,
+/// at temperature 0, answered that lead-in in a loop for about half of the session start
+/// times in the prompt (measured 7 of 20 with it, 20 of 20 without).
 const EXAMPLES: &str = r#"When the user asks about a file, your first answer is always a <tool_call> for read_file. After the <tool_response> comes back, repeat its text exactly.
 Two earlier conversations:
 <|im_start|>user
@@ -31,7 +34,7 @@ What is in notes.txt?<|im_end|>
 buy milk
 </tool_response><|im_end|>
 <|im_start|>assistant
-notes.txt says: buy milk<|im_end|>
+buy milk<|im_end|>
 <|im_start|>user
 What is in todo.md?<|im_end|>
 <|im_start|>assistant
@@ -43,7 +46,7 @@ What is in todo.md?<|im_end|>
 fix the roof
 </tool_response><|im_end|>
 <|im_start|>assistant
-todo.md says: fix the roof<|im_end|>"#;
+fix the roof<|im_end|>"#;
 
 /// What one turn showed: whether `read_file` ran ok, and the final answer.
 struct Attempt {
