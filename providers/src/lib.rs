@@ -1,9 +1,12 @@
-//! Model providers: neutral wire types, the `Provider` trait, the OpenAI-compatible client
-//! with SSE streaming, error classification, retry timing, token estimates and prices.
+//! Model providers: neutral wire types, the `Provider` trait, the OpenAI-compatible and
+//! Anthropic Messages clients with SSE streaming, error classification, retry timing, token
+//! counts and prices.
 // Tests may fail loudly; the library itself is still checked without this in non-test builds.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod anthropic;
 pub mod error;
+mod http;
 pub mod openai;
 pub mod pricing;
 pub mod provider;
@@ -11,12 +14,15 @@ pub mod retry;
 pub mod tokens;
 pub mod wire;
 
+pub use anthropic::AnthropicProvider;
 pub use error::ProviderError;
 pub use openai::OpenAiProvider;
 pub use pricing::{cost_usd, price_per_mtok, Price};
 pub use provider::{build_provider, DeltaSink, Provider, ProviderConfig, ProviderKind};
 pub use retry::RetryPolicy;
-pub use tokens::{estimate_messages, estimate_tokens};
+pub use tokens::{
+    estimate_messages, estimate_messages_for_model, estimate_tokens, estimate_tokens_for_model,
+};
 pub use wire::{
     ChatMessage, ChatRequest, ChatResponse, FinishReason, Role, ToolCall, ToolSchema, Usage,
 };

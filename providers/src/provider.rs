@@ -1,5 +1,6 @@
 //! The `Provider` trait every model client implements, its configuration, and the factory
 //! that turns one configured `[[providers]]` entry into a client.
+use crate::anthropic::AnthropicProvider;
 use crate::error::ProviderError;
 use crate::openai::OpenAiProvider;
 use crate::retry::RetryPolicy;
@@ -14,6 +15,7 @@ use std::time::Duration;
 pub enum ProviderKind {
     /// Any Chat Completions compatible server.
     Openai,
+    /// The Anthropic Messages API (`{base_url}/messages`).
     Anthropic,
 }
 
@@ -140,11 +142,7 @@ pub trait Provider: Send + Sync {
 pub fn build_provider(cfg: &ProviderConfig) -> Result<Arc<dyn Provider>, ProviderError> {
     match cfg.kind {
         ProviderKind::Openai => Ok(Arc::new(OpenAiProvider::new(cfg)?)),
-        ProviderKind::Anthropic => Err(ProviderError::Unsupported(format!(
-            "provider '{}': kind \"anthropic\" is not implemented yet; use kind \"openai\" \
-             with an OpenAI-compatible endpoint",
-            cfg.name
-        ))),
+        ProviderKind::Anthropic => Ok(Arc::new(AnthropicProvider::new(cfg)?)),
     }
 }
 
@@ -185,25 +183,29 @@ mod tests {
     }
 
     #[test]
-    fn factory_builds_openai_and_refuses_anthropic_clearly() {
+    fn factory_builds_openai_and_anthropic() {
         let p = build_provider(&cfg("openai")).unwrap();
         assert_eq!(p.name(), "main");
         assert_eq!(p.model(), "gpt-4o");
         assert_eq!(p.context_window(), 128_000);
-        let Err(e) = build_provider(&cfg("anthropic")) else {
-            panic!("anthropic should be unsupported for now");
-        };
-        assert_eq!(e.code(), "provider_unsupported");
-        assert!(e.to_string().contains("anthropic"));
+        let mut c = cfg("anthropic");
+        c.model = "claude-sonnet-4-5".into();
+        c.max_retries = 5;
+        let p = build_provider(&c).unwrap();
+        assert_eq!(p.name(), "main");
+        assert_eq!(p.model(), "claude-sonnet-4-5");
+        assert_eq!(p.retry_policy().max_attempts, 6);
     }
 
     #[test]
     fn a_bad_base_url_is_refused_at_build_time() {
-        let mut c = cfg("openai");
-        c.base_url = "not a url".into();
-        assert!(matches!(
-            build_provider(&c),
-            Err(ProviderError::Unsupported(_))
-        ));
+        for kind in ["openai", "anthropic"] {
+            let mut c = cfg(kind);
+            c.base_url = "not a url".into();
+            assert!(matches!(
+                build_provider(&c),
+                Err(ProviderError::Unsupported(_))
+            ));
+        }
     }
 }

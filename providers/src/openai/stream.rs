@@ -1,16 +1,14 @@
 //! Chat Completions SSE streams: reading with an idle bound on every chunk, and accumulating
 //! text, tool-call fragments, the finish reason and the final usage chunk into one response.
 use super::completion::{finish_reason, normalize_arguments, usage};
-use super::describe;
 use crate::error::{error_message, truncate_chars, ProviderError};
+use crate::http::{guard_idle, ChunkError};
 use crate::provider::DeltaSink;
 use crate::wire::{ChatResponse, ToolCall, Usage};
-use bytes::Bytes;
 use eventsource_stream::{EventStreamError, Eventsource};
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::fmt;
 use std::time::Duration;
 
 /// Reads a streamed response to its end.
@@ -48,39 +46,6 @@ pub(super) async fn read_stream(
         }
     }
     acc.finish(fallback_model)
-}
-
-/// Why the byte stream under the SSE parser stopped.
-#[derive(Debug)]
-enum ChunkError {
-    Idle,
-    Body(reqwest::Error),
-}
-
-impl fmt::Display for ChunkError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Idle => f.write_str("stream idle"),
-            Self::Body(e) => write!(f, "stream interrupted: {}", describe(e)),
-        }
-    }
-}
-
-/// Bounds the wait for every chunk of bytes, so any byte (an SSE keep-alive comment too)
-/// proves the stream alive, and silence longer than `idle` ends it with `ChunkError::Idle`.
-fn guard_idle(
-    bytes: impl Stream<Item = reqwest::Result<Bytes>>,
-    idle: Duration,
-) -> impl Stream<Item = Result<Bytes, ChunkError>> {
-    futures::stream::unfold(Some(Box::pin(bytes)), move |state| async move {
-        let mut bytes = state?;
-        match tokio::time::timeout(idle, bytes.next()).await {
-            Ok(Some(Ok(chunk))) => Some((Ok(chunk), Some(bytes))),
-            Ok(Some(Err(e))) => Some((Err(ChunkError::Body(e)), None)),
-            Ok(None) => None,
-            Err(_) => Some((Err(ChunkError::Idle), None)),
-        }
-    })
 }
 
 /// One tool call being assembled: id and name arrive first, arguments in pieces.

@@ -1,0 +1,164 @@
+//! The HTTP plumbing every provider client shares: one connection pool, the bounded send, the
+//! classified failure, whole-body reads with a bound, and the idle guard under an SSE stream.
+use crate::error::{retry_after_from_headers, ProviderError};
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use reqwest::header::CONTENT_TYPE;
+use std::fmt;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `{base_url}/{path}`, whether or not `base_url` ends in a slash; only http(s).
+pub(crate) fn endpoint(
+    provider: &str,
+    base_url: &str,
+    path: &str,
+) -> Result<reqwest::Url, ProviderError> {
+    let joined = format!("{}/{path}", base_url.trim().trim_end_matches('/'));
+    match reqwest::Url::parse(&joined) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") => Ok(url),
+        Ok(_) | Err(_) => Err(ProviderError::Unsupported(format!(
+            "provider '{provider}': base_url {base_url:?} is not an http(s) URL"
+        ))),
+    }
+}
+
+/// One connection pool for every provider in the process.
+pub(crate) fn shared_client() -> Result<reqwest::Client, ProviderError> {
+    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
+    if let Some(client) = CLIENT.get() {
+        return Ok(client.clone());
+    }
+    let client = reqwest::Client::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .use_rustls_tls()
+        .build()
+        .map_err(|e| ProviderError::Unsupported(format!("HTTP client: {}", describe(&e))))?;
+    // Two first callers may both build one; either is fine and only one is kept.
+    Ok(CLIENT.get_or_init(|| client).clone())
+}
+
+/// Sends a request and waits at most `timeout` for the response head (status and headers).
+pub(crate) async fn send(
+    builder: reqwest::RequestBuilder,
+    timeout: Duration,
+) -> Result<reqwest::Response, ProviderError> {
+    match tokio::time::timeout(timeout, builder.send()).await {
+        Ok(Ok(resp)) => Ok(resp),
+        // Nothing was sent, and the same request would fail the same way again.
+        Ok(Err(e)) if e.is_builder() => Err(ProviderError::Unsupported(format!(
+            "request could not be built: {}",
+            describe(&e)
+        ))),
+        Ok(Err(e)) => Err(ProviderError::Transport(describe(&e))),
+        Err(_) => Err(ProviderError::Transport(format!(
+            "no response within {}s",
+            timeout.as_secs()
+        ))),
+    }
+}
+
+/// The whole body of a successful response, within `timeout`.
+pub(crate) async fn read_body(
+    resp: reqwest::Response,
+    timeout: Duration,
+) -> Result<String, ProviderError> {
+    match tokio::time::timeout(timeout, resp.text()).await {
+        Ok(Ok(body)) => Ok(body),
+        Ok(Err(e)) => Err(ProviderError::Transport(describe(&e))),
+        Err(_) => Err(ProviderError::Transport(format!(
+            "response body not complete within {}s",
+            timeout.as_secs()
+        ))),
+    }
+}
+
+/// A failed response, classified by status, `Retry-After` and body (read within `idle`).
+pub(crate) async fn failure(resp: reqwest::Response, idle: Duration) -> ProviderError {
+    let status = resp.status().as_u16();
+    let retry_after = retry_after_from_headers(resp.headers());
+    let body = match tokio::time::timeout(idle, resp.text()).await {
+        Ok(Ok(body)) => body,
+        Ok(Err(e)) => format!("(error body unreadable: {})", describe(&e)),
+        Err(_) => "(error body not received in time)".to_owned(),
+    };
+    ProviderError::from_http(status, retry_after, &body)
+}
+
+pub(crate) fn is_json(resp: &reqwest::Response) -> bool {
+    resp.headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("application/json"))
+}
+
+/// A reqwest error with its causes; its own text alone ("error sending request") hides
+/// whether the connection was refused, reset or timed out.
+pub(crate) fn describe(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// Why the byte stream under an SSE parser stopped.
+#[derive(Debug)]
+pub(crate) enum ChunkError {
+    Idle,
+    Body(reqwest::Error),
+}
+
+impl fmt::Display for ChunkError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Idle => f.write_str("stream idle"),
+            Self::Body(e) => write!(f, "stream interrupted: {}", describe(e)),
+        }
+    }
+}
+
+/// Bounds the wait for every chunk of bytes, so any byte (an SSE keep-alive comment too)
+/// proves the stream alive, and silence longer than `idle` ends it with `ChunkError::Idle`.
+pub(crate) fn guard_idle(
+    bytes: impl Stream<Item = reqwest::Result<Bytes>>,
+    idle: Duration,
+) -> impl Stream<Item = Result<Bytes, ChunkError>> {
+    futures::stream::unfold(Some(Box::pin(bytes)), move |state| async move {
+        let mut bytes = state?;
+        match tokio::time::timeout(idle, bytes.next()).await {
+            Ok(Some(Ok(chunk))) => Some((Ok(chunk), Some(bytes))),
+            Ok(Some(Err(e))) => Some((Err(ChunkError::Body(e)), None)),
+            Ok(None) => None,
+            Err(_) => Some((Err(ChunkError::Idle), None)),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_joins_without_doubling_slashes() {
+        for base in ["http://h:1/v1", "http://h:1/v1/", " http://h:1/v1// "] {
+            assert_eq!(
+                endpoint("p", base, "chat/completions").unwrap().as_str(),
+                "http://h:1/v1/chat/completions"
+            );
+        }
+        assert_eq!(
+            endpoint("p", "https://api.anthropic.com/v1", "messages")
+                .unwrap()
+                .as_str(),
+            "https://api.anthropic.com/v1/messages"
+        );
+        assert!(endpoint("p", "ftp://h/v1", "messages").is_err());
+        assert!(endpoint("p", "", "messages").is_err());
+    }
+}
