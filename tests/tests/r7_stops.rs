@@ -1,0 +1,353 @@
+//! Every stop of the loop (SPEC R7.2, R7.3) against the real binary: each ends the turn with a
+//! stable `failure_reason` in both the admission outcome and the `turn.finished` event.
+//! Covered elsewhere: provider 5xx after retries (r5_r10_turn_lifecycle
+//! `r12_provider_5xx_exhausts_retries…`, `r8_3_retry_limits…`), proven overflow
+//! (`r6_5_proven_overflow…`), inactivity (`r4_3…`), shutdown (r2_4_graceful_shutdown).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::{json, Value};
+use std::time::Duration;
+use turnkey_tests::{Api, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
+
+const BOUND: Duration = Duration::from_secs(60);
+
+async fn start(provider: &ScriptedProvider, agent_toml: &str) -> Turnkey {
+    let opts = TurnkeyOptions::new(provider).extra_toml(&format!(
+        "[agent]\n{agent_toml}\n\n[tools]\napproval = \"off\"\n"
+    ));
+    Turnkey::start(opts).await
+}
+
+/// Submits `text`, waits for the turn, and checks `result` and `failure_reason` in the
+/// admission outcome and in the turn's `turn.finished` event. Returns the outcome.
+async fn run_turn(api: &Api, s: &str, text: &str, result: &str, reason: Option<&str>) -> Value {
+    let a = api.submit_accepted(s, text).await;
+    let adm = api.wait_terminal(&a, BOUND).await;
+    let outcome = adm["outcome"].clone();
+    assert_eq!(outcome["result"], result, "{adm}");
+    let reason = reason.map_or(Value::Null, |r| json!(r));
+    assert_eq!(outcome["failure_reason"], reason, "{adm}");
+    let events = api.all_events(s, 0).await;
+    let finished = events
+        .iter()
+        .filter(|e| e["kind"] == "turn.finished" && e["admission_id"] == json!(a))
+        .collect::<Vec<_>>();
+    assert_eq!(finished.len(), 1, "one turn.finished: {events:?}");
+    assert_eq!(finished[0]["data"]["result"], result);
+    assert_eq!(
+        finished[0]["data"].get("failure_reason").cloned().unwrap_or(Value::Null),
+        reason,
+        "{}",
+        finished[0]
+    );
+    outcome
+}
+
+/// A streamed OpenAI answer cut off by the output limit (`finish_reason: length`).
+fn truncated(text: &str) -> Reply {
+    let chunk = |delta: Value, finish: Value| {
+        let c = json!({"id": "chatcmpl-t", "object": "chat.completion.chunk", "created": 0,
+            "model": "scripted-model",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        format!("data: {c}\n\n")
+    };
+    let body = [
+        chunk(json!({"role": "assistant", "content": text}), Value::Null),
+        chunk(json!({}), json!("length")),
+        "data: [DONE]\n\n".to_string(),
+    ]
+    .concat();
+    Reply::Malformed(body.into_bytes())
+}
+
+fn read(id: &str, path: &str) -> Reply {
+    Reply::tool_call(id, "read_file", json!({ "path": path }))
+}
+
+fn messages_of(body: &Value) -> Vec<(String, String)> {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap_or("?").to_owned(),
+                m["content"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn transcript(messages: &[Value]) -> Vec<(String, String)> {
+    messages
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap_or("?").to_owned(),
+                m["content"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r7_2_final_text_completes_without_a_failure_reason() {
+    let provider = ScriptedProvider::start();
+    provider.push(Reply::text("the answer"));
+    let tk = start(&provider, "").await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    let outcome = run_turn(&api, &s, "question", "completed", None).await;
+    assert_eq!(outcome["final_response"], "the answer");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r7_2_max_iterations_stops_without_a_grace_call() {
+    let provider = ScriptedProvider::start();
+    for i in 0..3 {
+        provider.push(read(&format!("m{i}"), &format!("missing-{i}.txt")));
+    }
+    let tk = start(&provider, "max_iterations = 2\niteration_budget = 10").await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    run_turn(&api, &s, "keep reading", "failed", Some("max_iterations")).await;
+    assert_eq!(provider.request_count(), 2, "no call past max_iterations");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r7_3_spent_budget_gets_one_grace_call_without_tools() {
+    let provider = ScriptedProvider::start();
+    provider.push(read("b0", "missing-0.txt"));
+    provider.push(read("b1", "missing-1.txt"));
+    provider.push(Reply::text("Stopped after reading two files; the rest is left."));
+    let tk = start(&provider, "max_iterations = 10\niteration_budget = 2").await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    let outcome = run_turn(&api, &s, "read everything", "failed", Some("budget_exhausted")).await;
+    assert_eq!(
+        outcome["final_response"],
+        "Stopped after reading two files; the rest is left."
+    );
+    let reqs = provider.requests();
+    assert_eq!(reqs.len(), 3, "two iterations and one grace call");
+    assert!(reqs[0].body["tools"].as_array().is_some_and(|t| !t.is_empty()));
+    let last = &reqs[2].body;
+    assert!(
+        last.get("tools").is_none_or(|t| t.as_array().is_some_and(Vec::is_empty)),
+        "the grace call offers no tools: {last}"
+    );
+    let wire = messages_of(last);
+    let (role, text) = wire.last().unwrap();
+    assert_eq!(role, "user");
+    assert!(text.contains("summarize where the work stopped"), "{text}");
+    // The instruction is wire-only; the summary is the delivered answer.
+    let msgs = transcript(&api.messages(&s).await);
+    assert!(msgs.iter().all(|(_, t)| !t.contains("iteration budget")), "{msgs:?}");
+    assert_eq!(
+        msgs.last().unwrap(),
+        &(
+            "assistant".to_owned(),
+            "Stopped after reading two files; the rest is left.".to_owned()
+        )
+    );
+    let events = api.all_events(&s, 0).await;
+    assert!(events.iter().any(|e| e["kind"] == "message.complete"
+        && e["data"]["text"] == "Stopped after reading two files; the rest is left."));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r7_2_time_budget_spent_interrupts_the_turn() {
+    let provider = ScriptedProvider::start();
+    provider.push(Reply::Hang);
+    let tk = start(&provider, "turn_timeout_s = 1").await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    run_turn(&api, &s, "slow", "interrupted", Some("turn_timeout")).await;
+    provider.release_hangs();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r7_2_user_interrupt_stops_the_turn() {
+    let provider = ScriptedProvider::start();
+    provider.push(Reply::Hang);
+    let tk = start(&provider, "").await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    let api2 = tk.api();
+    let s2 = s.clone();
+    let p2 = provider.clone();
+    let interrupter = tokio::spawn(async move {
+        p2.wait_for_requests(1, BOUND).await.unwrap();
+        let r = api2.interrupt(&s2).await;
+        assert_eq!(r.status, 202, "{}", r.text);
+    });
+    run_turn(&api, &s, "wait", "interrupted", Some("interrupted")).await;
+    interrupter.await.unwrap();
+    provider.release_hangs();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r7_2_tool_guard_halt_stops_the_turn() {
+    let provider = ScriptedProvider::start();
+    for i in 0..3 {
+        provider.push(read(&format!("g{i}"), "same.txt"));
+    }
+    let tk = start(&provider, "").await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    run_turn(&api, &s, "loop", "failed", Some("tool_guard_halt")).await;
+    assert_eq!(provider.request_count(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r7_2_empty_output_is_recovered_once() {
+    let provider = ScriptedProvider::start();
+    provider.push(Reply::text(""));
+    provider.push(Reply::text("now an answer"));
+    let tk = start(&provider, "").await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    let outcome = run_turn(&api, &s, "say something", "completed", None).await;
+    assert_eq!(outcome["final_response"], "now an answer");
+    let reqs = provider.requests();
+    assert_eq!(reqs.len(), 2);
+    let wire = messages_of(&reqs[1].body);
+    assert_eq!(wire[wire.len() - 2], ("user".to_owned(), "say something".to_owned()));
+    assert!(wire.last().unwrap().1.contains("empty"), "{wire:?}");
+    // The nudge is wire-only.
+    let msgs = transcript(&api.messages(&s).await);
+    assert_eq!(
+        msgs,
+        vec![
+            ("user".to_owned(), "say something".to_owned()),
+            ("assistant".to_owned(), "now an answer".to_owned())
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r7_2_empty_output_twice_fails_as_empty_response() {
+    let provider = ScriptedProvider::start();
+    provider.push(Reply::text(""));
+    provider.push(Reply::text(""));
+    provider.push(Reply::text("never asked"));
+    let tk = start(&provider, "").await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    run_turn(&api, &s, "say something", "failed", Some("empty_response")).await;
+    assert_eq!(provider.request_count(), 2, "exactly one recovery call");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r7_2_repeated_output_gets_one_recovery_then_fails() {
+    let provider = ScriptedProvider::start();
+    provider.push(Reply::text("I cannot help with that."));
+    provider.push(Reply::text("I cannot help with that."));
+    provider.push(Reply::text("I cannot help with that."));
+    let tk = start(&provider, "").await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    run_turn(&api, &s, "first question", "completed", None).await;
+    run_turn(&api, &s, "another question", "failed", Some("repeated_output")).await;
+    let reqs = provider.requests();
+    assert_eq!(reqs.len(), 3, "one recovery call, no more");
+    let wire = messages_of(&reqs[2].body);
+    let n = wire.len();
+    assert_eq!(
+        wire[n - 3],
+        ("user".to_owned(), "another question".to_owned())
+    );
+    assert_eq!(
+        wire[n - 2],
+        ("assistant".to_owned(), "I cannot help with that.".to_owned())
+    );
+    assert!(wire[n - 1].1.contains("repeats"), "{wire:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r7_2_repeated_output_recovered_and_same_question_is_not_a_repeat() {
+    let provider = ScriptedProvider::start();
+    provider.push(Reply::text("Hello!"));
+    provider.push(Reply::text("Hello!"));
+    provider.push(Reply::text("Hello!"));
+    provider.push(Reply::text("Something new."));
+    let tk = start(&provider, "").await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    run_turn(&api, &s, "hi", "completed", None).await;
+    // The same answer to the same question is fine.
+    let same = run_turn(&api, &s, "hi", "completed", None).await;
+    assert_eq!(same["final_response"], "Hello!");
+    assert_eq!(provider.request_count(), 2);
+    let next = run_turn(&api, &s, "tell me more", "completed", None).await;
+    assert_eq!(next["final_response"], "Something new.");
+    assert_eq!(provider.request_count(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r7_2_truncated_output_is_continued_and_concatenated() {
+    let provider = ScriptedProvider::start();
+    provider.push(truncated("part one, "));
+    provider.push(truncated("part two, "));
+    provider.push(Reply::text("the end."));
+    let tk = start(&provider, "").await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    let outcome = run_turn(&api, &s, "write a lot", "completed", None).await;
+    assert_eq!(outcome["final_response"], "part one, part two, the end.");
+    let reqs = provider.requests();
+    assert_eq!(reqs.len(), 3);
+    let second = messages_of(&reqs[1].body);
+    let n = second.len();
+    assert_eq!(second[n - 2], ("assistant".to_owned(), "part one, ".to_owned()));
+    assert!(second[n - 1].1.contains("cut off"), "{second:?}");
+    let third = messages_of(&reqs[2].body);
+    assert_eq!(
+        third[third.len() - 2],
+        ("assistant".to_owned(), "part one, part two, ".to_owned())
+    );
+    // Streamed deltas kept flowing through the continuations.
+    let events = api.all_events(&s, 0).await;
+    let deltas: String = events
+        .iter()
+        .filter(|e| e["kind"] == "message.delta")
+        .map(|e| e["data"]["text"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(deltas, "part one, part two, the end.");
+    // The continuation instructions are wire-only.
+    let msgs = transcript(&api.messages(&s).await);
+    assert_eq!(
+        msgs,
+        vec![
+            ("user".to_owned(), "write a lot".to_owned()),
+            (
+                "assistant".to_owned(),
+                "part one, part two, the end.".to_owned()
+            )
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r7_2_output_still_truncated_after_two_continuations_fails() {
+    let provider = ScriptedProvider::start();
+    for part in ["a ", "b ", "c ", "never asked"] {
+        provider.push(truncated(part));
+    }
+    let tk = start(&provider, "").await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    run_turn(&api, &s, "write forever", "failed", Some("truncated_output")).await;
+    assert_eq!(provider.request_count(), 3, "at most two continuations");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r7_2_terminal_provider_error_fails_the_turn() {
+    let provider = ScriptedProvider::start();
+    provider.push(Reply::error(401, "invalid_api_key"));
+    let tk = start(&provider, "").await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    run_turn(&api, &s, "hello", "failed", Some("provider_auth_failed")).await;
+    assert_eq!(provider.request_count(), 1, "auth errors are not retried");
+}
