@@ -35,7 +35,10 @@ async fn run_turn(api: &Api, s: &str, text: &str, result: &str, reason: Option<&
     assert_eq!(finished.len(), 1, "one turn.finished: {events:?}");
     assert_eq!(finished[0]["data"]["result"], result);
     assert_eq!(
-        finished[0]["data"].get("failure_reason").cloned().unwrap_or(Value::Null),
+        finished[0]["data"]
+            .get("failure_reason")
+            .cloned()
+            .unwrap_or(Value::Null),
         reason,
         "{}",
         finished[0]
@@ -119,21 +122,33 @@ async fn r7_3_spent_budget_gets_one_grace_call_without_tools() {
     let provider = ScriptedProvider::start();
     provider.push(read("b0", "missing-0.txt"));
     provider.push(read("b1", "missing-1.txt"));
-    provider.push(Reply::text("Stopped after reading two files; the rest is left."));
+    provider.push(Reply::text(
+        "Stopped after reading two files; the rest is left.",
+    ));
     let tk = start(&provider, "max_iterations = 10\niteration_budget = 2").await;
     let api = tk.api();
     let s = api.create_session_id().await;
-    let outcome = run_turn(&api, &s, "read everything", "failed", Some("budget_exhausted")).await;
+    let outcome = run_turn(
+        &api,
+        &s,
+        "read everything",
+        "failed",
+        Some("budget_exhausted"),
+    )
+    .await;
     assert_eq!(
         outcome["final_response"],
         "Stopped after reading two files; the rest is left."
     );
     let reqs = provider.requests();
     assert_eq!(reqs.len(), 3, "two iterations and one grace call");
-    assert!(reqs[0].body["tools"].as_array().is_some_and(|t| !t.is_empty()));
+    assert!(reqs[0].body["tools"]
+        .as_array()
+        .is_some_and(|t| !t.is_empty()));
     let last = &reqs[2].body;
     assert!(
-        last.get("tools").is_none_or(|t| t.as_array().is_some_and(Vec::is_empty)),
+        last.get("tools")
+            .is_none_or(|t| t.as_array().is_some_and(Vec::is_empty)),
         "the grace call offers no tools: {last}"
     );
     let wire = messages_of(last);
@@ -142,7 +157,10 @@ async fn r7_3_spent_budget_gets_one_grace_call_without_tools() {
     assert!(text.contains("summarize where the work stopped"), "{text}");
     // The instruction is wire-only; the summary is the delivered answer.
     let msgs = transcript(&api.messages(&s).await);
-    assert!(msgs.iter().all(|(_, t)| !t.contains("iteration budget")), "{msgs:?}");
+    assert!(
+        msgs.iter().all(|(_, t)| !t.contains("iteration budget")),
+        "{msgs:?}"
+    );
     assert_eq!(
         msgs.last().unwrap(),
         &(
@@ -212,7 +230,10 @@ async fn r7_2_empty_output_is_recovered_once() {
     let reqs = provider.requests();
     assert_eq!(reqs.len(), 2);
     let wire = messages_of(&reqs[1].body);
-    assert_eq!(wire[wire.len() - 2], ("user".to_owned(), "say something".to_owned()));
+    assert_eq!(
+        wire[wire.len() - 2],
+        ("user".to_owned(), "say something".to_owned())
+    );
     assert!(wire.last().unwrap().1.contains("empty"), "{wire:?}");
     // The nudge is wire-only.
     let msgs = transcript(&api.messages(&s).await);
@@ -248,7 +269,14 @@ async fn r7_2_repeated_output_gets_one_recovery_then_fails() {
     let api = tk.api();
     let s = api.create_session_id().await;
     run_turn(&api, &s, "first question", "completed", None).await;
-    run_turn(&api, &s, "another question", "failed", Some("repeated_output")).await;
+    run_turn(
+        &api,
+        &s,
+        "another question",
+        "failed",
+        Some("repeated_output"),
+    )
+    .await;
     let reqs = provider.requests();
     assert_eq!(reqs.len(), 3, "one recovery call, no more");
     let wire = messages_of(&reqs[2].body);
@@ -259,7 +287,10 @@ async fn r7_2_repeated_output_gets_one_recovery_then_fails() {
     );
     assert_eq!(
         wire[n - 2],
-        ("assistant".to_owned(), "I cannot help with that.".to_owned())
+        (
+            "assistant".to_owned(),
+            "I cannot help with that.".to_owned()
+        )
     );
     assert!(wire[n - 1].1.contains("repeats"), "{wire:?}");
 }
@@ -299,7 +330,10 @@ async fn r7_2_truncated_output_is_continued_and_concatenated() {
     assert_eq!(reqs.len(), 3);
     let second = messages_of(&reqs[1].body);
     let n = second.len();
-    assert_eq!(second[n - 2], ("assistant".to_owned(), "part one, ".to_owned()));
+    assert_eq!(
+        second[n - 2],
+        ("assistant".to_owned(), "part one, ".to_owned())
+    );
     assert!(second[n - 1].1.contains("cut off"), "{second:?}");
     let third = messages_of(&reqs[2].body);
     assert_eq!(
@@ -337,7 +371,14 @@ async fn r7_2_output_still_truncated_after_two_continuations_fails() {
     let tk = start(&provider, "").await;
     let api = tk.api();
     let s = api.create_session_id().await;
-    run_turn(&api, &s, "write forever", "failed", Some("truncated_output")).await;
+    run_turn(
+        &api,
+        &s,
+        "write forever",
+        "failed",
+        Some("truncated_output"),
+    )
+    .await;
     assert_eq!(provider.request_count(), 3, "at most two continuations");
 }
 

@@ -104,7 +104,6 @@ async fn r8_4_failed_primary_falls_back_with_the_whole_conversation_then_is_skip
     assert_eq!(adm["outcome"]["final_response"], "ok: question three");
     assert_eq!(primary.request_count(), 4, "the broken primary is skipped");
     assert_eq!(fallback.request_count(), 2);
-
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

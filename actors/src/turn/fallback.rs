@@ -65,9 +65,9 @@ impl Chain {
             .map(|p| p.retry_policy())
             .unwrap_or_default();
         let attempts = failed_attempts(error, &policy);
-        if let Some(cooldown) =
-            deps.provider_health
-                .record_failure(index, attempts, Instant::now())
+        if let Some(cooldown) = deps
+            .provider_health
+            .record_failure(index, attempts, Instant::now())
         {
             tracing::warn!(provider = %name, ?cooldown, error = %error, "provider put on cooldown after consecutive failures");
         }

@@ -77,17 +77,17 @@ pub async fn call(
             tracing::warn!(turn = %ctx.turn_id, "empty response; one recovery call");
             before.clear();
             vec![ChatMessage::user(EMPTY_NUDGE)]
-        } else if previous
-            .as_deref()
-            .is_some_and(|p| p.trim() == full.trim())
-        {
+        } else if previous.as_deref().is_some_and(|p| p.trim() == full.trim()) {
             if recovered {
                 return Err(TurnFailure::RepeatedOutput);
             }
             recovered = true;
             tracing::warn!(turn = %ctx.turn_id, "response repeats the previous answer; one recovery call");
             before.clear();
-            vec![ChatMessage::assistant(full), ChatMessage::user(REPEAT_NUDGE)]
+            vec![
+                ChatMessage::assistant(full),
+                ChatMessage::user(REPEAT_NUDGE),
+            ]
         } else {
             resp.content = Some(full);
             return Ok(CallOutcome::Response(resp));
