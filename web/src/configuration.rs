@@ -11,7 +11,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use turnkey_actors::config::{AgentConfig, CompressionConfig, LeaseConfig, ToolsConfig};
 use turnkey_actors::RuntimeConfig;
-use turnkey_providers::{ProviderConfig, ProviderKind};
+use turnkey_providers::ProviderConfig;
 
 /// The file read from the working directory when no `--config` is given.
 pub const DEFAULT_CONFIG_FILE: &str = "turnkey.toml";
@@ -128,15 +128,6 @@ impl Settings {
                 return Err(InvalidConfig::new(
                     "auth.operator_token",
                     "must not be empty when set",
-                ));
-            }
-        }
-        for (i, p) in self.providers.iter().enumerate() {
-            if p.kind == ProviderKind::Anthropic {
-                return Err(InvalidConfig::new(
-                    format!("providers[{i}].kind"),
-                    "\"anthropic\" is not available in this build (planned); use kind = \"openai\" \
-                     with any OpenAI-compatible endpoint",
                 ));
             }
         }
@@ -348,8 +339,9 @@ impl Conventional {
         if let Some(url) = get("DATABASE_URL") {
             map.insert("database.url".into(), Value::new(Some(&origin), url));
         }
-        // ANTHROPIC_API_KEY is not read while kind "anthropic" is not served: a key left in the
-        // shell for other tools must not make every command fail.
+        // Only the OPENAI_* variables make a provider (API.md): ANTHROPIC_API_KEY, often left in
+        // a shell for other tools, is read only by a [[providers]] entry that names it in
+        // api_key_env.
         if synthesize_providers
             && (get("OPENAI_API_KEY").is_some() || get("OPENAI_BASE_URL").is_some())
         {
