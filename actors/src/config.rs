@@ -148,6 +148,11 @@ pub struct CompressionConfig {
     pub protect_first_n: usize,
     pub protect_last_n: usize,
     pub mode: CompressionMode,
+    /// Bound on one summary call; past it the compression is abandoned (nothing changes).
+    pub timeout_s: u64,
+    /// After a failed or useless compression, the session is not compressed again for this
+    /// long (the request is still sent when it fits).
+    pub cooldown_s: u64,
 }
 
 impl Default for CompressionConfig {
@@ -159,6 +164,8 @@ impl Default for CompressionConfig {
             protect_first_n: 3,
             protect_last_n: 20,
             mode: CompressionMode::InPlace,
+            timeout_s: 60,
+            cooldown_s: 300,
         }
     }
 }
@@ -187,6 +194,15 @@ impl RuntimeConfig {
         }
         if !(0.0..1.0).contains(&self.compression.target_ratio) {
             return bad("compression.target_ratio", "must be in [0, 1)");
+        }
+        if self.compression.mode == CompressionMode::Rotate {
+            return bad(
+                "compression.mode",
+                "\"rotate\" is not available in this build yet; use \"in_place\"",
+            );
+        }
+        if self.compression.timeout_s == 0 {
+            return bad("compression.timeout_s", "must be greater than 0");
         }
         if self.agent.repeat_guard < 2 {
             return bad("agent.repeat_guard", "must be 2 or more");

@@ -5,6 +5,7 @@ pub use sea_orm_migration::prelude::*;
 mod m20261202_000001_initial;
 mod m20261203_000001_admission_retry;
 mod m20261203_000002_tool_runs;
+mod m20261203_000003_compression;
 
 pub struct Migrator;
 
@@ -15,6 +16,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000001_initial::Migration),
             Box::new(m20261203_000001_admission_retry::Migration),
             Box::new(m20261203_000002_tool_runs::Migration),
+            Box::new(m20261203_000003_compression::Migration),
         ]
     }
 }

@@ -147,6 +147,10 @@ pub struct Session {
     pub usage: UsageTotals,
     pub created_at: i64,
     pub updated_at: i64,
+    /// How many compressions the session has had (0: none).
+    pub compression_epoch: i32,
+    /// When the last compression committed (ms since the epoch).
+    pub compressed_at: Option<i64>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
@@ -257,6 +261,13 @@ pub struct Message {
     pub display: Option<serde_json::Value>,
     pub token_estimate: i64,
     pub created_at: i64,
+    /// Set when compression took this row out of the wire copy: the epoch that did it. The
+    /// row itself stays, readable through the messages API.
+    pub compressed_epoch: Option<i32>,
+    /// Set on a compression summary: the epoch that wrote it.
+    pub summary_epoch: Option<i32>,
+    /// Where a summary goes in the wire copy: right after the row with this index.
+    pub summary_after_idx: Option<i64>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -273,6 +284,9 @@ pub struct NewMessage {
     pub display: Option<serde_json::Value>,
     pub platform_message_id: Option<String>,
     pub token_estimate: i64,
+    /// For a compression summary: its epoch and the row it follows in the wire copy.
+    pub summary_epoch: Option<i32>,
+    pub summary_after_idx: Option<i64>,
 }
 
 #[derive(Clone, Debug)]

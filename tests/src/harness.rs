@@ -40,6 +40,8 @@ pub struct TurnkeyOptions {
     pub provider_api_key: String,
     /// The `model` of the `[[providers]]` entry.
     pub provider_model: String,
+    /// Its `context_window` (32,000 unless a test needs pressure sooner).
+    pub provider_context_window: u32,
     /// Extra environment, e.g. `("FAILPOINTS", "admission.after_commit=return")`.
     pub env: Vec<(String, String)>,
     pub lease_ttl_s: u64,
@@ -65,6 +67,7 @@ impl TurnkeyOptions {
             provider_base_url: base_url.to_string(),
             provider_api_key: "sk-test".into(),
             provider_model: "scripted-model".into(),
+            provider_context_window: 32_000,
             env: Vec::new(),
             lease_ttl_s: 10,
             lease_refresh_s: 2,
@@ -91,6 +94,11 @@ impl TurnkeyOptions {
 
     pub fn provider_model(mut self, model: &str) -> Self {
         self.provider_model = model.to_string();
+        self
+    }
+
+    pub fn context_window(mut self, tokens: u32) -> Self {
+        self.provider_context_window = tokens;
         self
     }
 
@@ -374,7 +382,7 @@ kind = "openai"
 base_url = "{base}"
 api_key = "{api_key}"
 model = "{model}"
-context_window = 32000
+context_window = {window}
 {provider_extra}
 [lease]
 ttl_s = {ttl}
@@ -385,6 +393,7 @@ wait_s = {wait}
 "#,
         data = dir.join("data").display(),
         base = o.provider_base_url,
+        window = o.provider_context_window,
         api_key = o.provider_api_key,
         model = o.provider_model,
         ttl = o.lease_ttl_s,

@@ -330,7 +330,10 @@ fn sections_this_build_does_not_serve_are_refused_by_name() {
             "[[schedules]]\nsession_id = \"x\"\ncron = \"0 8 * * *\"\ntext = \"hi\"\n",
             "schedules",
         ),
-        ("[pricing]\n\"m\" = { input = 1.0, output = 2.0 }\n", "pricing"),
+        (
+            "[pricing]\n\"m\" = { input = 1.0, output = 2.0 }\n",
+            "pricing",
+        ),
         ("[telemetry]\notlp_endpoint = \"\"\n", "telemetry"),
         ("[agent]\ncoalesce_ms = 0\n", "agent.coalesce_ms"),
     ] {
@@ -349,11 +352,21 @@ fn sections_this_build_does_not_serve_are_refused_by_name() {
 #[test]
 fn sections_this_build_serves_keep_accepting_their_keys() {
     let d = dir_with_file(Some(
-        "[tools]\napproval = \"always\"\nmax_workers = 2\n[compression]\nmode = \"rotate\"\nthreshold = 0.7\n",
+        "[tools]\napproval = \"always\"\nmax_workers = 2\n[compression]\nmode = \"in_place\"\nthreshold = 0.7\ntimeout_s = 30\ncooldown_s = 0\n",
     ));
     let s = ok(&d, &[]);
     assert_eq!(s.tools.max_workers, 2);
     assert_eq!(s.compression.threshold, 0.7);
+    assert_eq!((s.compression.timeout_s, s.compression.cooldown_s), (30, 0));
+}
+
+#[test]
+fn r6_4_rotate_mode_is_refused_until_it_is_built() {
+    let e = refused("[compression]\nmode = \"rotate\"\n");
+    assert_eq!(e.key, "compression.mode", "{e}");
+    assert!(e.reason.contains("in_place"), "{e}");
+    let e = refused("[compression]\ntimeout_s = 0\n");
+    assert_eq!(e.key, "compression.timeout_s", "{e}");
 }
 
 #[test]

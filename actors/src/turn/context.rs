@@ -20,6 +20,15 @@ pub struct TurnContext {
     pub turn_rows: Vec<Message>,
     /// Model override from the input, else the session's model.
     pub model_override: Option<String>,
+    /// The prompt size the provider reported for this turn's last call, and how many wire
+    /// messages that call had (SPEC R6.1: pressure starts from real usage).
+    pub last_prompt: Option<LastPrompt>,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct LastPrompt {
+    pub input_tokens: u64,
+    pub wire_len: usize,
 }
 
 impl TurnContext {
@@ -30,6 +39,43 @@ impl TurnContext {
             turn_id: self.turn_id,
             admission_id: self.admission.id,
         }
+    }
+
+    /// The rows the model sees, in wire order, system prompt excluded: every row compression
+    /// has not taken out, with the newest summary placed right after the row it follows.
+    pub fn live_rows(&self) -> Vec<&Message> {
+        let all = self.history.iter().chain(&self.turn_rows);
+        let summary = all
+            .clone()
+            .filter(|m| m.summary_epoch.is_some() && m.compressed_epoch.is_none())
+            .max_by_key(|m| m.summary_epoch);
+        let mut out: Vec<&Message> = Vec::with_capacity(self.history.len() + self.turn_rows.len());
+        let mut pending = summary;
+        for m in all.filter(|m| m.compressed_epoch.is_none() && m.summary_epoch.is_none()) {
+            if let Some(s) = pending {
+                if m.idx > s.summary_after_idx.unwrap_or(0) {
+                    out.push(s);
+                    pending = None;
+                }
+            }
+            out.push(m);
+        }
+        out.extend(pending);
+        out
+    }
+
+    /// Applies a committed compression to the rows this turn holds: the replaced rows leave
+    /// the wire copy, the summary joins it, and the last real prompt size no longer applies.
+    pub fn apply_compaction(&mut self, epoch: i32, compressed: &[MessageId], summary: Message) {
+        let gone: std::collections::HashSet<&MessageId> = compressed.iter().collect();
+        for m in self.history.iter_mut().chain(self.turn_rows.iter_mut()) {
+            if gone.contains(&m.id) {
+                m.compressed_epoch = Some(epoch);
+            }
+        }
+        self.history.push(summary);
+        self.session.compression_epoch = epoch;
+        self.last_prompt = None;
     }
 
     /// The user message of this turn.
@@ -82,6 +128,7 @@ pub async fn prepare(
         history,
         turn_rows: vec![user_row],
         model_override,
+        last_prompt: None,
     })
 }
 
@@ -111,6 +158,7 @@ pub async fn resume(
         system_prompt,
         history,
         turn_rows,
+        last_prompt: None,
     })
 }
 

@@ -1,8 +1,239 @@
 //! The preflight gate before every model call (SPEC R6.1, R6.5): measure request pressure
-//! against the window. Compression itself is deepened by a later issue; until then a request
-//! that provably cannot fit fails closed instead of being sent to fail.
+//! against the window and say whether to send, compress first, or fail closed. Pressure
+//! starts from the provider's last real prompt size and adds an estimate of what was added
+//! since; without one it is an estimate of the whole request, tool schemas included.
+use super::context::TurnContext;
+use super::{request, TurnFailure};
+use crate::compressor::{Compress, CompressFailure};
 use crate::config::CompressionConfig;
-use turnkey_providers::{estimate_messages, ChatMessage};
+use crate::deps::Deps;
+use std::sync::Arc;
+use turnkey_providers::{
+    estimate_messages_for_model, estimate_tokens, estimate_tokens_for_model, ChatMessage,
+    Provider, ToolSchema,
+};
+use turnkey_storage::Message;
+
+/// Compressions one turn may attempt (SPEC R6.1 "attempts under the cap").
+const MAX_ATTEMPTS_PER_TURN: u32 = 3;
+
+/// What the gate remembers across the calls of one turn.
+#[derive(Debug, Default)]
+pub struct GateState {
+    /// The provider's prompt size from the session's last recorded call, read at turn start.
+    pub carried: Option<Carried>,
+    /// The provider rejected the last request as too long: compress whatever the pressure.
+    pub force_compress: bool,
+    /// A request was already compressed and retried after an overflow: a second overflow is
+    /// proven, and the gate fails closed (SPEC R6.5).
+    pub retried_after_overflow: bool,
+    pub overflow_proven: bool,
+    attempts: u32,
+}
+
+impl GateState {
+    pub fn new(carried: Option<Carried>) -> Self {
+        Self {
+            carried,
+            ..Self::default()
+        }
+    }
+
+    /// Called on a provider overflow error: compress and retry once, then fail closed.
+    pub fn on_overflow(&mut self) {
+        if self.retried_after_overflow {
+            self.overflow_proven = true;
+        } else {
+            self.retried_after_overflow = true;
+            self.force_compress = true;
+        }
+    }
+}
+
+/// The gate before one model call: the wire copy to send, after compressing when the pressure
+/// asks for it; or the failure that stops the turn.
+pub async fn pass(
+    deps: &Deps,
+    ctx: &mut TurnContext,
+    provider: &Arc<dyn Provider>,
+    state: &mut GateState,
+) -> Result<Vec<ChatMessage>, TurnFailure> {
+    let cfg = &deps.config.compression;
+    let window = provider.context_window();
+    let model = ctx
+        .model_override
+        .clone()
+        .unwrap_or_else(|| provider.model().to_owned());
+    let wire = request::wire_messages(ctx);
+    let pressure_tokens = pressure(&model, ctx, &wire, &deps.tool_schemas, state.carried);
+    let force = std::mem::take(&mut state.force_compress);
+    let must_fit = match gate(
+        cfg,
+        pressure_tokens,
+        wire.len(),
+        window,
+        state.overflow_proven,
+    ) {
+        Gate::FailClosed { .. } if state.overflow_proven => {
+            return Err(TurnFailure::ContextOverflow(format!(
+                "the provider rejected the request as too long again after compression \
+                 (~{pressure_tokens} tokens estimated, {window}-token window)"
+            )));
+        }
+        Gate::Proceed { .. } if !force => return Ok(wire),
+        Gate::FailClosed { .. } => true,
+        Gate::ShouldCompress { .. } | Gate::Proceed { .. } => force,
+    };
+    let overflow = |why: &str| {
+        TurnFailure::ContextOverflow(format!(
+            "request of ~{pressure_tokens} tokens does not fit the {window}-token window{why}"
+        ))
+    };
+    if !cfg.enabled || state.attempts >= MAX_ATTEMPTS_PER_TURN {
+        return if must_fit {
+            Err(overflow(if cfg.enabled {
+                " and this turn already compressed as often as it may"
+            } else {
+                " and compression is disabled"
+            }))
+        } else {
+            Ok(wire)
+        };
+    }
+    state.attempts += 1;
+    let summarizer = deps
+        .config
+        .providers
+        .iter()
+        .position(|p| p.auxiliary)
+        .and_then(|i| deps.providers.get(i))
+        .unwrap_or(provider)
+        .clone();
+    let rows = ctx
+        .live_rows()
+        .into_iter()
+        .map(|m| (m.clone(), row_tokens(&model, m)))
+        .collect();
+    let asked = deps
+        .compressor
+        .send(Compress {
+            fence: ctx.fence.clone(),
+            session_id: ctx.session.id,
+            turn_id: ctx.turn_id,
+            admission_id: ctx.admission.id,
+            base_epoch: ctx.session.compression_epoch,
+            rows,
+            before_tokens: pressure_tokens,
+            window,
+            config: cfg.clone(),
+            summarizer,
+            force,
+        })
+        .await;
+    let result = asked.map_err(|e| CompressFailure::Provider(format!("compressor is gone: {e}")));
+    match result.and_then(|r| r) {
+        Ok(done) => {
+            ctx.apply_compaction(done.epoch, &done.compressed, done.summary);
+            let wire = request::wire_messages(ctx);
+            let after = estimate(&model, &wire).saturating_add(schema_tokens(&deps.tool_schemas));
+            if after > u64::from(window) {
+                return Err(TurnFailure::ContextOverflow(format!(
+                    "after compression the request of ~{after} tokens still does not fit the \
+                     {window}-token window"
+                )));
+            }
+            Ok(wire)
+        }
+        Err(CompressFailure::Store(e)) => Err(TurnFailure::PersistenceFailed(e.to_string())),
+        Err(e) if !must_fit => {
+            tracing::warn!(turn = %ctx.turn_id, error = %e, pressure_tokens, "compression skipped; the request still fits");
+            Ok(wire)
+        }
+        Err(CompressFailure::NothingToCompress) => Err(overflow(
+            "; everything in it is protected (the first and last messages of the session)",
+        )),
+        Err(e) => Err(TurnFailure::CompressionFailed(e.to_string())),
+    }
+}
+
+/// The provider's prompt size for the session's last recorded call and when it was recorded
+/// (ms), read at turn start; valid while no compression happened after it.
+#[derive(Clone, Copy, Debug)]
+pub struct Carried {
+    pub input_tokens: u64,
+    pub recorded_at: i64,
+}
+
+/// Token estimate of a request's messages for `model`: its real tokenizer for OpenAI-family
+/// models, about four bytes a token elsewhere.
+pub fn estimate(model: &str, msgs: &[ChatMessage]) -> u64 {
+    estimate_messages_for_model(model, msgs)
+}
+
+/// Token estimate of one transcript row as it goes on the wire.
+pub fn row_tokens(model: &str, m: &Message) -> u64 {
+    let estimate_tokens = |t: &str| estimate_tokens_for_model(model, t);
+    let text = m
+        .api_content
+        .as_deref()
+        .or(m.content.as_deref())
+        .unwrap_or_default();
+    let calls = m
+        .tool_calls
+        .as_ref()
+        .map(|v| estimate_tokens(&v.to_string()))
+        .unwrap_or(0);
+    4 + estimate_tokens(text) + calls + m.tool_call_id.as_deref().map(estimate_tokens).unwrap_or(0)
+}
+
+/// Tokens the tool schemas add to every request.
+pub fn schema_tokens(tools: &[ToolSchema]) -> u64 {
+    tools
+        .iter()
+        .map(|t| {
+            8 + estimate_tokens(&t.name)
+                + estimate_tokens(&t.description)
+                + estimate_tokens(&t.parameters.to_string())
+        })
+        .sum()
+}
+
+/// The request pressure of `wire` for this turn (SPEC R6.1).
+pub fn pressure(
+    model: &str,
+    ctx: &TurnContext,
+    wire: &[ChatMessage],
+    tools: &[ToolSchema],
+    carried: Option<Carried>,
+) -> u64 {
+    if let Some(last) = ctx
+        .last_prompt
+        .filter(|l| l.input_tokens > 0 && wire.len() >= l.wire_len)
+    {
+        let added: u64 = wire[last.wire_len..]
+            .iter()
+            .map(|m| estimate(model, std::slice::from_ref(m)))
+            .sum();
+        return last.input_tokens.saturating_add(added);
+    }
+    let fresh_since = |c: &Carried| {
+        c.input_tokens > 0
+            && ctx
+                .session
+                .compressed_at
+                .is_none_or(|at| at < c.recorded_at)
+    };
+    if let Some(c) = carried.filter(fresh_since) {
+        let added: u64 = ctx
+            .live_rows()
+            .into_iter()
+            .filter(|m| m.created_at >= c.recorded_at)
+            .map(|m| row_tokens(model, m))
+            .sum();
+        return c.input_tokens.saturating_add(added);
+    }
+    estimate(model, wire).saturating_add(schema_tokens(tools))
+}
 
 /// Windows below this size get the raised 0.75 threshold (raise-only floor, SPEC R6.2).
 const LARGE_WINDOW: u32 = 512_000;
@@ -30,18 +261,18 @@ pub fn effective_threshold(config: &CompressionConfig, window: u32) -> f64 {
 
 pub fn gate(
     config: &CompressionConfig,
-    messages: &[ChatMessage],
+    pressure_tokens: u64,
+    message_count: usize,
     window: u32,
     overflow_proven: bool,
 ) -> Gate {
-    let pressure_tokens = estimate_messages(messages);
     if overflow_proven || pressure_tokens > u64::from(window) {
         return Gate::FailClosed {
             pressure_tokens,
             window,
         };
     }
-    let eligible = config.enabled && messages.len() > 1;
+    let eligible = config.enabled && message_count > 1;
     let limit = effective_threshold(config, window) * f64::from(window);
     if eligible && pressure_tokens as f64 > limit {
         Gate::ShouldCompress { pressure_tokens }
@@ -66,7 +297,7 @@ mod tests {
         let c = CompressionConfig::default();
         let m = vec![ChatMessage::user("hi".to_string())];
         assert!(matches!(
-            gate(&c, &m, 128_000, true),
+            gate(&c, estimate("m", &m), m.len(), 128_000, true),
             Gate::FailClosed { .. }
         ));
     }
@@ -79,7 +310,7 @@ mod tests {
             ChatMessage::user("hi".to_string()),
         ];
         assert!(matches!(
-            gate(&c, &small, 1000, false),
+            gate(&c, estimate("m", &small), small.len(), 1000, false),
             Gate::Proceed { .. }
         ));
         let big = vec![
@@ -87,12 +318,12 @@ mod tests {
             ChatMessage::user("word ".repeat(700)),
         ];
         assert!(matches!(
-            gate(&c, &big, 1000, false),
+            gate(&c, estimate("m", &big), big.len(), 1000, false),
             Gate::ShouldCompress { .. }
         ));
         let huge = vec![ChatMessage::user("word ".repeat(2000))];
         assert!(matches!(
-            gate(&c, &huge, 1000, false),
+            gate(&c, estimate("m", &huge), huge.len(), 1000, false),
             Gate::FailClosed { .. }
         ));
     }

@@ -23,9 +23,10 @@ const MAX_DELTA_BYTES: usize = 8 * 1024;
 /// call in call order (they are stored in the order they finished), and a call without a
 /// result row, or a result without its call, is repaired rather than sent broken (R6.3).
 pub fn wire_messages(ctx: &TurnContext) -> Vec<ChatMessage> {
-    let rows: Vec<&Message> = ctx.history.iter().chain(&ctx.turn_rows).collect();
+    let rows = ctx.live_rows();
     let mut out = Vec::with_capacity(rows.len() + 1);
     out.push(ChatMessage::system(ctx.system_prompt.clone()));
+    let mut summary_at = None;
     let mut i = 0;
     while i < rows.len() {
         let m = rows[i];
@@ -62,10 +63,49 @@ pub fn wire_messages(ctx: &TurnContext) -> Vec<ChatMessage> {
                 out.push(call);
                 out.extend(ordered);
             }
+            _ if m.summary_epoch.is_some() => {
+                summary_at = Some(out.len());
+                out.push(wire_row(m));
+            }
             _ => out.push(wire_row(m)),
         }
     }
+    if let Some(at) = summary_at {
+        place_summary(&mut out, at);
+    }
     out
+}
+
+/// A compression summary is stored as a system row; on the wire it takes the role that keeps
+/// user and assistant turns alternating with its neighbours (SPEC R6.3). When neither role
+/// can (a user message before it, an assistant message after it), it joins the user message.
+fn place_summary(out: &mut Vec<ChatMessage>, at: usize) {
+    let role_at = |i: usize| out.get(i).map(|m| m.role);
+    let prev = at
+        .checked_sub(1)
+        .and_then(role_at)
+        .filter(|r| *r != Role::System);
+    let next = role_at(at + 1);
+    let clashes = |r: Role| prev == Some(r) || next == Some(r);
+    if !clashes(Role::User) {
+        out[at].role = Role::User;
+    } else if !clashes(Role::Assistant) {
+        out[at].role = Role::Assistant;
+    } else {
+        // One neighbour is a user message and the other an assistant one: join the user's.
+        let summary = out.remove(at).content.unwrap_or_default();
+        let (user, before) = if prev == Some(Role::User) {
+            (at - 1, false)
+        } else {
+            (at, true)
+        };
+        let user = &mut out[user];
+        user.content = Some(match user.content.take() {
+            Some(c) if !c.is_empty() && before => format!("{summary}\n\n{c}"),
+            Some(c) if !c.is_empty() => format!("{c}\n\n{summary}"),
+            _ => summary,
+        });
+    }
 }
 
 fn wire_row(m: &Message) -> ChatMessage {

@@ -20,6 +20,9 @@ pub struct Model {
     pub platform_message_id: Option<String>,
     pub token_estimate: i64,
     pub created_at: i64,
+    pub compressed_epoch: Option<i32>,
+    pub summary_epoch: Option<i32>,
+    pub summary_after_idx: Option<i64>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

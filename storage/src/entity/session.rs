@@ -24,6 +24,8 @@ pub struct Model {
     pub cost_usd: f64,
     pub created_at: i64,
     pub updated_at: i64,
+    pub compression_epoch: i32,
+    pub compressed_at: Option<i64>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -49,6 +49,8 @@ pub(super) fn session(m: session::Model) -> Result<Session> {
         },
         created_at: m.created_at,
         updated_at: m.updated_at,
+        compression_epoch: m.compression_epoch,
+        compressed_at: m.compressed_at,
     })
 }
 
@@ -108,6 +110,9 @@ pub(super) fn message(m: message::Model) -> Result<Message> {
         display: opt_json(m.display.as_deref(), "display")?,
         token_estimate: m.token_estimate,
         created_at: m.created_at,
+        compressed_epoch: m.compressed_epoch,
+        summary_epoch: m.summary_epoch,
+        summary_after_idx: m.summary_after_idx,
     })
 }
 

@@ -119,6 +119,9 @@ pub(super) async fn insert_message<C: ConnectionTrait>(
         platform_message_id: Set(msg.platform_message_id.clone()),
         token_estimate: Set(msg.token_estimate),
         created_at: Set(now_ms()),
+        compressed_epoch: Set(None),
+        summary_epoch: Set(msg.summary_epoch),
+        summary_after_idx: Set(msg.summary_after_idx),
     })
     .exec_without_returning(db)
     .await?;

@@ -2,6 +2,8 @@
 //! write goes through. Each submodule owns one family of facts.
 mod admissions;
 mod approvals;
+mod compression;
+pub use compression::{Compaction, CompactionDone};
 mod convert;
 mod leases;
 pub use leases::LeaseClaim;

@@ -28,6 +28,8 @@ impl Store {
             cost_usd: Set(0.0),
             created_at: Set(now),
             updated_at: Set(now),
+            compression_epoch: Set(0),
+            compressed_at: Set(None),
         };
         session::Entity::insert(model)
             .exec_without_returning(self.connection())

@@ -286,6 +286,9 @@ mod tests {
             display: None,
             token_estimate: 1,
             created_at: 0,
+            compressed_epoch: None,
+            summary_epoch: None,
+            summary_after_idx: None,
         }
     }
 

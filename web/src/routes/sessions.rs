@@ -224,6 +224,12 @@ pub struct MessageView {
     /// without an answer `{boundary: true, closed_as, failure_reason, partial}`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub display: Option<Value>,
+    /// Set when compression took the row out of what the model sees: the compression epoch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compressed_epoch: Option<i32>,
+    /// Set on a compression summary: the epoch that wrote it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary_epoch: Option<i32>,
     pub created_at: String,
 }
 
@@ -239,6 +245,8 @@ impl From<Message> for MessageView {
             name: m.name,
             turn_id: m.turn_id.map(|t| t.to_string()),
             display: m.display,
+            compressed_epoch: m.compressed_epoch,
+            summary_epoch: m.summary_epoch,
             created_at: rfc3339(m.created_at),
         }
     }

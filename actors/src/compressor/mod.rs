@@ -1,0 +1,284 @@
+//! `CompressionActor` (SPEC R6, DESIGN "CompressionActor"): replaces the middle of a session's
+//! wire copy with a summary written by the auxiliary provider. It takes the per-session
+//! compression lock, summarizes without holding anything else, then swaps the transcript in
+//! one fenced transaction with its `compression.completed` event. A failure changes nothing
+//! and puts the session on cooldown; history is never lost. Its handler returns a future, so
+//! sessions compress concurrently.
+pub mod plan;
+pub mod summary;
+
+use crate::config::CompressionConfig;
+use crate::delivery::EventHub;
+use actix::prelude::*;
+use dashmap::DashMap;
+use plan::{Budget, Plan};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use turnkey_providers::{estimate_tokens, ChatRequest, Provider};
+use turnkey_storage::{
+    AdmissionId, Compaction, Fence, Message, MessageId, MessageRole, NewMessage, SessionId, Store,
+    StoreError, TurnId,
+};
+
+/// The lock outlives the summary call's bound by this much, so a crashed holder frees it soon.
+const LOCK_SLACK: Duration = Duration::from_secs(30);
+/// A compression that keeps more than this share of the tokens did not help: cooldown.
+const USELESS_RATIO: f64 = 0.9;
+
+/// Compress one session's live rows.
+#[derive(Message)]
+#[rtype(result = "Result<Compacted, CompressFailure>")]
+pub struct Compress {
+    pub fence: Fence,
+    pub session_id: SessionId,
+    pub turn_id: TurnId,
+    pub admission_id: AdmissionId,
+    /// The session's compression epoch the rows were read at.
+    pub base_epoch: i32,
+    /// The live rows in wire order (system prompt excluded), with each row's token estimate.
+    pub rows: Vec<(Message, u64)>,
+    /// Tokens of the whole request before compression (for the event and anti-thrash rule).
+    pub before_tokens: u64,
+    /// The window of the provider the request is for.
+    pub window: u32,
+    pub config: CompressionConfig,
+    /// Writes the summary: the auxiliary provider, else the primary.
+    pub summarizer: Arc<dyn Provider>,
+    /// A provider proved an overflow: ignore the cooldown.
+    pub force: bool,
+}
+
+/// A committed compression.
+#[derive(Clone, Debug)]
+pub struct Compacted {
+    pub epoch: i32,
+    pub summary: Message,
+    pub compressed: Vec<MessageId>,
+    pub before_tokens: u64,
+    pub after_tokens: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CompressFailure {
+    #[error("compression is cooling down for {remaining_s} s after a failed or useless attempt")]
+    Cooldown { remaining_s: u64 },
+    #[error("nothing to compress between the protected head and tail")]
+    NothingToCompress,
+    #[error("another compressor holds this session's compression lock")]
+    Locked,
+    #[error("the summary call did not finish within {0} s")]
+    Timeout(u64),
+    #[error("the summary call failed: {0}")]
+    Provider(String),
+    #[error("the summary call returned no text")]
+    Empty,
+    #[error("{0}")]
+    Store(#[from] StoreError),
+}
+
+pub struct CompressionActor {
+    store: Store,
+    hub: EventHub,
+    /// Sessions that may not be compressed again before the instant.
+    cooldowns: Arc<DashMap<SessionId, Instant>>,
+}
+
+impl CompressionActor {
+    pub fn new(store: Store, hub: EventHub) -> Self {
+        Self {
+            store,
+            hub,
+            cooldowns: Arc::default(),
+        }
+    }
+}
+
+impl Actor for CompressionActor {
+    type Context = Context<Self>;
+}
+
+impl Handler<Compress> for CompressionActor {
+    type Result = ResponseFuture<Result<Compacted, CompressFailure>>;
+
+    fn handle(&mut self, msg: Compress, _: &mut Self::Context) -> Self::Result {
+        let store = self.store.clone();
+        let hub = self.hub.clone();
+        let cooldowns = self.cooldowns.clone();
+        Box::pin(async move {
+            let now = Instant::now();
+            if !msg.force {
+                if let Some(until) = cooldowns.get(&msg.session_id).map(|u| *u) {
+                    if until > now {
+                        return Err(CompressFailure::Cooldown {
+                            remaining_s: (until - now).as_secs().max(1),
+                        });
+                    }
+                }
+            }
+            let cooldown = Duration::from_secs(msg.config.cooldown_s);
+            let result = compress(&store, &hub, &msg).await;
+            match &result {
+                Ok(done)
+                    if done.after_tokens as f64 > done.before_tokens as f64 * USELESS_RATIO =>
+                {
+                    cooldowns.insert(msg.session_id, now + cooldown);
+                }
+                Ok(_) => {
+                    cooldowns.remove(&msg.session_id);
+                }
+                Err(
+                    CompressFailure::Timeout(_)
+                    | CompressFailure::Provider(_)
+                    | CompressFailure::Empty,
+                ) => {
+                    cooldowns.insert(msg.session_id, now + cooldown);
+                }
+                Err(_) => {}
+            }
+            result
+        })
+    }
+}
+
+async fn compress(
+    store: &Store,
+    hub: &EventHub,
+    msg: &Compress,
+) -> Result<Compacted, CompressFailure> {
+    let refs: Vec<&Message> = msg.rows.iter().map(|(m, _)| m).collect();
+    let tokens: std::collections::HashMap<MessageId, u64> =
+        msg.rows.iter().map(|(m, t)| (m.id, *t)).collect();
+    // A provider that proved an overflow gets the smallest request the protection allows.
+    let tail_tokens = if msg.force {
+        0
+    } else {
+        (f64::from(msg.window) * msg.config.target_ratio) as u64
+    };
+    let budget = Budget {
+        protect_first_n: msg.config.protect_first_n,
+        protect_last_n: msg.config.protect_last_n,
+        tail_tokens,
+    };
+    let token_of = |m: &Message| tokens.get(&m.id).copied().unwrap_or(0);
+    let Some(plan) = plan::plan(&refs, budget, token_of) else {
+        return Err(CompressFailure::NothingToCompress);
+    };
+    let holder = msg.turn_id.to_string();
+    let timeout_s = msg.config.timeout_s;
+    let ttl_ms = i64::try_from((Duration::from_secs(timeout_s) + LOCK_SLACK).as_millis())
+        .unwrap_or(i64::MAX);
+    if !store
+        .take_compression_lock(msg.session_id, &holder, ttl_ms)
+        .await?
+    {
+        return Err(CompressFailure::Locked);
+    }
+    let outcome = summarize_and_swap(store, hub, msg, &refs, plan, &token_of).await;
+    if let Err(e) = store
+        .release_compression_lock(msg.session_id, &holder)
+        .await
+    {
+        // The lock's TTL frees it; the compression itself stands or failed on its own.
+        tracing::warn!(session = %msg.session_id, error = %e, "could not release the compression lock");
+    }
+    outcome
+}
+
+async fn summarize_and_swap(
+    store: &Store,
+    hub: &EventHub,
+    msg: &Compress,
+    rows: &[&Message],
+    plan: Plan,
+    token_of: &dyn Fn(&Message) -> u64,
+) -> Result<Compacted, CompressFailure> {
+    let middle = &rows[plan.middle()];
+    let summary_tokens = summary_budget(msg.window, msg.config.target_ratio);
+    // About four bytes a token; half the summarizer's window for the conversation.
+    let input_bytes = (msg.summarizer.context_window() as usize)
+        .saturating_mul(2)
+        .clamp(8 * 1024, 400 * 1024);
+    let req = ChatRequest {
+        model: msg.summarizer.model().to_owned(),
+        messages: summary::request_messages(middle, input_bytes, summary_tokens * 3 / 4),
+        tools: Vec::new(),
+        stream: false,
+        max_tokens: Some(summary_tokens),
+        temperature: None,
+    };
+    let started = Instant::now();
+    let call = msg.summarizer.chat(&req, &|_| {});
+    let resp = match tokio::time::timeout(Duration::from_secs(msg.config.timeout_s), call).await {
+        Err(_) => return Err(CompressFailure::Timeout(msg.config.timeout_s)),
+        Ok(Err(e)) => return Err(CompressFailure::Provider(e.to_string())),
+        Ok(Ok(r)) => r,
+    };
+    let text = resp.content.unwrap_or_default();
+    if text.trim().is_empty() {
+        return Err(CompressFailure::Empty);
+    }
+    let epoch = msg.base_epoch.saturating_add(1);
+    let replaced = middle.iter().filter(|m| m.summary_epoch.is_none()).count();
+    let content = summary::summary_text(replaced, epoch, &text);
+    let summary_estimate = estimate_tokens(&content).saturating_add(4);
+    let removed: u64 = middle.iter().map(|m| token_of(m)).sum();
+    let after_tokens = msg
+        .before_tokens
+        .saturating_sub(removed)
+        .saturating_add(summary_estimate);
+    let after_idx = plan
+        .head_end
+        .checked_sub(1)
+        .map(|i| rows[i].idx)
+        .unwrap_or(0);
+    let compressed: Vec<MessageId> = middle.iter().map(|m| m.id).collect();
+    let compaction = Compaction {
+        session_id: msg.session_id,
+        turn_id: msg.turn_id,
+        admission_id: msg.admission_id,
+        base_epoch: msg.base_epoch,
+        compressed: compressed.clone(),
+        summary: NewMessage {
+            id: MessageId::new(),
+            role: Some(MessageRole::System),
+            content: Some(content),
+            display: Some(serde_json::json!({
+                "kind": "compression_summary",
+                "epoch": epoch,
+                "replaced_messages": replaced,
+            })),
+            token_estimate: i64::try_from(summary_estimate).unwrap_or(i64::MAX),
+            summary_after_idx: Some(after_idx),
+            ..Default::default()
+        },
+        event_data: serde_json::json!({
+            "before_tokens": msg.before_tokens,
+            "after_tokens": after_tokens,
+            "compressed_messages": compressed.len(),
+            "child_session_id": null,
+            "summary_ms": started.elapsed().as_millis() as u64,
+        }),
+    };
+    let done = store.commit_compression(&msg.fence, &compaction).await?;
+    tracing::info!(
+        session = %msg.session_id,
+        epoch = done.epoch,
+        before_tokens = msg.before_tokens,
+        after_tokens,
+        compressed = compressed.len(),
+        "compressed"
+    );
+    hub.publish(done.event);
+    Ok(Compacted {
+        epoch: done.epoch,
+        summary: done.summary,
+        compressed,
+        before_tokens: msg.before_tokens,
+        after_tokens,
+    })
+}
+
+/// Tokens the summary may take: a quarter of the kept budget, between 256 and 2,000.
+fn summary_budget(window: u32, target_ratio: f64) -> u32 {
+    ((f64::from(window) * target_ratio / 4.0) as u32).clamp(256, 2_000)
+}

@@ -1,0 +1,199 @@
+//! Compression's durable facts (SPEC R6.4): the per-session compression lock, and the swap that
+//! takes rows out of the wire copy and writes their summary. The swap is one fenced transaction
+//! with its `compression.completed` event: either the transcript changed and said so, or
+//! nothing changed. No row is ever deleted; history stays readable.
+use super::log::insert_message;
+use super::{check_fence, insert_event, is_unique_violation, Result, Store, StoreError};
+use crate::entity::{compression_lock, message, session, usage};
+use crate::ids::*;
+use crate::model::*;
+use sea_orm::sea_query::Expr;
+use sea_orm::{
+    ActiveValue::Set, ColumnTrait, Condition, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+};
+
+/// Bound on the ids in one `IN (…)` list (SQLite allows 32,766 parameters a statement).
+const IDS_PER_STATEMENT: usize = 500;
+
+/// One compression's swap, as the compressor decided it.
+#[derive(Clone, Debug)]
+pub struct Compaction {
+    pub session_id: SessionId,
+    pub turn_id: TurnId,
+    pub admission_id: AdmissionId,
+    /// The session's `compression_epoch` the plan was made against; the swap refuses to commit
+    /// over a newer one (`WrongState`).
+    pub base_epoch: i32,
+    /// Rows leaving the wire copy (the summary of an earlier epoch among them, if any).
+    pub compressed: Vec<MessageId>,
+    /// The summary row; its `summary_epoch` is set to `base_epoch + 1` here.
+    pub summary: NewMessage,
+    /// `compression.completed`'s data.
+    pub event_data: serde_json::Value,
+}
+
+/// What the swap committed.
+#[derive(Clone, Debug)]
+pub struct CompactionDone {
+    pub epoch: i32,
+    pub summary: Message,
+    pub event: Event,
+}
+
+impl Store {
+    /// Takes the compression lock of `session` for `holder` until `ttl_ms` from now; a lock
+    /// whose holder is the same or whose time is up is taken over. False when another holder
+    /// has it.
+    pub async fn take_compression_lock(
+        &self,
+        session: SessionId,
+        holder: &str,
+        ttl_ms: i64,
+    ) -> Result<bool> {
+        let sid = session.to_string();
+        let now = now_ms();
+        let expires = now.saturating_add(ttl_ms);
+        let tx = self.write_tx().await?;
+        let taken = compression_lock::Entity::update_many()
+            .col_expr(compression_lock::Column::Holder, Expr::value(holder))
+            .col_expr(compression_lock::Column::ExpiresAt, Expr::value(expires))
+            .filter(compression_lock::Column::SessionId.eq(sid.clone()))
+            .filter(
+                Condition::any()
+                    .add(compression_lock::Column::Holder.eq(holder))
+                    .add(compression_lock::Column::ExpiresAt.lte(now)),
+            )
+            .exec(&tx)
+            .await?;
+        if taken.rows_affected == 1 {
+            tx.commit().await?;
+            return Ok(true);
+        }
+        let exists = compression_lock::Entity::find_by_id(sid.clone())
+            .one(&tx)
+            .await?
+            .is_some();
+        if exists {
+            tx.rollback().await?;
+            return Ok(false);
+        }
+        let inserted = compression_lock::Entity::insert(compression_lock::ActiveModel {
+            session_id: Set(sid),
+            holder: Set(holder.to_owned()),
+            expires_at: Set(expires),
+        })
+        .exec_without_returning(&tx)
+        .await;
+        match inserted {
+            Ok(_) => {
+                tx.commit().await?;
+                Ok(true)
+            }
+            // Another replica inserted it first (PostgreSQL): theirs.
+            Err(e) if is_unique_violation(&e) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Gives the lock back if `holder` still has it.
+    pub async fn release_compression_lock(&self, session: SessionId, holder: &str) -> Result<()> {
+        compression_lock::Entity::delete_many()
+            .filter(compression_lock::Column::SessionId.eq(session.to_string()))
+            .filter(compression_lock::Column::Holder.eq(holder))
+            .exec(self.connection())
+            .await?;
+        Ok(())
+    }
+
+    /// The swap of one compression, for the lease holder: marks `compressed` with the new
+    /// epoch, appends the summary, bumps the session's epoch and commits
+    /// `compression.completed`, all in one transaction.
+    pub async fn commit_compression(
+        &self,
+        fence: &Fence,
+        c: &Compaction,
+    ) -> Result<CompactionDone> {
+        let sid = c.session_id.to_string();
+        let epoch = c.base_epoch.saturating_add(1);
+        let tx = self.write_tx().await?;
+        check_fence(&tx, fence).await?;
+        let bumped = session::Entity::update_many()
+            .col_expr(session::Column::CompressionEpoch, Expr::value(epoch))
+            .col_expr(session::Column::CompressedAt, Expr::value(now_ms()))
+            .filter(session::Column::Id.eq(sid.clone()))
+            .filter(session::Column::CompressionEpoch.eq(c.base_epoch))
+            .exec(&tx)
+            .await?;
+        if bumped.rows_affected != 1 {
+            tx.rollback().await?;
+            return Err(StoreError::WrongState(format!(
+                "session {sid}: compression epoch is no longer {}",
+                c.base_epoch
+            )));
+        }
+        let ids: Vec<String> = c.compressed.iter().map(|id| id.to_string()).collect();
+        let mut marked = 0;
+        for chunk in ids.chunks(IDS_PER_STATEMENT) {
+            let res = message::Entity::update_many()
+                .col_expr(message::Column::CompressedEpoch, Expr::value(epoch))
+                .filter(message::Column::SessionId.eq(sid.clone()))
+                .filter(message::Column::CompressedEpoch.is_null())
+                .filter(message::Column::Id.is_in(chunk.iter().cloned()))
+                .exec(&tx)
+                .await?;
+            marked += res.rows_affected;
+        }
+        if marked != ids.len() as u64 {
+            tx.rollback().await?;
+            return Err(StoreError::WrongState(format!(
+                "session {sid}: {} of {} rows to compress are missing or already compressed",
+                ids.len() as u64 - marked,
+                ids.len()
+            )));
+        }
+        let mut summary = c.summary.clone();
+        summary.summary_epoch = Some(epoch);
+        insert_message(&tx, c.session_id, &summary).await?;
+        let row = message::Entity::find_by_id(summary.id.to_string())
+            .one(&tx)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("message {}", summary.id)))?;
+        let mut data = c.event_data.clone();
+        if let Some(obj) = data.as_object_mut() {
+            obj.insert("epoch".into(), epoch.into());
+        }
+        let event = insert_event(
+            &tx,
+            &NewEvent {
+                session_id: c.session_id,
+                kind: EventKind::CompressionCompleted,
+                turn_id: Some(c.turn_id),
+                admission_id: Some(c.admission_id),
+                data,
+            },
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(CompactionDone {
+            epoch,
+            summary: super::convert::message(row)?,
+            event,
+        })
+    }
+
+    /// The prompt size the provider reported for this session's last recorded call, and when
+    /// that call was recorded: `(input_tokens, created_at)`.
+    pub async fn last_prompt_usage(&self, session: SessionId) -> Result<Option<(i64, i64)>> {
+        let row = usage::Entity::find()
+            .filter(usage::Column::SessionId.eq(session.to_string()))
+            .order_by_desc(usage::Column::CreatedAt)
+            // Calls of one turn are recorded together, in call order, with time-ordered ids
+            // (UUIDv7): the greatest id is the last call. Its prompt may be smaller than an
+            // earlier one's, when the turn compressed between them.
+            .order_by_desc(usage::Column::Id)
+            .limit(1)
+            .one(self.connection())
+            .await?;
+        Ok(row.map(|u| (u.input_tokens, u.created_at)))
+    }
+}

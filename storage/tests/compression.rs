@@ -1,0 +1,152 @@
+//! Compression's durable facts, on both backends (SPEC R6.4, R6.5): one compressor per session
+//! through the lock row and its TTL; the swap marks rows and writes the summary and its event
+//! in one fenced transaction, refuses a stale epoch or a fenced-out holder, and deletes nothing.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+#[macro_use]
+mod common;
+
+use common::*;
+use serde_json::json;
+use turnkey_storage::*;
+
+async fn r6_4_one_compressor_holds_the_lock_until_it_releases_or_expires(s: Store) {
+    let sid = session(&s).await;
+    assert!(s.take_compression_lock(sid, "a", 60_000).await.unwrap());
+    assert!(!s.take_compression_lock(sid, "b", 60_000).await.unwrap());
+    assert!(
+        s.take_compression_lock(sid, "a", 60_000).await.unwrap(),
+        "its holder may renew"
+    );
+    s.release_compression_lock(sid, "b").await.unwrap();
+    assert!(
+        !s.take_compression_lock(sid, "b", 60_000).await.unwrap(),
+        "only the holder releases"
+    );
+    s.release_compression_lock(sid, "a").await.unwrap();
+    assert!(s.take_compression_lock(sid, "b", -1).await.unwrap());
+    // b's lock expired at once: a takes it over.
+    assert!(s.take_compression_lock(sid, "a", 60_000).await.unwrap());
+}
+on_both!(r6_4_one_compressor_holds_the_lock_until_it_releases_or_expires);
+
+async fn r6_4_the_swap_marks_rows_writes_the_summary_and_its_event_at_once(s: Store) {
+    let sid = session(&s).await;
+    let o = owner();
+    let fence = lease(&s, sid, &o, 60_000).await.unwrap();
+    let mut ids = Vec::new();
+    for i in 0..6 {
+        let role = if i % 2 == 0 {
+            MessageRole::User
+        } else {
+            MessageRole::Assistant
+        };
+        let m = s
+            .append_message(
+                &fence,
+                &NewMessage {
+                    id: MessageId::new(),
+                    role: Some(role),
+                    content: Some(format!("m{i}")),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        ids.push(m.id);
+    }
+    let compaction = |base_epoch: i32, compressed: Vec<MessageId>| Compaction {
+        session_id: sid,
+        turn_id: TurnId::new(),
+        admission_id: AdmissionId::new(),
+        base_epoch,
+        compressed,
+        summary: NewMessage {
+            id: MessageId::new(),
+            role: Some(MessageRole::System),
+            content: Some("summary".into()),
+            summary_after_idx: Some(1),
+            ..Default::default()
+        },
+        event_data: json!({"before_tokens": 100, "after_tokens": 40}),
+    };
+    let done = s
+        .commit_compression(&fence, &compaction(0, ids[1..4].to_vec()))
+        .await
+        .unwrap();
+    assert_eq!(done.epoch, 1);
+    assert_eq!(done.summary.summary_epoch, Some(1));
+    assert_eq!(done.summary.summary_after_idx, Some(1));
+    assert_eq!(done.event.kind, EventKind::CompressionCompleted);
+    assert_eq!(done.event.data["epoch"], 1);
+    assert_eq!(done.event.data["after_tokens"], 40);
+    let rows = s.list_messages(sid).await.unwrap();
+    assert_eq!(rows.len(), 7, "nothing is deleted; the summary is added");
+    let marked: Vec<Option<i32>> = rows.iter().map(|m| m.compressed_epoch).collect();
+    assert_eq!(marked, [None, Some(1), Some(1), Some(1), None, None, None]);
+    let session = s.get_session(sid).await.unwrap().unwrap();
+    assert_eq!(session.compression_epoch, 1);
+    assert!(session.compressed_at.is_some());
+
+    // A plan made against the old epoch is refused, and changes nothing.
+    let stale = s
+        .commit_compression(&fence, &compaction(0, vec![ids[4]]))
+        .await;
+    assert!(matches!(stale, Err(StoreError::WrongState(_))), "{stale:?}");
+    // Rows already compressed cannot be compressed again.
+    let again = s
+        .commit_compression(&fence, &compaction(1, vec![ids[2], ids[4]]))
+        .await;
+    assert!(matches!(again, Err(StoreError::WrongState(_))), "{again:?}");
+    let after = s.list_messages(sid).await.unwrap();
+    assert_eq!(after.len(), 7);
+    assert_eq!(
+        after[4].compressed_epoch, None,
+        "the refused swap left no trace"
+    );
+    assert_eq!(
+        s.get_session(sid).await.unwrap().unwrap().compression_epoch,
+        1
+    );
+
+    // A holder that lost its lease cannot swap.
+    s.release_lease(&fence).await.unwrap();
+    let fenced = s
+        .commit_compression(&fence, &compaction(1, vec![ids[4]]))
+        .await;
+    assert!(matches!(fenced, Err(StoreError::Fenced(_))), "{fenced:?}");
+}
+on_both!(r6_4_the_swap_marks_rows_writes_the_summary_and_its_event_at_once);
+
+async fn r6_1_the_last_prompt_size_is_the_last_call_recorded(s: Store) {
+    let sid = session(&s).await;
+    assert_eq!(s.last_prompt_usage(sid).await.unwrap(), None);
+    let o = owner();
+    let fence = lease(&s, sid, &o, 60_000).await.unwrap();
+    let a = s.admit(new_adm(sid, "a", "go")).await.unwrap().admission;
+    let turn = TurnId::new();
+    s.claim(&fence, a.id, &o, turn).await.unwrap();
+    let call = |input_tokens: i64| NewUsage {
+        provider: "p".into(),
+        model: "m".into(),
+        input_tokens,
+        output_tokens: 1,
+        cache_read_tokens: 0,
+        cache_write_tokens: 0,
+        cost_usd: 0.0,
+    };
+    // Two calls with a compression between them: the second, smaller prompt is the last.
+    let end = TurnEnd {
+        admission_id: a.id,
+        turn_id: turn,
+        messages: vec![],
+        close_tail: None,
+        usage: vec![call(12_000), call(4_000)],
+        outcome: json!({"result": "completed"}),
+        events: vec![],
+    };
+    s.commit_turn_end(&fence, &end).await.unwrap();
+    let (tokens, at) = s.last_prompt_usage(sid).await.unwrap().unwrap();
+    assert_eq!(tokens, 4_000);
+    assert!(at > 0);
+}
+on_both!(r6_1_the_last_prompt_size_is_the_last_call_recorded);
