@@ -1,9 +1,11 @@
 //! `Deps`: the wiring every actor and turn phase shares, built once at start-up by the
 //! gateway. It depends only on the leaf actors (delivery, tool execution), so actor files
 //! import it without importing the gateway that starts them.
+use crate::compressor::CompressionActor;
 use crate::config::RuntimeConfig;
 use crate::delivery::{DeliveryActor, EventHub};
 use crate::instance::Instance;
+use crate::provider_health::ProviderHealth;
 use crate::tool_exec::ToolExecActor;
 use crate::wakeups::Wakeups;
 use actix::Addr;
@@ -18,9 +20,14 @@ pub struct Deps {
     pub instance: Instance,
     /// The primary first, then fallbacks in order.
     pub providers: Vec<Arc<dyn Provider>>,
+    /// A circuit breaker per provider, by index in `providers`: the fallback chain skips one
+    /// that keeps failing (SPEC R8.4).
+    pub provider_health: ProviderHealth,
     pub hub: EventHub,
     pub delivery: Addr<DeliveryActor>,
     pub tools: Addr<ToolExecActor>,
+    /// Summarizes and swaps a session's transcript when the preflight gate asks for it.
+    pub compressor: Addr<CompressionActor>,
     /// What the model is offered: the schemas of every registered tool, fixed at start-up.
     pub tool_schemas: Vec<ToolSchema>,
     /// Wakes turns waiting on a person (approvals, decisions on unknown tool runs).

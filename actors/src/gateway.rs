@@ -2,6 +2,7 @@
 //! offers the operations the doors need (create session, submit, interrupt, state). Reads go
 //! straight to the store; every write goes through an actor.
 use crate::admission::{AdmissionActor, RetryUnknown, Submit};
+use crate::compressor::CompressionActor;
 use crate::config::RuntimeConfig;
 use crate::delivery::{DeliveryActor, EventHub};
 use crate::deps::Deps;
@@ -54,6 +55,7 @@ impl Gateway {
         let workspace = toolbox.workspace.clone();
         let hub = EventHub::default();
         let delivery = DeliveryActor::new(store.clone(), hub.clone()).start();
+        let compressor = CompressionActor::new(store.clone(), hub.clone()).start();
         let wakeups = Wakeups::default();
         let tools = ToolExecActor::new(
             store.clone(),
@@ -71,9 +73,11 @@ impl Gateway {
             config,
             instance: Instance::current(),
             providers,
+            provider_health: Default::default(),
             hub,
             delivery,
             tools,
+            compressor,
             tool_schemas: toolbox.schemas,
             wakeups,
             shutdown: CancellationToken::new(),

@@ -2,6 +2,7 @@
 //! delivery and recovery live at the top; `turn/` holds one file per phase of a turn, in the
 //! order SPEC R5–R10 describes them.
 pub mod admission;
+pub mod compressor;
 pub mod config;
 pub mod delivery;
 pub mod deps;
@@ -12,6 +13,7 @@ pub mod input;
 pub mod instance;
 pub mod lease;
 pub mod limits;
+pub mod provider_health;
 pub mod recovery;
 pub mod registry;
 pub mod session;

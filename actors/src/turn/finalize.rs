@@ -61,12 +61,15 @@ pub async fn finalize(deps: &Deps, c: Closing) {
         (None, None) => (TurnResult::Failed, Some(TurnFailure::EmptyResponse)),
     };
 
+    // A grace-call summary (SPEC R7.3) is delivered although the turn failed.
+    let delivers = failure.as_ref().is_none_or(|f| f.delivers_answer());
+
     let mut messages = Vec::new();
     let mut events = Vec::new();
     let ids = (c.session_id, c.turn_id, c.admission_id);
     let message_id = MessageId::new();
     let mut close_tail = None;
-    if let Some(text) = final_text.as_ref().filter(|_| failure.is_none()) {
+    if let Some(text) = final_text.as_ref().filter(|_| delivers) {
         // R10.3: a delivered final answer always has an assistant row.
         messages.push(assistant_row(message_id, text, &c));
         events.push(event(
@@ -97,7 +100,7 @@ pub async fn finalize(deps: &Deps, c: Closing) {
     let failure_reason = failure.as_ref().map(|f| f.code());
     let outcome = json!({
         "result": result,
-        "final_response": final_text.as_ref().filter(|_| failure.is_none()),
+        "final_response": final_text.as_ref().filter(|_| delivers),
         "failure_reason": failure_reason,
         "failure_message": failure.as_ref().map(|f| f.message()),
         "usage": usage_json(&c.usage),

@@ -2,7 +2,10 @@
 //! per phase, in lifecycle order: `context` and `prompt` (SPEC R5), `preflight` (R6),
 //! `request` (R8), `tool_round` (R9), `finalize` (R10), and `run`, the loop that drives them (R7).
 pub mod context;
+pub mod fallback;
 pub mod finalize;
+pub mod grace;
+pub mod normalize;
 pub mod preflight;
 pub mod prompt;
 pub mod request;
@@ -108,9 +111,20 @@ pub enum TurnFailure {
     },
     /// The request cannot fit the window and compression could not make it fit.
     ContextOverflow(String),
+    /// The request does not fit and compression failed or timed out (SPEC R7.2): nothing was
+    /// lost; the next input tries again after the cooldown.
+    CompressionFailed(String),
     NoProvider,
     MaxIterations,
+    /// The iteration budget ran out (SPEC R7.3); a grace call without tools may still have
+    /// written a summary of where the work stopped, which is delivered as the final response.
+    BudgetExhausted,
+    /// The model answered with nothing, again after one recovery call (SPEC R7.2).
     EmptyResponse,
+    /// The model repeated its previous answer word for word, again after one recovery call.
+    RepeatedOutput,
+    /// The answer was still cut off by the output limit after the allowed continuations.
+    TruncatedOutput,
     /// The process is stopping while the turn waits in its tool round (for a person, or for
     /// calls not started yet): it is left `started` for the next process to resume (SPEC
     /// R13.1, R13.2), so a pending approval outlives a deploy. Nothing is written.
@@ -129,9 +143,13 @@ impl TurnFailure {
             Self::PersistenceFailed(_) => "session_persistence_failed".into(),
             Self::Provider { code, .. } => code.clone(),
             Self::ContextOverflow(_) => "context_overflow".into(),
+            Self::CompressionFailed(_) => "compression_failed".into(),
             Self::NoProvider => "no_provider_configured".into(),
             Self::MaxIterations => "max_iterations".into(),
+            Self::BudgetExhausted => "budget_exhausted".into(),
             Self::EmptyResponse => "empty_response".into(),
+            Self::RepeatedOutput => "repeated_output".into(),
+            Self::TruncatedOutput => "truncated_output".into(),
             Self::GuardHalt { .. } => "tool_guard_halt".into(),
             Self::Parked => "parked".into(),
         }
@@ -145,10 +163,25 @@ impl TurnFailure {
             }
             Self::Stopped(r) => r.code().to_owned(),
             Self::PersistenceFailed(m) | Self::ContextOverflow(m) => m.clone(),
+            Self::CompressionFailed(m) => format!(
+                "the request does not fit the context window and compression failed: {m}; \
+                 nothing was lost, send again to retry"
+            ),
             Self::Provider { message, .. } => message.clone(),
             Self::NoProvider => "no provider is configured".into(),
             Self::MaxIterations => "the turn reached its iteration limit".into(),
+            Self::BudgetExhausted => "the turn spent its iteration budget; the final response \
+                 summarizes where the work stopped"
+                .into(),
             Self::EmptyResponse => "the model returned an empty response".into(),
+            Self::RepeatedOutput => {
+                "the model repeated its previous answer word for word, also after being asked \
+                 not to"
+                    .into()
+            }
+            Self::TruncatedOutput => "the answer was still cut off by the output limit after \
+                 continuing it twice"
+                .into(),
             Self::Parked => "the server stopped while the turn waited in its tool round; the next \
                  process resumes it"
                 .into(),
@@ -159,8 +192,14 @@ impl TurnFailure {
         }
     }
 
+    /// A failure that still delivers the text it ended with as the final response (the grace
+    /// call's summary, SPEC R7.3).
+    pub fn delivers_answer(&self) -> bool {
+        matches!(self, Self::BudgetExhausted)
+    }
+
     /// A failure whose cause is context pressure must not grow the transcript (SPEC R10.5).
     pub fn is_context_pressure(&self) -> bool {
-        matches!(self, Self::ContextOverflow(_))
+        matches!(self, Self::ContextOverflow(_) | Self::CompressionFailed(_))
     }
 }

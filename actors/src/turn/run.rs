@@ -1,11 +1,11 @@
 //! The loop (SPEC R7): begin (count, budget, interrupt) → assemble the wire request →
 //! preflight gate → call with retries → normalize → tool round or final text, until a stop
 //! condition; then finalize. Each phase answers continue or break.
-use super::context::{self, TurnContext};
+use super::context::{self, LastPrompt, TurnContext};
 use super::finalize::{self, Closing};
-use super::preflight::{self, Gate};
+use super::preflight::{self, Carried, GateState};
 use super::request::{self, CallOutcome, StreamedText};
-use super::{tool_round, StopReason, TurnControl, TurnFailure};
+use super::{fallback, grace, normalize, tool_round, StopReason, TurnControl, TurnFailure};
 use crate::deps::Deps;
 use std::time::Duration;
 use turnkey_providers::{cost_usd, ChatResponse, Provider, ProviderError, Usage};
@@ -89,7 +89,9 @@ async fn iterate(
         usage: Usage::default(),
         usage_rows: Vec::new(),
     };
-    let Some(provider) = deps.providers.first().cloned() else {
+    // The primary, or the first healthy fallback (SPEC R8.4).
+    let mut chain = fallback::Chain::new(deps);
+    let Some(mut provider) = chain.current(deps) else {
         out.failure = Some(TurnFailure::NoProvider);
         return out;
     };
@@ -107,75 +109,108 @@ async fn iterate(
         out.failure = Some(f);
         return out;
     }
-    let mut overflow_proven = false;
+    let mut gate = GateState::new(carried_prompt(deps, ctx).await);
     loop {
         // begin_iteration
         if let Some(r) = control.stop_reason() {
             out.failure = Some(TurnFailure::Stopped(r));
             return out;
         }
-        if iterations >= cfg.agent.max_iterations || budget == 0 {
+        if iterations >= cfg.agent.max_iterations {
             out.failure = Some(TurnFailure::MaxIterations);
+            return out;
+        }
+        if budget == 0 {
+            // One grace call without tools summarizes where the work stopped (SPEC R7.3).
+            let (text, failure) = grace::summarize(
+                deps,
+                ctx,
+                control,
+                &provider,
+                &mut gate,
+                streamed,
+                &mut |r| record_usage(&mut out, provider.as_ref(), r),
+            )
+            .await;
+            out.final_text = text;
+            out.failure = Some(failure);
             return out;
         }
         iterations += 1;
         budget -= 1;
         control.touch();
 
-        // assemble_api_request + run_preflight_gate
-        let wire = request::wire_messages(ctx);
-        match preflight::gate(
-            &cfg.compression,
-            &wire,
-            provider.context_window(),
-            overflow_proven,
-        ) {
-            Gate::FailClosed {
-                pressure_tokens,
-                window,
-            } => {
-                out.failure = Some(TurnFailure::ContextOverflow(format!(
-                    "request of ~{pressure_tokens} tokens does not fit the {window}-token window"
-                )));
+        // assemble_api_request + run_preflight_gate (compressing when the pressure asks)
+        let wire = match preflight::pass(deps, ctx, &provider, &mut gate).await {
+            Ok(wire) => wire,
+            Err(f) => {
+                out.failure = Some(f);
                 return out;
             }
-            Gate::ShouldCompress { pressure_tokens } => {
-                tracing::info!(turn = %ctx.turn_id, pressure_tokens, "over the compression threshold");
-            }
-            Gate::Proceed { .. } => {}
-        }
+        };
+        let wire_len = wire.len();
         let req = request::build_request(deps, ctx, provider.as_ref(), wire, true);
 
-        // call with retries, then normalize the response
-        let resp =
-            match request::call_with_retries(deps, ctx, control, provider.as_ref(), req, streamed)
-                .await
-            {
-                CallOutcome::Stopped => {
-                    out.failure = Some(TurnFailure::Stopped(
-                        control
-                            .stop_reason()
-                            .unwrap_or(StopReason::Interrupted("stopped".into())),
-                    ));
-                    return out;
-                }
-                CallOutcome::Failed(ProviderError::Overflow { message }) => {
-                    // Back to preflight: the gate now fails closed instead of re-sending (SPEC R6.5).
-                    tracing::warn!(turn = %ctx.turn_id, %message, "provider proved an overflow");
-                    overflow_proven = true;
+        // call with retries, then normalize the response (continue a truncated answer,
+        // recover an empty or repeated one once; each call is recorded in the usage ledger)
+        let called = normalize::call(
+            deps,
+            ctx,
+            control,
+            provider.as_ref(),
+            req,
+            streamed,
+            &mut |r| record_usage(&mut out, provider.as_ref(), r),
+        )
+        .await;
+        let called = match called {
+            Ok(called) => called,
+            Err(f) => {
+                out.failure = Some(f);
+                return out;
+            }
+        };
+        let resp = match called {
+            CallOutcome::Stopped => {
+                out.failure = Some(TurnFailure::Stopped(
+                    control
+                        .stop_reason()
+                        .unwrap_or(StopReason::Interrupted("stopped".into())),
+                ));
+                return out;
+            }
+            CallOutcome::Failed(ProviderError::Overflow { message }) => {
+                // Back to preflight: compress and retry once; a second overflow is proven
+                // and the gate fails closed instead of re-sending (SPEC R6.5).
+                tracing::warn!(turn = %ctx.turn_id, %message, "provider rejected the request as too long");
+                gate.on_overflow();
+                budget += 1;
+                continue;
+            }
+            CallOutcome::Failed(e) => {
+                if let Some(next) = chain.failed(deps, &e) {
+                    // Fall back: restart this iteration from preflight with messages
+                    // rebuilt for the next provider (new window, estimate, wire format).
+                    provider = next;
+                    ctx.last_prompt = None;
+                    gate.carried = None;
+                    iterations -= 1;
                     budget += 1;
                     continue;
                 }
-                CallOutcome::Failed(e) => {
-                    out.failure = Some(TurnFailure::Provider {
-                        code: e.code().to_owned(),
-                        message: e.to_string(),
-                    });
-                    return out;
-                }
-                CallOutcome::Response(r) => r,
-            };
-        record_usage(&mut out, provider.as_ref(), &resp);
+                out.failure = Some(TurnFailure::Provider {
+                    code: e.code().to_owned(),
+                    message: e.to_string(),
+                });
+                return out;
+            }
+            CallOutcome::Response(r) => r,
+        };
+        chain.succeeded(deps);
+        ctx.last_prompt = Some(LastPrompt {
+            input_tokens: resp.usage.input_tokens,
+            wire_len,
+        });
 
         if !resp.tool_calls.is_empty() {
             if let Err(f) = tool_round::run(deps, ctx, control, &resp).await {
@@ -189,6 +224,21 @@ async fn iterate(
         }
         out.final_text = resp.content.filter(|t| !t.trim().is_empty());
         return out;
+    }
+}
+
+/// The provider's prompt size for the session's last recorded call: where the first pressure
+/// measurement of a turn starts (SPEC R6.1). A store that cannot say falls back to estimating.
+async fn carried_prompt(deps: &Deps, ctx: &TurnContext) -> Option<Carried> {
+    match deps.store.last_prompt_usage(ctx.session.id).await {
+        Ok(found) => found.map(|(tokens, at)| Carried {
+            input_tokens: u64::try_from(tokens).unwrap_or(0),
+            recorded_at: at,
+        }),
+        Err(e) => {
+            tracing::warn!(turn = %ctx.turn_id, error = %e, "cannot read the last prompt size; estimating");
+            None
+        }
     }
 }
 
