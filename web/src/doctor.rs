@@ -7,7 +7,7 @@ use migration::sea_orm::{ConnectOptions, Database};
 use migration::{Migrator, MigratorTrait};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use turnkey_providers::ProviderConfig;
+use turnkey_providers::{ProviderConfig, ProviderKind};
 
 /// How long a store or a provider gets to answer before doctor calls it a problem.
 pub const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
@@ -153,7 +153,8 @@ async fn check_store(url: &str) -> Finding {
     finding
 }
 
-/// `GET {base_url}/models` with the key as Bearer: any 2xx is an answer; no answer within
+/// `GET {base_url}/models` with the key as the provider expects it (Bearer; Anthropic's
+/// `x-api-key` and `anthropic-version`): any 2xx is an answer; no answer within
 /// [`CHECK_TIMEOUT`], or an error status, is a problem.
 async fn check_provider(p: &ProviderConfig) -> Result<String, String> {
     let url = format!("{}/models", p.base_url.trim_end_matches('/'));
@@ -163,8 +164,14 @@ async fn check_provider(p: &ProviderConfig) -> Result<String, String> {
         .map_err(|e| format!("cannot build an HTTP client: {e}"))?;
     let key = p.resolved_api_key();
     let mut req = http.get(&url);
-    if let Some(key) = &key {
-        req = req.bearer_auth(key);
+    match (&key, p.kind) {
+        (Some(key), ProviderKind::Anthropic) => {
+            req = req
+                .header("x-api-key", key)
+                .header("anthropic-version", "2023-06-01");
+        }
+        (Some(key), ProviderKind::Openai) => req = req.bearer_auth(key),
+        (None, _) => {}
     }
     let res = req.send().await.map_err(|e| {
         if e.is_timeout() {
