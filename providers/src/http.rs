@@ -87,6 +87,34 @@ pub(crate) async fn failure(resp: reqwest::Response, idle: Duration) -> Provider
     ProviderError::from_http(status, retry_after, &body)
 }
 
+/// What every client's `chat` does with the response head: an error status is classified; a
+/// non-streamed request is read whole; a server that ignored `stream: true` (a JSON body) is
+/// read whole too and its text passed on, so the caller still sees everything that was said;
+/// otherwise the stream is read.
+pub(crate) async fn answer(
+    resp: reqwest::Response,
+    stream: bool,
+    idle: Duration,
+    on_delta: crate::provider::DeltaSink<'_>,
+    whole: impl AsyncFnOnce(reqwest::Response) -> Result<crate::wire::ChatResponse, ProviderError>,
+    streamed: impl AsyncFnOnce(reqwest::Response) -> Result<crate::wire::ChatResponse, ProviderError>,
+) -> Result<crate::wire::ChatResponse, ProviderError> {
+    if !resp.status().is_success() {
+        return Err(failure(resp, idle).await);
+    }
+    if !stream {
+        return whole(resp).await;
+    }
+    if is_json(&resp) {
+        let answer = whole(resp).await?;
+        if let Some(text) = &answer.content {
+            on_delta(text);
+        }
+        return Ok(answer);
+    }
+    streamed(resp).await
+}
+
 pub(crate) fn is_json(resp: &reqwest::Response) -> bool {
     resp.headers()
         .get(CONTENT_TYPE)

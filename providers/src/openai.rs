@@ -5,7 +5,7 @@ mod completion;
 mod stream;
 
 use crate::error::ProviderError;
-use crate::http::{self, endpoint, failure, is_json, read_body, shared_client};
+use crate::http::{self, endpoint, read_body, shared_client};
 use crate::provider::{DeltaSink, Provider, ProviderConfig};
 use crate::retry::RetryPolicy;
 use crate::wire::{ChatRequest, ChatResponse};
@@ -96,21 +96,14 @@ impl Provider for OpenAiProvider {
         tracing::debug!(provider = %self.name, model = %req.model, stream = req.stream,
             messages = req.messages.len(), tools = req.tools.len(), "chat completion request");
         let resp = self.send(req).await?;
-        if !resp.status().is_success() {
-            return Err(failure(resp, self.idle_timeout).await);
-        }
-        if !req.stream {
-            return self.read_completion(resp, &req.model).await;
-        }
-        if is_json(&resp) {
-            // A server that ignores `stream: true` answers in one piece; pass its text on so
-            // the caller still sees everything that was said.
-            let answer = self.read_completion(resp, &req.model).await?;
-            if let Some(text) = &answer.content {
-                on_delta(text);
-            }
-            return Ok(answer);
-        }
-        read_stream(resp, self.idle_timeout, on_delta, &req.model).await
+        http::answer(
+            resp,
+            req.stream,
+            self.idle_timeout,
+            on_delta,
+            async |r| self.read_completion(r, &req.model).await,
+            async |r| read_stream(r, self.idle_timeout, on_delta, &req.model).await,
+        )
+        .await
     }
 }

@@ -1,40 +1,14 @@
 //! The Anthropic client against a scripted HTTP/1.1 server on 127.0.0.1, so the real reqwest,
 //! SSE and timeout paths run: text and tool_use streams, cache usage, error events, statuses.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may fail loudly
-use std::sync::Mutex;
+mod common;
+
+use common::*;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
 use turnkey_providers::{
     build_provider, ChatMessage, ChatRequest, ChatResponse, FinishReason, Provider, ProviderConfig,
     ProviderError, ProviderKind, ToolCall, ToolSchema, Usage,
 };
-
-/// No test may take longer than this, whatever the client does.
-const TEST_BOUND: Duration = Duration::from_secs(15);
-
-/// What the server does on one connection, in order.
-#[derive(Clone)]
-enum Step {
-    Write(Vec<u8>),
-    Sleep(Duration),
-}
-
-fn write(s: impl Into<String>) -> Step {
-    Step::Write(s.into().into_bytes())
-}
-
-fn chunk(data: &str) -> Step {
-    write(format!("{:x}\r\n{data}\r\n", data.len()))
-}
-
-fn sse_head() -> Step {
-    write(
-        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\
-         Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
-    )
-}
 
 /// One Anthropic SSE event: its name on the `event:` line, its JSON on the `data:` line.
 fn event(data: &str) -> Step {
@@ -49,75 +23,6 @@ fn sse(events: &[&str]) -> Vec<Step> {
     steps.extend(events.iter().map(|e| event(e)));
     steps.push(write("0\r\n\r\n"));
     steps
-}
-
-fn plain(status: &str, headers: &str, body: &str) -> Vec<Step> {
-    vec![write(format!(
-        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
-         {headers}Connection: close\r\n\r\n{body}",
-        body.len()
-    ))]
-}
-
-/// A server that answers one connection with `steps` and hands back the request it read
-/// as soon as it has read it (the steps may still be running, or sleeping).
-struct Server {
-    base_url: String,
-    request: oneshot::Receiver<String>,
-}
-
-async fn serve(steps: Vec<Step>) -> Server {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (tx, request) = oneshot::channel();
-    tokio::spawn(async move {
-        let (mut sock, _) = listener.accept().await.unwrap();
-        tx.send(read_request(&mut sock).await).unwrap();
-        for step in steps {
-            match step {
-                // The client may hang up early (it gave up); that is its right.
-                Step::Write(bytes) => {
-                    if sock.write_all(&bytes).await.is_err() {
-                        break;
-                    }
-                    if sock.flush().await.is_err() {
-                        break;
-                    }
-                }
-                Step::Sleep(d) => tokio::time::sleep(d).await,
-            }
-        }
-    });
-    Server {
-        base_url: format!("http://{addr}/v1/"),
-        request,
-    }
-}
-
-/// Head and body of one request (the body by its Content-Length).
-async fn read_request(sock: &mut TcpStream) -> String {
-    let mut buf = Vec::new();
-    let mut tmp = [0u8; 4096];
-    let head_end = loop {
-        let n = sock.read(&mut tmp).await.unwrap();
-        assert!(n > 0, "client closed before sending a request");
-        buf.extend_from_slice(&tmp[..n]);
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
-    let length: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length:"))
-        .map(|v| v.trim().parse().unwrap())
-        .unwrap_or(0);
-    while buf.len() < head_end + length {
-        let n = sock.read(&mut tmp).await.unwrap();
-        assert!(n > 0, "client closed mid-body");
-        buf.extend_from_slice(&tmp[..n]);
-    }
-    String::from_utf8(buf).unwrap()
 }
 
 fn provider(base_url: &str, idle_s: u64) -> std::sync::Arc<dyn Provider> {
@@ -156,23 +61,7 @@ async fn call(
     req: ChatRequest,
     idle_s: u64,
 ) -> (Result<ChatResponse, ProviderError>, Vec<String>, String) {
-    tokio::time::timeout(TEST_BOUND, async {
-        let server = serve(steps).await;
-        let p = provider(&server.base_url, idle_s);
-        let deltas = Mutex::new(Vec::new());
-        let sink = |t: &str| deltas.lock().unwrap().push(t.to_owned());
-        let result = p.chat(&req, &sink).await;
-        drop(p);
-        let raw = server.request.await.unwrap();
-        (result, deltas.into_inner().unwrap(), raw)
-    })
-    .await
-    .expect("test exceeded its time bound")
-}
-
-fn request_body(raw: &str) -> serde_json::Value {
-    let (_, body) = raw.split_once("\r\n\r\n").unwrap();
-    serde_json::from_str(body).unwrap()
+    common::call(steps, req, idle_s, provider).await
 }
 
 const MESSAGE_START: &str = r#"{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5-20250929","content":[],"stop_reason":null,"usage":{"input_tokens":12,"cache_creation_input_tokens":300,"cache_read_input_tokens":2000,"output_tokens":1}}}"#;
