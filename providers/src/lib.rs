@@ -17,7 +17,7 @@ pub mod wire;
 pub use anthropic::AnthropicProvider;
 pub use error::ProviderError;
 pub use openai::OpenAiProvider;
-pub use pricing::{cost_usd, price_per_mtok, Price};
+pub use pricing::{cost_usd, price_per_mtok, Price, Pricing};
 pub use provider::{build_provider, DeltaSink, Provider, ProviderConfig, ProviderKind};
 pub use retry::RetryPolicy;
 pub use tokens::{
