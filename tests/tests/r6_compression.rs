@@ -80,11 +80,7 @@ async fn long_session(database: Option<&str>) {
     let main = ScriptedProvider::start();
     let aux = ScriptedProvider::start();
     aux.on_user_text("[turnkey:compress]", Reply::text(SUMMARY));
-    let mut opts = options(&main, &aux, "");
-    if let Some(url) = database {
-        opts = opts.database(url);
-    }
-    let tk = Turnkey::start(opts).await;
+    let tk = Turnkey::start(with_database(options(&main, &aux, ""), database)).await;
     std::fs::create_dir_all(tk.dir.path().join("workspace")).unwrap();
     std::fs::write(tk.dir.path().join("workspace/plan.txt"), "water at dawn\n").unwrap();
     let api = tk.api();
@@ -230,12 +226,31 @@ async fn r6_long_session_compresses_in_place_postgres() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn r12_compression_timeout_cools_down_and_the_turn_continues() {
+async fn r12_compression_timeout_cools_down_and_the_turn_continues_sqlite() {
+    compression_timeout(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r12_compression_timeout_cools_down_and_the_turn_continues_postgres() {
+    let Some(db) = pg::fresh_database().await else {
+        return;
+    };
+    compression_timeout(Some(db.url())).await;
+}
+
+fn with_database(opts: TurnkeyOptions, database: Option<&str>) -> TurnkeyOptions {
+    match database {
+        Some(url) => opts.database(url),
+        None => opts,
+    }
+}
+
+async fn compression_timeout(database: Option<&str>) {
     let main = ScriptedProvider::start();
     let aux = ScriptedProvider::start();
     aux.on_user_text("[turnkey:compress]", Reply::Hang);
     let extra = "[compression]\ntimeout_s = 1\ncooldown_s = 600\n";
-    let tk = Turnkey::start(options(&main, &aux, extra)).await;
+    let tk = Turnkey::start(with_database(options(&main, &aux, extra), database)).await;
     let api = tk.api();
     let s = api.create_session_id().await;
     // Each turn adds ~200 tokens: the threshold (0.75 of 16K) is passed at about turn 60, the
@@ -280,11 +295,23 @@ async fn r12_compression_timeout_cools_down_and_the_turn_continues() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn r12_provider_overflow_is_compressed_and_resent_once() {
+async fn r12_provider_overflow_is_compressed_and_resent_once_sqlite() {
+    provider_overflow(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r12_provider_overflow_is_compressed_and_resent_once_postgres() {
+    let Some(db) = pg::fresh_database().await else {
+        return;
+    };
+    provider_overflow(Some(db.url())).await;
+}
+
+async fn provider_overflow(database: Option<&str>) {
     let main = ScriptedProvider::start();
     let aux = ScriptedProvider::start();
     aux.on_user_text("[turnkey:compress]", Reply::text(SUMMARY));
-    let tk = Turnkey::start(options(&main, &aux, "")).await;
+    let tk = Turnkey::start(with_database(options(&main, &aux, ""), database)).await;
     let api = tk.api();
     let s = api.create_session_id().await;
     fill_small(&api, &s, 30).await;
