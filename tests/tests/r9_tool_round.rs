@@ -325,12 +325,18 @@ async fn r9_6_file_changes_are_checkpointed_and_restored() {
         .as_str()
         .unwrap()
         .to_string();
-    let res = api
-        .post(
-            &format!("/v1/sessions/{s}/checkpoints/{turn}/restore"),
-            &json!({}),
-        )
-        .await;
+    // The receipt turns terminal a moment before the session lets go of its lease; until
+    // then a restore is refused as `session_busy` (409), as documented.
+    let path = format!("/v1/sessions/{s}/checkpoints/{turn}/restore");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let res = loop {
+        let res = api.post(&path, &json!({})).await;
+        if res.status != 409 || std::time::Instant::now() > deadline {
+            break res;
+        }
+        assert_eq!(res.error_code(), Some("session_busy"), "{}", res.text);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     assert_eq!(res.status, 200, "{}", res.text);
     assert_eq!(
         std::fs::read_to_string(ws.join("a.txt")).unwrap(),
