@@ -29,6 +29,26 @@ async fn r6_4_one_compressor_holds_the_lock_until_it_releases_or_expires(s: Stor
 }
 on_both!(r6_4_one_compressor_holds_the_lock_until_it_releases_or_expires);
 
+async fn r6_4_a_lock_held_by_a_turn_that_died_is_taken_over(s: Store) {
+    let sid = session(&s).await;
+    let o = owner();
+    let fence = lease(&s, sid, &o, 60_000).await.unwrap();
+    let a = s.admit(new_adm(sid, "a", "go")).await.unwrap().admission;
+    let turn = TurnId::new();
+    s.claim(&fence, a.id, &o, turn).await.unwrap();
+    let holder = turn.to_string();
+    let next = TurnId::new().to_string();
+    assert!(s.take_compression_lock(sid, &holder, 60_000).await.unwrap());
+    assert!(
+        !s.take_compression_lock(sid, &next, 60_000).await.unwrap(),
+        "a running turn keeps its lock"
+    );
+    // Its process died: the turn is `unknown`, and its lock is free before the TTL.
+    s.mark_unknown(a.id, &died(), None).await.unwrap();
+    assert!(s.take_compression_lock(sid, &next, 60_000).await.unwrap());
+}
+on_both!(r6_4_a_lock_held_by_a_turn_that_died_is_taken_over);
+
 async fn r6_4_the_swap_marks_rows_writes_the_summary_and_its_event_at_once(s: Store) {
     let sid = session(&s).await;
     let o = owner();

@@ -4,16 +4,30 @@
 //! nothing changed. No row is ever deleted; history stays readable.
 use super::log::insert_message;
 use super::{check_fence, insert_event, is_unique_violation, Result, Store, StoreError};
-use crate::entity::{compression_lock, message, session, usage};
+use crate::entity::{admission, compression_lock, message, session, usage};
+use crate::status::AdmissionStatus;
 use crate::ids::*;
 use crate::model::*;
 use sea_orm::sea_query::Expr;
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, Condition, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
 };
 
 /// Bound on the ids in one `IN (…)` list (SQLite allows 32,766 parameters a statement).
 const IDS_PER_STATEMENT: usize = 500;
+
+/// True while the turn `holder` names is `started` (a holder that is not a turn id counts as
+/// running: only its TTL frees it).
+async fn holder_runs<C: ConnectionTrait>(db: &C, holder: &str) -> Result<bool> {
+    if uuid::Uuid::parse_str(holder).is_err() {
+        return Ok(true);
+    }
+    let row = admission::Entity::find()
+        .filter(admission::Column::TurnId.eq(holder))
+        .one(db)
+        .await?;
+    Ok(row.is_some_and(|a| a.status == AdmissionStatus::Started.as_str()))
+}
 
 /// One compression's swap, as the compressor decided it.
 #[derive(Clone, Debug)]
@@ -41,9 +55,11 @@ pub struct CompactionDone {
 }
 
 impl Store {
-    /// Takes the compression lock of `session` for `holder` until `ttl_ms` from now; a lock
-    /// whose holder is the same or whose time is up is taken over. False when another holder
-    /// has it.
+    /// Takes the compression lock of `session` for `holder` (a turn id) until `ttl_ms` from
+    /// now. A lock is taken over when its holder is the same, its time is up, or its holder is
+    /// a turn that no longer runs (it ended, or its process died and it was marked `unknown`),
+    /// so a crash mid-summary never blocks the session for the rest of the TTL. False when a
+    /// running turn holds it.
     pub async fn take_compression_lock(
         &self,
         session: SessionId,
@@ -54,45 +70,44 @@ impl Store {
         let now = now_ms();
         let expires = now.saturating_add(ttl_ms);
         let tx = self.write_tx().await?;
-        let taken = compression_lock::Entity::update_many()
-            .col_expr(compression_lock::Column::Holder, Expr::value(holder))
-            .col_expr(compression_lock::Column::ExpiresAt, Expr::value(expires))
-            .filter(compression_lock::Column::SessionId.eq(sid.clone()))
-            .filter(
-                Condition::any()
-                    .add(compression_lock::Column::Holder.eq(holder))
-                    .add(compression_lock::Column::ExpiresAt.lte(now)),
-            )
-            .exec(&tx)
-            .await?;
-        if taken.rows_affected == 1 {
-            tx.commit().await?;
-            return Ok(true);
-        }
-        let exists = compression_lock::Entity::find_by_id(sid.clone())
+        let current = compression_lock::Entity::find_by_id(sid.clone())
             .one(&tx)
-            .await?
-            .is_some();
-        if exists {
+            .await?;
+        let Some(current) = current else {
+            let inserted = compression_lock::Entity::insert(compression_lock::ActiveModel {
+                session_id: Set(sid),
+                holder: Set(holder.to_owned()),
+                expires_at: Set(expires),
+            })
+            .exec_without_returning(&tx)
+            .await;
+            return match inserted {
+                Ok(_) => {
+                    tx.commit().await?;
+                    Ok(true)
+                }
+                // Another replica inserted it first (PostgreSQL): theirs.
+                Err(e) if is_unique_violation(&e) => Ok(false),
+                Err(e) => Err(e.into()),
+            };
+        };
+        let free = current.holder == holder
+            || current.expires_at <= now
+            || !holder_runs(&tx, &current.holder).await?;
+        if !free {
             tx.rollback().await?;
             return Ok(false);
         }
-        let inserted = compression_lock::Entity::insert(compression_lock::ActiveModel {
-            session_id: Set(sid),
-            holder: Set(holder.to_owned()),
-            expires_at: Set(expires),
-        })
-        .exec_without_returning(&tx)
-        .await;
-        match inserted {
-            Ok(_) => {
-                tx.commit().await?;
-                Ok(true)
-            }
-            // Another replica inserted it first (PostgreSQL): theirs.
-            Err(e) if is_unique_violation(&e) => Ok(false),
-            Err(e) => Err(e.into()),
-        }
+        // Conditional on the holder read above, so a concurrent taker cannot both win.
+        let taken = compression_lock::Entity::update_many()
+            .col_expr(compression_lock::Column::Holder, Expr::value(holder))
+            .col_expr(compression_lock::Column::ExpiresAt, Expr::value(expires))
+            .filter(compression_lock::Column::SessionId.eq(sid))
+            .filter(compression_lock::Column::Holder.eq(current.holder))
+            .exec(&tx)
+            .await?;
+        tx.commit().await?;
+        Ok(taken.rows_affected == 1)
     }
 
     /// Gives the lock back if `holder` still has it.
