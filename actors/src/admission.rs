@@ -119,7 +119,9 @@ async fn admit(
         .for_each(|e| deps.hub.publish(e));
     crate::kill_point!("admission.after_commit");
     if !admitted.duplicate {
-        if deps.config.agent.busy_policy == BusyPolicy::Interrupt {
+        // `steer` needs nothing here: the running turn takes queued input at its next model
+        // boundary (`turn::steer`); what it does not take runs as its own turn.
+        if effective_policy(deps, session).await == BusyPolicy::Interrupt {
             if let Some(addr) = registry.get(session) {
                 addr.do_send(Interrupt {
                     reason: StopReason::Interrupted("superseded by a newer message".into()),
@@ -137,6 +139,18 @@ async fn admit(
         duplicate: admitted.duplicate,
         retry_of: a.retry_of,
     })
+}
+
+/// The session's busy policy, else the platform's (SPEC R13.4).
+pub async fn effective_policy(deps: &Deps, session: SessionId) -> BusyPolicy {
+    let own = match deps.store.get_session(session).await {
+        Ok(s) => s.and_then(|s| s.busy_policy),
+        Err(e) => {
+            tracing::warn!(%session, error = %e, "cannot read the session's busy policy");
+            None
+        }
+    };
+    BusyPolicy::effective(own.as_deref(), deps.config.agent.busy_policy)
 }
 
 /// The session, if `principal` may act on it. Someone else's session is reported exactly like

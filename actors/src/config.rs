@@ -26,6 +26,32 @@ pub enum BusyPolicy {
     Steer,
 }
 
+impl BusyPolicy {
+    pub const NAMES: &'static str = "queue, interrupt, steer";
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queue => "queue",
+            Self::Interrupt => "interrupt",
+            Self::Steer => "steer",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "queue" => Some(Self::Queue),
+            "interrupt" => Some(Self::Interrupt),
+            "steer" => Some(Self::Steer),
+            _ => None,
+        }
+    }
+
+    /// The session's own policy, else the platform's.
+    pub fn effective(session: Option<&str>, platform: Self) -> Self {
+        session.and_then(Self::parse).unwrap_or(platform)
+    }
+}
+
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AgentConfig {
@@ -33,6 +59,8 @@ pub struct AgentConfig {
     pub iteration_budget: u32,
     pub turn_timeout_s: u64,
     pub busy_policy: BusyPolicy,
+    /// Queued inputs admitted within this many ms of each other form one turn (0 = off).
+    pub coalesce_ms: u64,
     /// Stream model output to clients as it arrives (SPEC R3.1).
     pub streaming: bool,
     /// Coalescing window for `message.delta` events, in milliseconds.
@@ -52,6 +80,7 @@ impl Default for AgentConfig {
             iteration_budget: 90,
             turn_timeout_s: 1800,
             busy_policy: BusyPolicy::Queue,
+            coalesce_ms: 0,
             streaming: true,
             delta_flush_ms: 150,
             name: "turnkey".into(),

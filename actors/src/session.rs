@@ -191,7 +191,7 @@ async fn drain(deps: Arc<Deps>, session: SessionId, addr: Addr<SessionActor>) {
         // Under the lease-first order, a `started` admission we find now belonged to a
         // previous holder: resume it if it stopped in its tool round, else it is unknown.
         for orphan in crate::recovery::orphans(&deps, &fence).await {
-            run_one(&deps, &addr, &fence, &refresher, &orphan, None).await;
+            run_one(&deps, &addr, &fence, &refresher, &orphan, None, &[]).await;
         }
         loop {
             if deps.shutdown.is_cancelled() || refresher.lost.is_cancelled() {
@@ -205,6 +205,7 @@ async fn drain(deps: Arc<Deps>, session: SessionId, addr: Addr<SessionActor>) {
                     break;
                 }
             };
+            let burst = burst(&deps, &admission).await;
             if !run_one(
                 &deps,
                 &addr,
@@ -212,6 +213,7 @@ async fn drain(deps: Arc<Deps>, session: SessionId, addr: Addr<SessionActor>) {
                 &refresher,
                 &admission,
                 Some(TurnId::new()),
+                &burst,
             )
             .await
             {
@@ -239,8 +241,80 @@ async fn has_work(deps: &Deps, session: SessionId) -> Result<bool, StoreError> {
     Ok(false)
 }
 
+/// With `agent.coalesce_ms` set, the queued admissions after `head` that form one burst with
+/// it (each admitted within that many ms of the one before), once the burst has settled: the
+/// drain waits until the newest is that old, at most `MAX_COALESCE_WAITS` windows in all.
+async fn burst(deps: &Deps, head: &Admission) -> Vec<Admission> {
+    let window = i64::try_from(deps.config.agent.coalesce_ms).unwrap_or(i64::MAX);
+    if window == 0 {
+        return Vec::new();
+    }
+    let mut waits = 0;
+    loop {
+        let queued = match deps.store.queued_admissions(head.session_id).await {
+            Ok(q) => q,
+            Err(e) => {
+                tracing::warn!(session = %head.session_id, error = %e, "cannot read the queue to coalesce");
+                return Vec::new();
+            }
+        };
+        let mut chain: Vec<Admission> = Vec::new();
+        let mut last = head.created_at;
+        for a in queued.into_iter().filter(|a| a.seq > head.seq) {
+            if a.created_at - last > window {
+                break;
+            }
+            last = a.created_at;
+            chain.push(a);
+        }
+        let quiet = turnkey_storage::now_ms() - last;
+        if quiet >= window || waits >= MAX_COALESCE_WAITS || deps.shutdown.is_cancelled() {
+            return chain;
+        }
+        waits += 1;
+        tokio::time::sleep(Duration::from_millis(
+            u64::try_from(window - quiet).unwrap_or(0),
+        ))
+        .await;
+    }
+}
+
+/// How many windows the drain waits at most for a burst to settle.
+const MAX_COALESCE_WAITS: u32 = 10;
+
+/// Settles the coalesced admissions as carried by `turn` of `head`, and answers the admission
+/// the turn runs: `head` with the texts of those it carries joined, newline separated.
+async fn coalesce(
+    deps: &Deps,
+    fence: &Fence,
+    head: &Admission,
+    turn_id: TurnId,
+    burst: &[Admission],
+) -> Admission {
+    let mut joined = head.clone();
+    let carried = turnkey_storage::Carried {
+        result: "coalesced",
+        turn_id,
+        carried_by: head.id,
+    };
+    let mut texts = vec![head.payload["text"].as_str().unwrap_or_default().to_owned()];
+    for a in burst {
+        match deps.store.carry(fence, a.id, &carried, None).await {
+            Ok((_, events)) => {
+                events.into_iter().for_each(|e| deps.hub.publish(e));
+                texts.push(a.payload["text"].as_str().unwrap_or_default().to_owned());
+            }
+            // Not settled: it stays queued (or was taken) and runs as its own turn.
+            Err(e) => tracing::warn!(admission = %a.id, error = %e, "not coalesced"),
+        }
+    }
+    joined.payload["text"] = texts.join("\n").into();
+    joined
+}
+
 /// Runs one admission under the held lease: a queued one is claimed as `turn` (`Some`), a
-/// resumable orphan is taken over (`None`). Answers whether the drain may go on.
+/// resumable orphan is taken over (`None`). `burst` are queued admissions the claimed turn
+/// carries too (`agent.coalesce_ms`). Answers whether the drain may go on.
 async fn run_one(
     deps: &Arc<Deps>,
     addr: &Addr<SessionActor>,
@@ -248,6 +322,7 @@ async fn run_one(
     refresher: &Refresher,
     admission: &Admission,
     turn: Option<TurnId>,
+    burst: &[Admission],
 ) -> bool {
     let session = admission.session_id;
     let (turn_id, start, claimed) = match turn {
@@ -287,7 +362,12 @@ async fn run_one(
     if start == Start::Fresh {
         crate::kill_point!("turn.after_claim");
     }
-    turn::run::run_turn(deps, &control, fence, admission, turn_id, start).await;
+    let admission = if burst.is_empty() {
+        admission.clone()
+    } else {
+        coalesce(deps, fence, admission, turn_id, burst).await
+    };
+    turn::run::run_turn(deps, &control, fence, &admission, turn_id, start).await;
     addr.do_send(TurnEnded);
     true
 }

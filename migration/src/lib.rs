@@ -6,6 +6,7 @@ mod m20261202_000001_initial;
 mod m20261203_000001_admission_retry;
 mod m20261203_000002_tool_runs;
 mod m20261203_000003_compression;
+mod m20261203_000004_busy_policy;
 
 pub struct Migrator;
 
@@ -17,6 +18,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261203_000001_admission_retry::Migration),
             Box::new(m20261203_000002_tool_runs::Migration),
             Box::new(m20261203_000003_compression::Migration),
+            Box::new(m20261203_000004_busy_policy::Migration),
         ]
     }
 }

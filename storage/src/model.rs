@@ -35,10 +35,14 @@ pub enum EventKind {
     SessionRotated,
     #[serde(rename = "status")]
     Status,
+    /// A queued input was carried by another admission's turn (busy policy `steer`, input
+    /// coalescing): `{admission_id, result: steered/coalesced, turn_id, carried_by}`.
+    #[serde(rename = "admission.carried")]
+    AdmissionCarried,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 14] = [
+    pub const ALL: [EventKind; 15] = [
         Self::AdmissionQueued,
         Self::TurnStarted,
         Self::MessageDelta,
@@ -53,6 +57,7 @@ impl EventKind {
         Self::TurnUnknown,
         Self::SessionRotated,
         Self::Status,
+        Self::AdmissionCarried,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -71,6 +76,7 @@ impl EventKind {
             Self::TurnUnknown => "turn.unknown",
             Self::SessionRotated => "session.rotated",
             Self::Status => "status",
+            Self::AdmissionCarried => "admission.carried",
         }
     }
 
@@ -131,6 +137,15 @@ pub struct Lease {
     pub expires_at: i64,
 }
 
+/// Which running turn carried a queued input it did not start (SPEC R13.4).
+#[derive(Clone, Debug)]
+pub struct Carried {
+    /// `steered` or `coalesced`.
+    pub result: &'static str,
+    pub turn_id: TurnId,
+    pub carried_by: AdmissionId,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Session {
     pub id: SessionId,
@@ -151,6 +166,8 @@ pub struct Session {
     pub compression_epoch: i32,
     /// When the last compression committed (ms since the epoch).
     pub compressed_at: Option<i64>,
+    /// The session's own busy policy (SPEC R13.4), else the platform's.
+    pub busy_policy: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]

@@ -86,7 +86,6 @@ const NOT_IN_THIS_BUILD: &[(&str, &str)] = &[
         "the built-in price table cannot be overridden yet",
     ),
     ("telemetry", "OpenTelemetry export is not built in yet"),
-    ("agent.coalesce_ms", "inputs are not coalesced yet"),
 ];
 
 impl Settings {

@@ -335,7 +335,6 @@ fn sections_this_build_does_not_serve_are_refused_by_name() {
             "pricing",
         ),
         ("[telemetry]\notlp_endpoint = \"\"\n", "telemetry"),
-        ("[agent]\ncoalesce_ms = 0\n", "agent.coalesce_ms"),
     ] {
         let e = refused(toml);
         assert_eq!(e.key, key, "{toml}: {e}");

@@ -10,6 +10,7 @@ pub mod preflight;
 pub mod prompt;
 pub mod request;
 pub mod run;
+pub mod steer;
 pub mod tool_round;
 
 use std::sync::atomic::{AtomicI64, Ordering};

@@ -220,6 +220,11 @@ async fn iterate(
             // What streamed before the calls is in the tool-call row now; the partial or
             // recovered answer (SPEC R10.2) is only what the next call streams.
             streamed.take();
+            // A model boundary: input steered into this turn joins it here (SPEC R13.4).
+            if let Err(f) = super::steer::absorb(deps, ctx).await {
+                out.failure = Some(f);
+                return out;
+            }
             continue;
         }
         out.final_text = resp.content.filter(|t| !t.trim().is_empty());

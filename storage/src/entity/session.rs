@@ -26,6 +26,8 @@ pub struct Model {
     pub updated_at: i64,
     pub compression_epoch: i32,
     pub compressed_at: Option<i64>,
+    /// `queue`, `interrupt` or `steer`; null: the platform's `agent.busy_policy`.
+    pub busy_policy: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

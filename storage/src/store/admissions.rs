@@ -236,6 +236,86 @@ impl Store {
         Ok(vec![ev, status])
     }
 
+    /// Settles a queued admission as carried by the running turn `turn` of admission
+    /// `carried_by` (SPEC R13.4): `queued → terminal` with the outcome
+    /// `{result, turn_id, carried_by}` (`result` is `steered` or `coalesced`), committed with
+    /// `user` (a steered input's user row of the running turn, if any), `admission.carried` and
+    /// `status`. `WrongState` when the admission is no longer queued: then nothing is written.
+    pub async fn carry(
+        &self,
+        fence: &Fence,
+        admission: AdmissionId,
+        carried: &Carried,
+        user: Option<&NewMessage>,
+    ) -> Result<(Option<Message>, Vec<Event>)> {
+        let tx = self.write_tx().await?;
+        check_fence(&tx, fence).await?;
+        let outcome = json!({
+            "result": carried.result,
+            "turn_id": carried.turn_id,
+            "carried_by": carried.carried_by,
+            "final_response": null,
+        });
+        let res = admission::Entity::update_many()
+            .col_expr(
+                admission::Column::Status,
+                Expr::value(AdmissionStatus::Terminal.as_str()),
+            )
+            .col_expr(admission::Column::Outcome, Expr::value(outcome.to_string()))
+            .col_expr(admission::Column::StartedAt, Expr::value(now_ms()))
+            .col_expr(admission::Column::FinishedAt, Expr::value(now_ms()))
+            .filter(admission::Column::Id.eq(admission.to_string()))
+            .filter(admission::Column::SessionId.eq(fence.session_id.to_string()))
+            .filter(admission::Column::Status.eq(AdmissionStatus::Queued.as_str()))
+            .exec(&tx)
+            .await?;
+        if res.rows_affected != 1 {
+            tx.rollback().await?;
+            return Err(StoreError::WrongState(admission.to_string()));
+        }
+        let mut row = None;
+        if let Some(msg) = user {
+            super::log::insert_message(&tx, fence.session_id, msg).await?;
+            let found = crate::entity::message::Entity::find_by_id(msg.id.to_string())
+                .one(&tx)
+                .await?
+                .ok_or_else(|| StoreError::NotFound(format!("message {}", msg.id)))?;
+            row = Some(convert::message(found)?);
+        }
+        let ev = insert_event(
+            &tx,
+            &NewEvent {
+                session_id: fence.session_id,
+                kind: EventKind::AdmissionCarried,
+                turn_id: Some(carried.turn_id),
+                admission_id: Some(admission),
+                data: json!({
+                    "admission_id": admission,
+                    "result": carried.result,
+                    "turn_id": carried.turn_id,
+                    "carried_by": carried.carried_by,
+                }),
+            },
+        )
+        .await?;
+        let status = insert_status_event(&tx, fence.session_id).await?;
+        tx.commit().await?;
+        Ok((row, vec![ev, status]))
+    }
+
+    /// Every queued admission of `session`, in seq order.
+    pub async fn queued_admissions(&self, session: SessionId) -> Result<Vec<Admission>> {
+        admission::Entity::find()
+            .filter(admission::Column::SessionId.eq(session.to_string()))
+            .filter(admission::Column::Status.eq(AdmissionStatus::Queued.as_str()))
+            .order_by_asc(admission::Column::Seq)
+            .all(self.connection())
+            .await?
+            .into_iter()
+            .map(convert::admission)
+            .collect()
+    }
+
     /// A `started` admission whose owner died in its tool round passes to the lease holder,
     /// which resumes the same turn (SPEC R13.1): the owner changes, the status and the turn do
     /// not. Committed with `turn.started` (`resumed: true`) and `status`.

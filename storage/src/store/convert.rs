@@ -51,6 +51,7 @@ pub(super) fn session(m: session::Model) -> Result<Session> {
         updated_at: m.updated_at,
         compression_epoch: m.compression_epoch,
         compressed_at: m.compressed_at,
+        busy_policy: m.busy_policy,
     })
 }
 

@@ -3,6 +3,7 @@ use super::{convert, Result, Store};
 use crate::entity::session;
 use crate::ids::{now_ms, SessionId};
 use crate::model::{NewSession, Session};
+use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 
 impl Store {
@@ -30,6 +31,7 @@ impl Store {
             updated_at: Set(now),
             compression_epoch: Set(0),
             compressed_at: Set(None),
+            busy_policy: Set(None),
         };
         session::Entity::insert(model)
             .exec_without_returning(self.connection())
@@ -37,6 +39,27 @@ impl Store {
         self.get_session(s.id)
             .await?
             .ok_or_else(|| super::StoreError::NotFound(format!("session {}", s.id)))
+    }
+
+    /// `PATCH /v1/sessions/{id}`: sets the title and/or the busy policy (`Some(None)` clears
+    /// it back to the platform's). Answers the updated row, or `None` for a missing session.
+    pub async fn update_session(
+        &self,
+        id: SessionId,
+        title: Option<Option<String>>,
+        busy_policy: Option<Option<String>>,
+    ) -> Result<Option<Session>> {
+        let mut q = session::Entity::update_many()
+            .col_expr(session::Column::UpdatedAt, Expr::value(now_ms()))
+            .filter(session::Column::Id.eq(id.to_string()));
+        if let Some(t) = title {
+            q = q.col_expr(session::Column::Title, Expr::value(t));
+        }
+        if let Some(p) = busy_policy {
+            q = q.col_expr(session::Column::BusyPolicy, Expr::value(p));
+        }
+        q.exec(self.connection()).await?;
+        self.get_session(id).await
     }
 
     pub async fn get_session(&self, id: SessionId) -> Result<Option<Session>> {

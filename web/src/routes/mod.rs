@@ -28,7 +28,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                         .route(web::post().to(sessions::create))
                         .route(web::get().to(sessions::list)),
                 )
-                .service(resource("/sessions/{id}").route(web::get().to(sessions::get)))
+                .service(
+                    resource("/sessions/{id}")
+                        .route(web::get().to(sessions::get))
+                        .route(web::patch().to(sessions::update)),
+                )
                 .service(
                     resource("/sessions/{id}/messages").route(web::get().to(sessions::messages)),
                 )

@@ -7,6 +7,7 @@ use crate::startup::AppState;
 use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use turnkey_actors::config::BusyPolicy;
 use turnkey_actors::{Gateway, NewSessionRequest};
 use turnkey_storage::{rfc3339, Approval, Message, Session, SessionId, UsageTotals};
 
@@ -37,6 +38,9 @@ pub struct SessionView {
     /// The session's own model, else the primary provider's: what its turns run on.
     pub model: Option<String>,
     pub platform: String,
+    /// What a new input does while a turn runs: the session's own policy, else the
+    /// platform's `agent.busy_policy` (SPEC R13.4).
+    pub busy_policy: &'static str,
     pub usage: UsageTotals,
     pub created_at: String,
     pub updated_at: String,
@@ -87,6 +91,11 @@ impl SessionView {
             last_event_seq: s.last_event_seq.0,
             model,
             platform: s.platform,
+            busy_policy: BusyPolicy::effective(
+                s.busy_policy.as_deref(),
+                gateway.config().agent.busy_policy,
+            )
+            .as_str(),
             usage: s.usage,
             created_at: rfc3339(s.created_at),
             updated_at: rfc3339(s.updated_at),
@@ -204,6 +213,61 @@ pub async fn get(
     let id: SessionId = parse_id(&path, "session")?;
     let session = state.gateway.authorize(&who.0, id).await?;
     Ok(HttpResponse::Ok().json(SessionView::load_with_questions(&state.gateway, session).await?))
+}
+
+/// `PATCH /v1/sessions/{id}` `{title?, busy_policy?}`: a field that is absent stays as it was;
+/// `null` clears it (a cleared busy policy follows the platform's `agent.busy_policy` again).
+pub async fn update(
+    state: web::Data<AppState>,
+    who: AuthPrincipal,
+    path: web::Path<String>,
+    body: web::Json<Map<String, Value>>,
+) -> Result<HttpResponse, ApiError> {
+    let id: SessionId = parse_id(&path, "session")?;
+    let body = body.into_inner();
+    reject_privileged_fields(&body)?;
+    if let Some(k) = body
+        .keys()
+        .find(|k| !matches!(k.as_str(), "title" | "busy_policy"))
+    {
+        return Err(ApiError::bad_request(
+            "invalid_field",
+            format!("{k} cannot be changed; PATCH takes title and busy_policy"),
+        ));
+    }
+    let title = match body.get("title") {
+        None => None,
+        Some(Value::Null) => Some(None),
+        Some(Value::String(t)) => Some(non_blank(Some(t.clone()))),
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "invalid_title",
+                "title must be a string or null",
+            ))
+        }
+    };
+    let busy_policy = match body.get("busy_policy") {
+        None => None,
+        Some(Value::Null) => Some(None),
+        Some(Value::String(p)) if BusyPolicy::parse(p).is_some() => Some(Some(p.clone())),
+        Some(other) => {
+            return Err(ApiError::bad_request(
+                "invalid_busy_policy",
+                format!(
+                    "busy_policy must be one of {}; got {other}",
+                    BusyPolicy::NAMES
+                ),
+            ))
+        }
+    };
+    state.gateway.authorize(&who.0, id).await?;
+    let session = state
+        .gateway
+        .store()
+        .update_session(id, title, busy_policy)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("session {id}")))?;
+    Ok(HttpResponse::Ok().json(SessionView::load(&state.gateway, session).await?))
 }
 
 /// A transcript row as the API shows it.
