@@ -282,8 +282,10 @@ async fn burst(deps: &Deps, head: &Admission) -> Vec<Admission> {
 /// How many windows the drain waits at most for a burst to settle.
 const MAX_COALESCE_WAITS: u32 = 10;
 
-/// Settles the coalesced admissions as carried by `turn` of `head`, and answers the admission
-/// the turn runs: `head` with the texts of those it carries joined, newline separated.
+/// Settles the coalesced admissions as carried by `turn` of `head` and answers the admission
+/// the turn runs: `head` with the texts of those it carries joined, newline separated. The
+/// store commits both at once, so a crash leaves either nothing settled (they stay queued) or
+/// `head`'s stored input holding every text: nothing is dropped.
 async fn coalesce(
     deps: &Deps,
     fence: &Fence,
@@ -292,23 +294,14 @@ async fn coalesce(
     burst: &[Admission],
 ) -> Admission {
     let mut joined = head.clone();
-    let carried = turnkey_storage::Carried {
-        result: "coalesced",
-        turn_id,
-        carried_by: head.id,
-    };
-    let mut texts = vec![head.payload["text"].as_str().unwrap_or_default().to_owned()];
-    for a in burst {
-        match deps.store.carry(fence, a.id, &carried, None).await {
-            Ok((_, events)) => {
-                events.into_iter().for_each(|e| deps.hub.publish(e));
-                texts.push(a.payload["text"].as_str().unwrap_or_default().to_owned());
-            }
-            // Not settled: it stays queued (or was taken) and runs as its own turn.
-            Err(e) => tracing::warn!(admission = %a.id, error = %e, "not coalesced"),
+    match deps.store.coalesce(fence, head, turn_id, burst).await {
+        Ok((payload, events)) => {
+            events.into_iter().for_each(|e| deps.hub.publish(e));
+            joined.payload = payload;
         }
+        // Nothing settled: they stay queued and run as their own turns.
+        Err(e) => tracing::warn!(admission = %head.id, error = %e, "inputs not coalesced"),
     }
-    joined.payload["text"] = texts.join("\n").into();
     joined
 }
 
