@@ -84,7 +84,11 @@ async fn main() {
             .unwrap()
             .unwrap();
         for i in 0..MESSAGES {
-            let role = if i % 2 == 0 { MessageRole::User } else { MessageRole::Assistant };
+            let role = if i % 2 == 0 {
+                MessageRole::User
+            } else {
+                MessageRole::Assistant
+            };
             s.append_message(
                 &fence,
                 &NewMessage {
@@ -106,7 +110,10 @@ async fn main() {
         let openai: Vec<u64> = rows.iter().map(|m| row_tokens("gpt-4o", m)).collect();
         stages[1].push(t.elapsed().as_secs_f64() * 1e3);
         let t = Instant::now();
-        let other: Vec<u64> = rows.iter().map(|m| row_tokens("claude-sonnet-4", m)).collect();
+        let other: Vec<u64> = rows
+            .iter()
+            .map(|m| row_tokens("claude-sonnet-4", m))
+            .collect();
         stages[2].push(t.elapsed().as_secs_f64() * 1e3);
         assert_eq!(openai.len(), other.len());
 
@@ -180,5 +187,8 @@ async fn main() {
         }
         println!("  {name:<42} {m:>8.2} ms");
     }
-    println!("  {:<42} {total:>8.2} ms", "total (tiktoken path, provider call excluded)");
+    println!(
+        "  {:<42} {total:>8.2} ms",
+        "total (tiktoken path, provider call excluded)"
+    );
 }

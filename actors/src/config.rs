@@ -1,8 +1,9 @@
 //! The runtime settings the actors obey, deserialized by the web crate from `turnkey.toml`
 //! (API.md "Config keys"). Every field has the documented default.
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
-use turnkey_providers::ProviderConfig;
+use turnkey_providers::{Price, Pricing, ProviderConfig};
 use turnkey_tools::mcp::McpServerConfig;
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
@@ -14,6 +15,8 @@ pub struct RuntimeConfig {
     pub tools: ToolsConfig,
     pub lease: LeaseConfig,
     pub compression: CompressionConfig,
+    /// `[pricing]`: USD per million tokens by model, over the built-in table.
+    pub pricing: BTreeMap<String, Price>,
 }
 
 /// What a new message does while a turn runs (SPEC R13.4).
@@ -200,6 +203,11 @@ impl Default for CompressionConfig {
 }
 
 impl RuntimeConfig {
+    /// The price table the usage ledger charges by: built in, with `[pricing]` over it.
+    pub fn pricing(&self) -> Pricing {
+        Pricing::new(&self.pricing)
+    }
+
     /// Checks values that would make the runtime misbehave; the error names the key.
     pub fn validate(&self) -> Result<(), (String, String)> {
         let bad = |k: &str, why: &str| Err((k.to_owned(), why.to_owned()));
@@ -238,6 +246,14 @@ impl RuntimeConfig {
         }
         if self.tools.max_workers == 0 {
             return bad("tools.max_workers", "must be greater than 0");
+        }
+        for (model, price) in &self.pricing {
+            if let Some(field) = price.invalid_field() {
+                return bad(
+                    &format!("pricing.{model:?}.{field}"),
+                    "must be a number >= 0 (USD per million tokens)",
+                );
+            }
         }
         for (i, server) in self.tools.mcp.iter().enumerate() {
             if let Some((field, why)) = server.invalid_field() {

@@ -6,12 +6,12 @@ mod messages;
 
 use config::{Config, ConfigError, Environment, File, FileFormat, Map, Source, Value, ValueKind};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use turnkey_actors::config::{AgentConfig, CompressionConfig, LeaseConfig, ToolsConfig};
 use turnkey_actors::RuntimeConfig;
-use turnkey_providers::ProviderConfig;
+use turnkey_providers::{Price, ProviderConfig};
 
 /// The file read from the working directory when no `--config` is given.
 pub const DEFAULT_CONFIG_FILE: &str = "turnkey.toml";
@@ -32,6 +32,8 @@ pub struct Settings {
     pub tools: ToolsConfig,
     pub lease: LeaseConfig,
     pub compression: CompressionConfig,
+    /// Overrides of the built-in price table, USD per million tokens, by model name.
+    pub pricing: BTreeMap<String, Price>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -81,10 +83,6 @@ pub struct AuthSettings {
 const NOT_IN_THIS_BUILD: &[(&str, &str)] = &[
     ("platforms", "no chat platform is served yet"),
     ("schedules", "schedules are not run yet"),
-    (
-        "pricing",
-        "the built-in price table cannot be overridden yet",
-    ),
     ("telemetry", "OpenTelemetry export is not built in yet"),
 ];
 
@@ -98,6 +96,7 @@ impl Settings {
             tools: self.tools.clone(),
             lease: self.lease.clone(),
             compression: self.compression.clone(),
+            pricing: self.pricing.clone(),
         }
     }
 

@@ -330,10 +330,6 @@ fn sections_this_build_does_not_serve_are_refused_by_name() {
             "[[schedules]]\nsession_id = \"x\"\ncron = \"0 8 * * *\"\ntext = \"hi\"\n",
             "schedules",
         ),
-        (
-            "[pricing]\n\"m\" = { input = 1.0, output = 2.0 }\n",
-            "pricing",
-        ),
         ("[telemetry]\notlp_endpoint = \"\"\n", "telemetry"),
     ] {
         let e = refused(toml);
@@ -430,8 +426,14 @@ fn commented_setting(line: &str) -> Option<&str> {
             .trim_matches(|c| c == '[' || c == ']')
             .chars()
             .all(|c| c.is_ascii_lowercase() || c == '_' || c == '.');
+    // A bare key, or a quoted one (a model name in `[pricing]`).
     let is_key = rest.split_once(" = ").is_some_and(|(k, _)| {
-        !k.is_empty() && k.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+        let bare = !k.is_empty() && k.chars().all(|c| c.is_ascii_lowercase() || c == '_');
+        let quoted = k.len() > 2
+            && k.starts_with('"')
+            && k.ends_with('"')
+            && !k[1..k.len() - 1].contains('"');
+        bare || quoted
     });
     (is_header || is_key).then_some(rest)
 }
@@ -455,7 +457,7 @@ fn example_keys() -> std::collections::BTreeSet<String> {
             section = line.trim_matches(|c| c == '[' || c == ']').to_owned();
         } else if let Some((key, _)) = line.split_once(" = ") {
             if !key.starts_with('#') {
-                keys.insert(format!("{section}.{key}"));
+                keys.insert(format!("{section}.{}", key.trim_matches('"')));
             }
         }
     }
@@ -474,6 +476,8 @@ fn the_example_file_loads_and_shows_the_defaults() {
     assert_eq!(on.providers.len(), 1, "the example shows one provider");
     let provider = serde_json::to_value(on.providers.remove(0)).expect("provider json");
     let mcp = std::mem::take(&mut on.tools.mcp);
+    let pricing = std::mem::take(&mut on.pricing);
+    assert_eq!(pricing.len(), 1, "the example shows one price");
     assert_eq!(mcp.len(), 1, "the example shows one MCP server");
     assert_eq!(format!("{on:?}"), defaults);
     let required = serde_json::json!({"name": mcp[0].name, "command": mcp[0].command});
@@ -510,6 +514,11 @@ fn the_example_file_shows_every_key_the_build_accepts() {
         .expect("settings json");
     let mut accepted = std::collections::BTreeSet::new();
     for (section, table) in settings.as_object().expect("a table") {
+        // A table of names the user chooses (`[pricing]`) is shown by one example entry.
+        if table.as_object().is_some_and(|t| t.is_empty()) {
+            let shown = shown_on[section].as_object().into_iter().flatten();
+            accepted.extend(shown.map(|(k, _)| format!("{section}.{k}")));
+        }
         for key in table.as_object().map(|t| t.keys()).into_iter().flatten() {
             // An array of tables (`[[tools.mcp]]`) is shown as one commented table: its keys
             // are those of the entry the example shows.
@@ -581,4 +590,25 @@ fn r9_invalid_mcp_servers_are_named_by_key() {
     let e = refused("[[tools.mcp]]\nname = \"a\"\ncommand = \"x\"\ntimeout = 5\n");
     assert_eq!(e.key, "tools.mcp[0].timeout", "{e}");
     assert!(e.reason.contains("unknown key"), "{e}");
+}
+
+#[test]
+fn r10_4_pricing_overrides_load_and_bad_prices_are_named() {
+    let s = ok(
+        &dir_with_file(Some(
+            "[pricing]\n\"my-model\" = { input = 0.5, output = 1.5 }\n\"gpt-4o\" = { input = 2.0, output = 8.0, cache_read = 1.0 }\n",
+        )),
+        &[],
+    );
+    let pricing = s.runtime().pricing();
+    let mine = pricing.price("my-model-q4").expect("priced");
+    assert_eq!((mine.input, mine.output, mine.cache_read), (0.5, 1.5, 0.5));
+    assert_eq!(
+        pricing.price("gpt-4o-2024-08-06").map(|p| p.input),
+        Some(2.0)
+    );
+    let e = refused("[pricing]\n\"m\" = { input = -1.0, output = 1.0 }\n");
+    assert_eq!(e.key, "pricing.\"m\".input", "{e}");
+    let e = refused("[pricing]\n\"m\" = { input = 1.0 }\n");
+    assert!(e.key.starts_with("pricing"), "{e}");
 }

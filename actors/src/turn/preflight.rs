@@ -9,8 +9,8 @@ use crate::config::CompressionConfig;
 use crate::deps::Deps;
 use std::sync::Arc;
 use turnkey_providers::{
-    estimate_messages_for_model, estimate_tokens, estimate_tokens_for_model, ChatMessage,
-    Provider, ToolSchema,
+    estimate_messages_for_model, estimate_tokens, estimate_tokens_for_model, ChatMessage, Provider,
+    ToolSchema,
 };
 use turnkey_storage::Message;
 

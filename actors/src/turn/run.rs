@@ -8,7 +8,7 @@ use super::request::{self, CallOutcome, StreamedText};
 use super::{fallback, grace, normalize, tool_round, StopReason, TurnControl, TurnFailure};
 use crate::deps::Deps;
 use std::time::Duration;
-use turnkey_providers::{cost_usd, ChatResponse, Provider, ProviderError, Usage};
+use turnkey_providers::{ChatResponse, Pricing, Provider, ProviderError, Usage};
 use turnkey_storage::{Admission, Fence, MessageRole, NewUsage, TurnId};
 
 struct Loop {
@@ -96,6 +96,7 @@ async fn iterate(
         return out;
     };
     let cfg = &deps.config;
+    let pricing = cfg.pricing();
     // A resumed turn has spent one model call per assistant row it already wrote.
     let spent = ctx
         .turn_rows
@@ -129,7 +130,7 @@ async fn iterate(
                 &provider,
                 &mut gate,
                 streamed,
-                &mut |r| record_usage(&mut out, provider.as_ref(), r),
+                &mut |r| record_usage(&mut out, &pricing, provider.as_ref(), r),
             )
             .await;
             out.final_text = text;
@@ -160,7 +161,7 @@ async fn iterate(
             provider.as_ref(),
             req,
             streamed,
-            &mut |r| record_usage(&mut out, provider.as_ref(), r),
+            &mut |r| record_usage(&mut out, &pricing, provider.as_ref(), r),
         )
         .await;
         let called = match called {
@@ -268,7 +269,7 @@ fn spawn_watchdog(deps: &Deps, control: &TurnControl) -> Option<tokio::task::Joi
     }))
 }
 
-fn record_usage(out: &mut Loop, provider: &dyn Provider, resp: &ChatResponse) {
+fn record_usage(out: &mut Loop, pricing: &Pricing, provider: &dyn Provider, resp: &ChatResponse) {
     out.usage.add(&resp.usage);
     let model = if resp.model.is_empty() {
         provider.model()
@@ -283,6 +284,6 @@ fn record_usage(out: &mut Loop, provider: &dyn Provider, resp: &ChatResponse) {
         output_tokens: n(resp.usage.output_tokens),
         cache_read_tokens: n(resp.usage.cache_read_tokens),
         cache_write_tokens: n(resp.usage.cache_write_tokens),
-        cost_usd: cost_usd(model, &resp.usage),
+        cost_usd: pricing.cost_usd(model, &resp.usage),
     });
 }

@@ -5,12 +5,13 @@
 use super::log::insert_message;
 use super::{check_fence, insert_event, is_unique_violation, Result, Store, StoreError};
 use crate::entity::{admission, compression_lock, message, session, usage};
-use crate::status::AdmissionStatus;
 use crate::ids::*;
 use crate::model::*;
+use crate::status::AdmissionStatus;
 use sea_orm::sea_query::Expr;
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect,
 };
 
 /// Bound on the ids in one `IN (…)` list (SQLite allows 32,766 parameters a statement).
