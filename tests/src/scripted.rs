@@ -20,6 +20,8 @@ pub enum Reply {
     },
     /// Tool calls: (call id, function name, arguments).
     ToolCalls(Vec<(String, String, Value)>),
+    /// Text, then tool calls, in one answer (a model that says what it is about to do).
+    TextThenToolCalls(String, Vec<(String, String, Value)>),
     /// An HTTP error with this JSON body, optionally with `Retry-After` seconds.
     Error {
         status: u16,
@@ -65,7 +67,7 @@ impl Reply {
     pub(crate) fn kind(&self) -> &'static str {
         match self {
             Self::Text { .. } => "text",
-            Self::ToolCalls(_) => "tool_calls",
+            Self::ToolCalls(_) | Self::TextThenToolCalls(..) => "tool_calls",
             Self::Error { .. } => "error",
             Self::Malformed(_) => "malformed",
             Self::Hang => "hang",

@@ -166,24 +166,8 @@ impl Answer {
                     HttpResponse::Ok().json(wire::full_body(self.wire, Some(&text), &[], usage))
                 }
             }
-            Reply::ToolCalls(calls) => {
-                let usage = Usage::estimate(&self.body, &json!(calls).to_string());
-                if self.stream {
-                    let mut frames = wire::stream_head(self.wire, usage);
-                    frames.extend(wire::tool_call_frames(self.wire, &calls));
-                    frames.extend(wire::stream_tail(
-                        self.wire,
-                        true,
-                        self.include_usage,
-                        usage,
-                    ));
-                    let timed = frames.into_iter().map(|f| (Duration::ZERO, f)).collect();
-                    sse(timed, self.flight)
-                } else {
-                    self.flight.finish();
-                    HttpResponse::Ok().json(wire::full_body(self.wire, None, &calls, usage))
-                }
-            }
+            Reply::ToolCalls(calls) => self.tool_calls(None, calls),
+            Reply::TextThenToolCalls(text, calls) => self.tool_calls(Some(text), calls),
             Reply::Error {
                 status,
                 body,
@@ -213,6 +197,39 @@ impl Answer {
             }
             Reply::Hang => self.hang(),
         }
+    }
+
+    fn tool_calls(self, text: Option<String>, calls: Vec<wire::Call>) -> HttpResponse {
+        let said = text.clone().unwrap_or_default() + &json!(calls).to_string();
+        let usage = Usage::estimate(&self.body, &said);
+        if !self.stream {
+            self.flight.finish();
+            return HttpResponse::Ok().json(wire::full_body(
+                self.wire,
+                text.as_deref(),
+                &calls,
+                usage,
+            ));
+        }
+        let mut frames = wire::stream_head(self.wire, usage);
+        if let Some(text) = &text {
+            frames.extend(wire::text_block_start(self.wire));
+            frames.push(wire::text_delta(self.wire, text));
+            frames.extend(wire::text_block_stop(self.wire));
+        }
+        frames.extend(wire::tool_call_frames(
+            self.wire,
+            &calls,
+            usize::from(text.is_some()),
+        ));
+        frames.extend(wire::stream_tail(
+            self.wire,
+            true,
+            self.include_usage,
+            usage,
+        ));
+        let timed = frames.into_iter().map(|f| (Duration::ZERO, f)).collect();
+        sse(timed, self.flight)
     }
 
     fn stream_text(self, chunks: Vec<String>, delay: Duration) -> HttpResponse {

@@ -133,9 +133,11 @@ pub(crate) fn text_block_stop(wire: Wire) -> Vec<String> {
 
 /// All frames of a streamed tool-call answer (after the head): each call's header, then its
 /// arguments in two fragments.
-pub(crate) fn tool_call_frames(wire: Wire, calls: &[Call]) -> Vec<String> {
+/// `first_block` is the Anthropic content-block index of the first call (1 after a text block).
+pub(crate) fn tool_call_frames(wire: Wire, calls: &[Call], first_block: usize) -> Vec<String> {
     let mut frames = Vec::new();
     for (i, (id, name, args)) in calls.iter().enumerate() {
+        let block = first_block + i;
         let args = args.to_string();
         let (a, b) = halves(&args);
         match wire {
@@ -154,17 +156,17 @@ pub(crate) fn tool_call_frames(wire: Wire, calls: &[Call]) -> Vec<String> {
             }
             Wire::Anthropic => {
                 frames.push(anthropic_frame(json!({
-                    "type": "content_block_start", "index": i,
+                    "type": "content_block_start", "index": block,
                     "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}},
                 })));
                 for part in [a, b] {
                     frames.push(anthropic_frame(json!({
-                        "type": "content_block_delta", "index": i,
+                        "type": "content_block_delta", "index": block,
                         "delta": {"type": "input_json_delta", "partial_json": part},
                     })));
                 }
                 frames.push(anthropic_frame(
-                    json!({"type": "content_block_stop", "index": i}),
+                    json!({"type": "content_block_stop", "index": block}),
                 ));
             }
         }

@@ -117,29 +117,20 @@ async fn send(
     outcome
 }
 
-/// The previous assistant answer that a new one must not repeat word for word: the last
-/// assistant text in the conversation. One from an earlier turn counts only when it answered a
-/// different user message: the same answer to the same question again is not a loop.
+/// The previous assistant text of this turn, which a new answer must not repeat word for word:
+/// a model that says again what it said before its last tool round is looping. Answers of
+/// earlier turns do not count: the same short answer ("Done.") to two different requests is
+/// normal, and failing a turn for it would lose a good answer.
 fn previous_answer(ctx: &TurnContext) -> Option<String> {
-    let rows = ctx.live_rows();
-    let text = |i: usize| {
-        rows[i]
-            .content
-            .as_deref()
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-    };
-    let is = |i: usize, role: MessageRole| rows[i].role == role && rows[i].summary_epoch.is_none();
-    let answer = (0..rows.len())
+    ctx.turn_rows
+        .iter()
         .rev()
-        .find(|&i| is(i, MessageRole::Assistant) && text(i).is_some())?;
-    let last_user = (0..rows.len()).rev().find(|&i| is(i, MessageRole::User));
-    if last_user.is_some_and(|u| u < answer) {
-        return text(answer).map(str::to_owned);
-    }
-    let asked = (0..answer).rev().find(|&i| is(i, MessageRole::User));
-    match (asked.and_then(text), last_user.and_then(text)) {
-        (Some(before), Some(now)) if before == now => None,
-        _ => text(answer).map(str::to_owned),
-    }
+        .filter(|m| m.role == MessageRole::Assistant && m.compressed_epoch.is_none())
+        .find_map(|m| {
+            m.content
+                .as_deref()
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned)
+        })
 }
