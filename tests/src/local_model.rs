@@ -15,6 +15,23 @@ const NOT_INSTALLED: i32 = 77;
 /// The model name the launcher registers (any name is accepted by a one-model server).
 pub const LOCAL_MODEL_NAME: &str = "smollm2";
 
+/// How to start the server: its context size (`--ctx-size`) and the cap on tokens per answer
+/// (`--n-predict`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LocalModelOptions {
+    pub ctx_size: u32,
+    pub n_predict: u32,
+}
+
+impl Default for LocalModelOptions {
+    fn default() -> Self {
+        Self {
+            ctx_size: 8192,
+            n_predict: 256,
+        }
+    }
+}
+
 /// A running local model server; killed on drop.
 pub struct LocalModel {
     /// `http://127.0.0.1:PORT/v1`, the `base_url` of a `[[providers]]` entry.
@@ -40,7 +57,12 @@ impl LocalModel {
     /// xllamacpp or the model is not installed and `TURNKEY_REQUIRE_MODEL` is not `1`.
     /// Panics when the server is installed but does not come up.
     pub async fn start_or_skip(test: &str) -> Option<Self> {
-        match Self::start().await {
+        Self::start_or_skip_with(test, LocalModelOptions::default()).await
+    }
+
+    /// [`Self::start_or_skip`] with a chosen context size and answer cap.
+    pub async fn start_or_skip_with(test: &str, options: LocalModelOptions) -> Option<Self> {
+        match Self::start(options).await {
             Ok(model) => Some(model),
             Err(Unavailable::NotInstalled(why)) if !required() => {
                 println!("skipping: {test}: {why} (set TURNKEY_REQUIRE_MODEL=1 to fail instead)");
@@ -65,7 +87,7 @@ impl LocalModel {
         )
     }
 
-    async fn start() -> Result<Self, Unavailable> {
+    async fn start(options: LocalModelOptions) -> Result<Self, Unavailable> {
         let python = std::env::var("TURNKEY_LOCAL_MODEL_PYTHON").unwrap_or("python3".into());
         let fixtures = fixtures_dir();
         let script = fixtures.join("local_model_server.py");
@@ -82,7 +104,11 @@ impl LocalModel {
         cmd.arg(&script)
             .arg("--chat-template-file")
             .arg(&template)
-            .args(["--port", "0", "--temp", "0", "--n-predict", "256"])
+            .args(["--port", "0", "--temp", "0"])
+            .arg("--ctx-size")
+            .arg(options.ctx_size.to_string())
+            .arg("--n-predict")
+            .arg(options.n_predict.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log_file))
