@@ -194,10 +194,11 @@ async fn summarize_and_swap(
 ) -> Result<Compacted, CompressFailure> {
     let middle = &rows[plan.middle()];
     let summary_tokens = summary_budget(msg.window, msg.config.target_ratio);
-    // About four bytes a token; half the summarizer's window for the conversation.
+    // About four bytes a token: half the summarizer's window for the conversation (at least
+    // 2 KiB, so a tiny window still gets a useful excerpt; at most 400 KiB).
     let input_bytes = (msg.summarizer.context_window() as usize)
         .saturating_mul(2)
-        .clamp(8 * 1024, 400 * 1024);
+        .clamp(2 * 1024, 400 * 1024);
     let req = ChatRequest {
         model: msg.summarizer.model().to_owned(),
         messages: summary::request_messages(middle, input_bytes, summary_tokens * 3 / 4),
