@@ -25,6 +25,61 @@ pub(crate) fn endpoint(
     }
 }
 
+/// What every provider client holds: its identity and window from the configuration, the
+/// endpoint it posts to, its key, bounds and retry policy, and the shared connection pool.
+pub(crate) struct Endpoint {
+    pub name: String,
+    pub model: String,
+    pub context_window: u32,
+    pub url: reqwest::Url,
+    pub api_key: Option<String>,
+    pub request_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub retry: crate::retry::RetryPolicy,
+    http: reqwest::Client,
+}
+
+impl Endpoint {
+    /// The client settings of `cfg`, posting to `{base_url}/{path}`.
+    pub fn new(cfg: &crate::provider::ProviderConfig, path: &str) -> Result<Self, ProviderError> {
+        Ok(Self {
+            name: cfg.name.clone(),
+            model: cfg.model.clone(),
+            context_window: cfg.context_window,
+            url: endpoint(&cfg.name, &cfg.base_url, path)?,
+            api_key: cfg.resolved_api_key(),
+            request_timeout: Duration::from_secs(cfg.request_timeout_s.max(1)),
+            idle_timeout: Duration::from_secs(cfg.stream_idle_timeout_s.max(1)),
+            retry: cfg.retry_policy(),
+            http: shared_client()?,
+        })
+    }
+
+    /// A POST of `body`: a stream asks for SSE and is bounded chunk by chunk later; anything
+    /// else is bounded as a whole exchange, body included.
+    pub fn post(&self, body: &impl serde::Serialize, stream: bool) -> reqwest::RequestBuilder {
+        let builder = self.http.post(self.url.clone()).json(body);
+        if stream {
+            builder.header(reqwest::header::ACCEPT, "text/event-stream")
+        } else {
+            builder.timeout(self.request_timeout)
+        }
+    }
+
+    /// Sends and waits for the response head within the request timeout.
+    pub async fn send(
+        &self,
+        builder: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, ProviderError> {
+        send(builder, self.request_timeout).await
+    }
+
+    /// A whole response body, within the request timeout.
+    pub async fn read_body(&self, resp: reqwest::Response) -> Result<String, ProviderError> {
+        read_body(resp, self.request_timeout).await
+    }
+}
+
 /// One connection pool for every provider in the process.
 pub(crate) fn shared_client() -> Result<reqwest::Client, ProviderError> {
     static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
