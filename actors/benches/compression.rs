@@ -148,7 +148,14 @@ async fn main() {
                     turn_id: TurnId::new(),
                     admission_id: AdmissionId::new(),
                     base_epoch: 0,
-                    compressed: middle.iter().map(|m| m.id).collect(),
+                    compressed: middle
+                        .iter()
+                        .map(|m| Replaced {
+                            id: m.id,
+                            idx: m.idx,
+                            summary: m.summary_epoch.is_some(),
+                        })
+                        .collect(),
                     summary: NewMessage {
                         id: MessageId::new(),
                         role: Some(MessageRole::System),

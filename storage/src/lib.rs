@@ -13,4 +13,4 @@ pub use status::{
     AdmissionStatus, ApprovalDecision, ApprovalStatus, ToolOutcome, ToolRunDecision, ToolRunStatus,
     TurnResult,
 };
-pub use store::{Compaction, CompactionDone, LeaseClaim, Store, StoreError};
+pub use store::{Compaction, CompactionDone, LeaseClaim, Replaced, Store, StoreError};

@@ -53,7 +53,7 @@ async fn r6_4_the_swap_marks_rows_writes_the_summary_and_its_event_at_once(s: St
     let sid = session(&s).await;
     let o = owner();
     let fence = lease(&s, sid, &o, 60_000).await.unwrap();
-    let mut ids = Vec::new();
+    let mut replaced = Vec::new();
     for i in 0..6 {
         let role = if i % 2 == 0 {
             MessageRole::User
@@ -72,9 +72,13 @@ async fn r6_4_the_swap_marks_rows_writes_the_summary_and_its_event_at_once(s: St
             )
             .await
             .unwrap();
-        ids.push(m.id);
+        replaced.push(Replaced {
+            id: m.id,
+            idx: m.idx,
+            summary: false,
+        });
     }
-    let compaction = |base_epoch: i32, compressed: Vec<MessageId>| Compaction {
+    let compaction = |base_epoch: i32, compressed: Vec<Replaced>| Compaction {
         session_id: sid,
         turn_id: TurnId::new(),
         admission_id: AdmissionId::new(),
@@ -90,7 +94,7 @@ async fn r6_4_the_swap_marks_rows_writes_the_summary_and_its_event_at_once(s: St
         event_data: json!({"before_tokens": 100, "after_tokens": 40}),
     };
     let done = s
-        .commit_compression(&fence, &compaction(0, ids[1..4].to_vec()))
+        .commit_compression(&fence, &compaction(0, replaced[1..4].to_vec()))
         .await
         .unwrap();
     assert_eq!(done.epoch, 1);
@@ -109,14 +113,19 @@ async fn r6_4_the_swap_marks_rows_writes_the_summary_and_its_event_at_once(s: St
 
     // A plan made against the old epoch is refused, and changes nothing.
     let stale = s
-        .commit_compression(&fence, &compaction(0, vec![ids[4]]))
+        .commit_compression(&fence, &compaction(0, vec![replaced[4]]))
         .await;
     assert!(matches!(stale, Err(StoreError::WrongState(_))), "{stale:?}");
     // Rows already compressed cannot be compressed again.
     let again = s
-        .commit_compression(&fence, &compaction(1, vec![ids[2], ids[4]]))
+        .commit_compression(&fence, &compaction(1, vec![replaced[2], replaced[4]]))
         .await;
     assert!(matches!(again, Err(StoreError::WrongState(_))), "{again:?}");
+    // A plan whose rows are not one run of live rows is refused: row 4 lies between.
+    let gap = s
+        .commit_compression(&fence, &compaction(1, vec![replaced[0], replaced[5]]))
+        .await;
+    assert!(matches!(gap, Err(StoreError::WrongState(_))), "{gap:?}");
     let after = s.list_messages(sid).await.unwrap();
     assert_eq!(after.len(), 7);
     assert_eq!(
@@ -128,10 +137,37 @@ async fn r6_4_the_swap_marks_rows_writes_the_summary_and_its_event_at_once(s: St
         1
     );
 
+    // A later compression replaces the earlier summary (by id) and live rows (by range).
+    let earlier = Replaced {
+        id: done.summary.id,
+        idx: done.summary.idx,
+        summary: true,
+    };
+    let second = s
+        .commit_compression(&fence, &compaction(1, vec![earlier, replaced[4]]))
+        .await
+        .unwrap();
+    assert_eq!(second.epoch, 2);
+    let after = s.list_messages(sid).await.unwrap();
+    let marked: Vec<Option<i32>> = after.iter().map(|m| m.compressed_epoch).collect();
+    assert_eq!(
+        marked,
+        [
+            None,
+            Some(1),
+            Some(1),
+            Some(1),
+            Some(2),
+            None,
+            Some(2),
+            None
+        ]
+    );
+
     // A holder that lost its lease cannot swap.
     s.release_lease(&fence).await.unwrap();
     let fenced = s
-        .commit_compression(&fence, &compaction(1, vec![ids[4]]))
+        .commit_compression(&fence, &compaction(2, vec![replaced[5]]))
         .await;
     assert!(matches!(fenced, Err(StoreError::Fenced(_))), "{fenced:?}");
 }

@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use turnkey_providers::{estimate_tokens, ChatRequest, Provider};
 use turnkey_storage::{
-    AdmissionId, Compaction, Fence, Message, MessageId, MessageRole, NewMessage, SessionId, Store,
-    StoreError, TurnId,
+    AdmissionId, Compaction, Fence, Message, MessageId, MessageRole, NewMessage, Replaced,
+    SessionId, Store, StoreError, TurnId,
 };
 
 /// The lock outlives the summary call's bound by this much, so a crashed holder frees it soon.
@@ -238,7 +238,14 @@ async fn summarize_and_swap(
         turn_id: msg.turn_id,
         admission_id: msg.admission_id,
         base_epoch: msg.base_epoch,
-        compressed: compressed.clone(),
+        compressed: middle
+            .iter()
+            .map(|m| Replaced {
+                id: m.id,
+                idx: m.idx,
+                summary: m.summary_epoch.is_some(),
+            })
+            .collect(),
         summary: NewMessage {
             id: MessageId::new(),
             role: Some(MessageRole::System),

@@ -17,6 +17,15 @@ use sea_orm::{
 /// Bound on the ids in one `IN (…)` list (SQLite allows 32,766 parameters a statement).
 const IDS_PER_STATEMENT: usize = 500;
 
+/// One row a compression takes out of the wire copy.
+#[derive(Clone, Copy, Debug)]
+pub struct Replaced {
+    pub id: MessageId,
+    pub idx: i64,
+    /// An earlier compression's summary (it sits outside the index order on the wire).
+    pub summary: bool,
+}
+
 /// True while the turn `holder` names is `started` (a holder that is not a turn id counts as
 /// running: only its TTL frees it).
 async fn holder_runs<C: ConnectionTrait>(db: &C, holder: &str) -> Result<bool> {
@@ -39,8 +48,9 @@ pub struct Compaction {
     /// The session's `compression_epoch` the plan was made against; the swap refuses to commit
     /// over a newer one (`WrongState`).
     pub base_epoch: i32,
-    /// Rows leaving the wire copy (the summary of an earlier epoch among them, if any).
-    pub compressed: Vec<MessageId>,
+    /// Rows leaving the wire copy (the summary of an earlier epoch among them, if any). The
+    /// others are every live row between the lowest and the highest of their indexes.
+    pub compressed: Vec<Replaced>,
     /// The summary row; its `summary_epoch` is set to `base_epoch + 1` here.
     pub summary: NewMessage,
     /// `compression.completed`'s data.
@@ -147,9 +157,32 @@ impl Store {
                 c.base_epoch
             )));
         }
-        let ids: Vec<String> = c.compressed.iter().map(|id| id.to_string()).collect();
+        // The plain rows are a contiguous run of live rows: one range update marks them (an id
+        // list of hundreds is slow to plan on PostgreSQL); a count that differs from the plan
+        // means the transcript is not what the plan saw.
+        let plain: Vec<&Replaced> = c.compressed.iter().filter(|r| !r.summary).collect();
         let mut marked = 0;
-        for chunk in ids.chunks(IDS_PER_STATEMENT) {
+        if let (Some(lo), Some(hi)) = (
+            plain.iter().map(|r| r.idx).min(),
+            plain.iter().map(|r| r.idx).max(),
+        ) {
+            let res = message::Entity::update_many()
+                .col_expr(message::Column::CompressedEpoch, Expr::value(epoch))
+                .filter(message::Column::SessionId.eq(sid.clone()))
+                .filter(message::Column::CompressedEpoch.is_null())
+                .filter(message::Column::SummaryEpoch.is_null())
+                .filter(message::Column::Idx.between(lo, hi))
+                .exec(&tx)
+                .await?;
+            marked += res.rows_affected;
+        }
+        let summaries: Vec<String> = c
+            .compressed
+            .iter()
+            .filter(|r| r.summary)
+            .map(|r| r.id.to_string())
+            .collect();
+        for chunk in summaries.chunks(IDS_PER_STATEMENT) {
             let res = message::Entity::update_many()
                 .col_expr(message::Column::CompressedEpoch, Expr::value(epoch))
                 .filter(message::Column::SessionId.eq(sid.clone()))
@@ -159,12 +192,12 @@ impl Store {
                 .await?;
             marked += res.rows_affected;
         }
-        if marked != ids.len() as u64 {
+        let expected = c.compressed.len() as u64;
+        if marked != expected {
             tx.rollback().await?;
             return Err(StoreError::WrongState(format!(
-                "session {sid}: {} of {} rows to compress are missing or already compressed",
-                ids.len() as u64 - marked,
-                ids.len()
+                "session {sid}: the plan replaces {expected} rows but {marked} matched; the \
+                 transcript changed under it"
             )));
         }
         let mut summary = c.summary.clone();

@@ -3,7 +3,7 @@
 mod admissions;
 mod approvals;
 mod compression;
-pub use compression::{Compaction, CompactionDone};
+pub use compression::{Compaction, CompactionDone, Replaced};
 mod convert;
 mod leases;
 pub use leases::LeaseClaim;
