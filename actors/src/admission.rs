@@ -54,14 +54,17 @@ impl Handler<Submit> for AdmissionActor {
         let deps = self.deps.clone();
         let registry = self.registry.clone();
         Box::pin(async move {
-            authorize(&deps.store, &msg.principal, msg.session).await?;
+            // Any id of a rotated lineage admits into the lineage's one queue (SPEC R6.4).
+            let session = authorize(&deps.store, &msg.principal, msg.session)
+                .await?
+                .lineage();
             // Input that could only fail is refused rather than queued.
             if deps.providers.is_empty() {
                 return Err(GatewayError::NoProvider);
             }
             let payload = normalize(&msg.principal, &msg.submission)?;
             let new = NewAdmission {
-                session_id: msg.session,
+                session_id: session,
                 request_id: msg
                     .submission
                     .request_id

@@ -232,12 +232,6 @@ impl RuntimeConfig {
         if !(0.0..1.0).contains(&self.compression.target_ratio) {
             return bad("compression.target_ratio", "must be in [0, 1)");
         }
-        if self.compression.mode == CompressionMode::Rotate {
-            return bad(
-                "compression.mode",
-                "\"rotate\" is not available in this build yet; use \"in_place\"",
-            );
-        }
         if self.compression.timeout_s == 0 {
             return bad("compression.timeout_s", "must be greater than 0");
         }

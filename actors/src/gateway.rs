@@ -241,7 +241,8 @@ impl Gateway {
         id: ApprovalId,
         decision: ApprovalDecision,
     ) -> Result<Approval, GatewayError> {
-        self.authorize(principal, session).await?;
+        // Any id of a rotated lineage acts on the lineage (SPEC R6.4).
+        let session = self.authorize(principal, session).await?.lineage();
         let (approval, event) = self
             .deps
             .store
@@ -268,7 +269,8 @@ impl Gateway {
         call_id: &str,
         decision: ToolRunDecision,
     ) -> Result<ToolRun, GatewayError> {
-        self.authorize(principal, session).await?;
+        // Any id of a rotated lineage acts on the lineage (SPEC R6.4).
+        let session = self.authorize(principal, session).await?.lineage();
         let not_unknown = || GatewayError::Conflict {
             code: "not_unknown",
             message: format!(
@@ -316,7 +318,8 @@ impl Gateway {
         session: SessionId,
         turn: TurnId,
     ) -> Result<Vec<String>, GatewayError> {
-        self.authorize(principal, session).await?;
+        // Any id of a rotated lineage acts on the lineage (SPEC R6.4).
+        let session = self.authorize(principal, session).await?.lineage();
         let not_found = || GatewayError::NotFound(format!("turn {turn}"));
         let admission = self
             .deps
@@ -390,7 +393,8 @@ impl Gateway {
         let reason = reason
             .map(|r| limits::text_field("reason", &r, limits::MAX_REASON_CHARS))
             .transpose()?;
-        self.authorize(principal, session).await?;
+        // Any id of a rotated lineage acts on the lineage (SPEC R6.4).
+        let session = self.authorize(principal, session).await?.lineage();
         let Some(addr) = self.registry.get(session) else {
             return Ok(false);
         };

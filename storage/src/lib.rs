@@ -13,4 +13,6 @@ pub use status::{
     AdmissionStatus, ApprovalDecision, ApprovalStatus, ToolOutcome, ToolRunDecision, ToolRunStatus,
     TurnResult,
 };
-pub use store::{Compaction, CompactionDone, LeaseClaim, Replaced, Store, StoreError};
+pub use store::{
+    Compaction, CompactionDone, LeaseClaim, Replaced, Rotation, RotationDone, Store, StoreError,
+};

@@ -168,6 +168,23 @@ pub struct Session {
     pub compressed_at: Option<i64>,
     /// The session's own busy policy (SPEC R13.4), else the platform's.
     pub busy_policy: Option<String>,
+    /// A rotated child's lineage root (SPEC R6.4); `None` on a root.
+    pub root_id: Option<SessionId>,
+    /// On a root: the session holding the live transcript, when rotation moved it.
+    pub transcript_id: Option<SessionId>,
+}
+
+impl Session {
+    /// The lineage root: the key of the admission queue, the event log, the lease and the
+    /// counters of every session of the lineage (SPEC R6.4).
+    pub fn lineage(&self) -> SessionId {
+        self.root_id.unwrap_or(self.id)
+    }
+
+    /// On a root: the session whose rows are the live transcript (the canonical session).
+    pub fn canonical(&self) -> SessionId {
+        self.transcript_id.unwrap_or(self.id)
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]

@@ -206,3 +206,149 @@ async fn r6_1_the_last_prompt_size_is_the_last_call_recorded(s: Store) {
     assert!(at > 0);
 }
 on_both!(r6_1_the_last_prompt_size_is_the_last_call_recorded);
+
+async fn r6_4_a_rotation_moves_the_live_transcript_into_a_child(s: Store) {
+    let sid = session(&s).await;
+    let o = owner();
+    let fence = lease(&s, sid, &o, 60_000).await.unwrap();
+    let mut rows = Vec::new();
+    for i in 0..6 {
+        let role = if i % 2 == 0 {
+            MessageRole::User
+        } else {
+            MessageRole::Assistant
+        };
+        rows.push(
+            s.append_message(
+                &fence,
+                &NewMessage {
+                    id: MessageId::new(),
+                    role: Some(role),
+                    content: Some(format!("m{i}")),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap(),
+        );
+    }
+    let rotation = |base_epoch: i32, head: Vec<MessageId>, tail: Vec<MessageId>| Rotation {
+        session_id: sid,
+        turn_id: TurnId::new(),
+        admission_id: AdmissionId::new(),
+        base_epoch,
+        child_id: SessionId::new(),
+        head,
+        tail,
+        summary: NewMessage {
+            id: MessageId::new(),
+            role: Some(MessageRole::System),
+            content: Some("summary".into()),
+            ..Default::default()
+        },
+        event_data: json!({"before_tokens": 100, "after_tokens": 40}),
+    };
+    // Keep m0, summarize m1..m3, keep m4 and m5.
+    let done = s
+        .commit_rotation(
+            &fence,
+            &rotation(0, vec![rows[0].id], vec![rows[4].id, rows[5].id]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.epoch, 1);
+    let child = done.child.id;
+    assert_eq!(done.child.parent_session_id, Some(sid));
+    assert_eq!(done.child.root_id, Some(sid));
+    let texts: Vec<&str> = done
+        .rows
+        .iter()
+        .filter_map(|m| m.content.as_deref())
+        .collect();
+    assert_eq!(texts, ["m0", "summary", "m4", "m5"]);
+    assert_eq!(done.rows[1].summary_epoch, Some(1));
+    assert_eq!(done.rows[1].summary_after_idx, Some(1));
+    let kinds: Vec<EventKind> = done.events.iter().map(|e| e.kind).collect();
+    assert_eq!(
+        kinds,
+        [EventKind::SessionRotated, EventKind::CompressionCompleted]
+    );
+    assert_eq!(done.events[1].data["child_session_id"], child.to_string());
+    assert!(
+        done.events.iter().all(|e| e.session_id == sid),
+        "root's log"
+    );
+    let root = s.get_session(sid).await.unwrap().unwrap();
+    assert_eq!(
+        (root.transcript_id, root.compression_epoch),
+        (Some(child), 1)
+    );
+
+    // The root's own rows are untouched; a new row for the lineage lands in the child.
+    assert_eq!(s.list_messages(sid).await.unwrap().len(), 6);
+    let next = s
+        .append_message(
+            &fence,
+            &NewMessage {
+                id: MessageId::new(),
+                role: Some(MessageRole::User),
+                content: Some("m6".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!((next.session_id, next.idx), (child, 5));
+    let live: Vec<String> = s
+        .transcript(sid)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|m| m.content)
+        .collect();
+    assert_eq!(live, ["m0", "summary", "m4", "m5", "m6"]);
+    // The lineage's history lists each message once: copies are not repeated.
+    let history: Vec<String> = s
+        .lineage_messages(sid)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|m| m.content)
+        .collect();
+    assert_eq!(
+        history,
+        ["m0", "m1", "m2", "m3", "m4", "m5", "summary", "m6"]
+    );
+    // The list shows the lineage once, by its root.
+    let listed: Vec<SessionId> = s
+        .list_sessions(None, 10, None)
+        .await
+        .unwrap()
+        .iter()
+        .map(|x| x.id)
+        .collect();
+    assert_eq!(listed, [sid]);
+
+    // A stale epoch, or kept rows that are not live rows of the canonical session, change
+    // nothing.
+    let stale = s
+        .commit_rotation(&fence, &rotation(0, vec![done.rows[0].id], vec![]))
+        .await;
+    assert!(matches!(stale, Err(StoreError::WrongState(_))), "{stale:?}");
+    let gone = s
+        .commit_rotation(&fence, &rotation(1, vec![rows[0].id], vec![]))
+        .await;
+    assert!(matches!(gone, Err(StoreError::WrongState(_))), "{gone:?}");
+    let root = s.get_session(sid).await.unwrap().unwrap();
+    assert_eq!(
+        (root.transcript_id, root.compression_epoch),
+        (Some(child), 1)
+    );
+    // A holder that lost its lease cannot rotate.
+    s.release_lease(&fence).await.unwrap();
+    let fenced = s
+        .commit_rotation(&fence, &rotation(1, vec![done.rows[0].id], vec![]))
+        .await;
+    assert!(matches!(fenced, Err(StoreError::Fenced(_))), "{fenced:?}");
+}
+on_both!(r6_4_a_rotation_moves_the_live_transcript_into_a_child);

@@ -356,10 +356,13 @@ fn sections_this_build_serves_keep_accepting_their_keys() {
 }
 
 #[test]
-fn r6_4_rotate_mode_is_refused_until_it_is_built() {
-    let e = refused("[compression]\nmode = \"rotate\"\n");
-    assert_eq!(e.key, "compression.mode", "{e}");
-    assert!(e.reason.contains("in_place"), "{e}");
+fn r6_4_rotate_mode_is_accepted_and_a_zero_timeout_is_not() {
+    let d = dir_with_file(Some("[compression]\nmode = \"rotate\"\n"));
+    let s = ok(&d, &[]);
+    assert_eq!(
+        s.compression.mode,
+        turnkey_actors::config::CompressionMode::Rotate
+    );
     let e = refused("[compression]\ntimeout_s = 0\n");
     assert_eq!(e.key, "compression.timeout_s", "{e}");
 }

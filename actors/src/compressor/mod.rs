@@ -7,7 +7,7 @@
 pub mod plan;
 pub mod summary;
 
-use crate::config::CompressionConfig;
+use crate::config::{CompressionConfig, CompressionMode};
 use crate::delivery::EventHub;
 use actix::prelude::*;
 use dashmap::DashMap;
@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use turnkey_providers::{estimate_tokens, ChatRequest, Provider};
 use turnkey_storage::{
     AdmissionId, Compaction, Fence, Message, MessageId, MessageRole, NewMessage, Replaced,
-    SessionId, Store, StoreError, TurnId,
+    Rotation, SessionId, Store, StoreError, TurnId,
 };
 
 /// The lock outlives the summary call's bound by this much, so a crashed holder frees it soon.
@@ -56,6 +56,18 @@ pub struct Compacted {
     pub compressed: Vec<MessageId>,
     pub before_tokens: u64,
     pub after_tokens: u64,
+    /// Set in `rotate` mode: the child that holds the live transcript now.
+    pub rotated: Option<Rotated>,
+}
+
+/// The child session a rotation made canonical, with its rows in order.
+#[derive(Clone, Debug)]
+pub struct Rotated {
+    pub child: SessionId,
+    /// The child's rows, in order: copies of `kept` with the summary among them.
+    pub rows: Vec<Message>,
+    /// The parent rows the child copied, in order.
+    pub kept: Vec<MessageId>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -233,56 +245,110 @@ async fn summarize_and_swap(
         .map(|i| rows[i].idx)
         .unwrap_or(0);
     let compressed: Vec<MessageId> = middle.iter().map(|m| m.id).collect();
-    let compaction = Compaction {
-        session_id: msg.session_id,
-        turn_id: msg.turn_id,
-        admission_id: msg.admission_id,
-        base_epoch: msg.base_epoch,
-        compressed: middle
-            .iter()
-            .map(|m| Replaced {
-                id: m.id,
-                idx: m.idx,
-                summary: m.summary_epoch.is_some(),
-            })
-            .collect(),
-        summary: NewMessage {
-            id: MessageId::new(),
-            role: Some(MessageRole::System),
-            content: Some(content),
-            display: Some(serde_json::json!({
-                "kind": "compression_summary",
-                "epoch": epoch,
-                "replaced_messages": replaced,
-            })),
-            token_estimate: i64::try_from(summary_estimate).unwrap_or(i64::MAX),
-            summary_after_idx: Some(after_idx),
-            ..Default::default()
-        },
-        event_data: serde_json::json!({
-            "before_tokens": msg.before_tokens,
-            "after_tokens": after_tokens,
-            "compressed_messages": compressed.len(),
-            "child_session_id": null,
-            "summary_ms": started.elapsed().as_millis() as u64,
-        }),
+    let summary = NewMessage {
+        id: MessageId::new(),
+        role: Some(MessageRole::System),
+        content: Some(content),
+        display: Some(serde_json::json!({
+            "kind": "compression_summary",
+            "epoch": epoch,
+            "replaced_messages": replaced,
+        })),
+        token_estimate: i64::try_from(summary_estimate).unwrap_or(i64::MAX),
+        summary_after_idx: Some(after_idx),
+        ..Default::default()
     };
-    let done = store.commit_compression(&msg.fence, &compaction).await?;
+    let event_data = serde_json::json!({
+        "before_tokens": msg.before_tokens,
+        "after_tokens": after_tokens,
+        "compressed_messages": compressed.len(),
+        "child_session_id": null,
+        "summary_ms": started.elapsed().as_millis() as u64,
+    });
+    let (epoch, summary, rotated) = match msg.config.mode {
+        CompressionMode::InPlace => {
+            let compaction = Compaction {
+                session_id: msg.session_id,
+                turn_id: msg.turn_id,
+                admission_id: msg.admission_id,
+                base_epoch: msg.base_epoch,
+                compressed: middle
+                    .iter()
+                    .map(|m| Replaced {
+                        id: m.id,
+                        idx: m.idx,
+                        summary: m.summary_epoch.is_some(),
+                    })
+                    .collect(),
+                summary,
+                event_data,
+            };
+            let done = store.commit_compression(&msg.fence, &compaction).await?;
+            crate::kill_point!("compression.after_commit");
+            hub.publish(done.event);
+            (done.epoch, done.summary, None)
+        }
+        CompressionMode::Rotate => {
+            // The child starts from the kept rows; an earlier summary is superseded by this
+            // one (the middle it summarized went into the new summary's input).
+            let kept = |range: std::ops::Range<usize>| -> Vec<MessageId> {
+                rows[range]
+                    .iter()
+                    .filter(|m| m.summary_epoch.is_none())
+                    .map(|m| m.id)
+                    .collect()
+            };
+            let rotation = Rotation {
+                session_id: msg.session_id,
+                turn_id: msg.turn_id,
+                admission_id: msg.admission_id,
+                base_epoch: msg.base_epoch,
+                child_id: SessionId::new(),
+                head: kept(0..plan.head_end),
+                tail: kept(plan.tail_start..rows.len()),
+                summary,
+                event_data,
+            };
+            let done = store.commit_rotation(&msg.fence, &rotation).await?;
+            crate::kill_point!("compression.after_commit");
+            for ev in done.events {
+                hub.publish(ev);
+            }
+            let summary = done
+                .rows
+                .iter()
+                .find(|m| m.summary_epoch.is_some())
+                .cloned()
+                .ok_or_else(|| StoreError::Corrupt("the rotated child has no summary".into()))?;
+            let rotated = Rotated {
+                child: done.child.id,
+                rows: done.rows,
+                kept: rotation
+                    .head
+                    .iter()
+                    .chain(&rotation.tail)
+                    .copied()
+                    .collect(),
+            };
+            (done.epoch, summary, Some(rotated))
+        }
+    };
     tracing::info!(
         session = %msg.session_id,
-        epoch = done.epoch,
+        epoch,
         before_tokens = msg.before_tokens,
         after_tokens,
         compressed = compressed.len(),
+        child = ?rotated.as_ref().map(|r| r.child),
         "compressed"
     );
-    hub.publish(done.event);
     Ok(Compacted {
-        epoch: done.epoch,
-        summary: done.summary,
+        epoch,
+        summary,
         compressed,
         before_tokens: msg.before_tokens,
         after_tokens,
+        rotated,
     })
 }
 

@@ -78,6 +78,29 @@ impl TurnContext {
         self.last_prompt = None;
     }
 
+    /// Applies a committed rotation: the rows the child copied are replaced by their copies,
+    /// the others leave the wire copy (the parent keeps them), and the child's rows of this
+    /// turn join the turn rows. The user row stays first (`user_text`), out of the wire copy.
+    pub fn apply_rotation(&mut self, epoch: i32, kept: &[MessageId], child_rows: Vec<Message>) {
+        let copied: std::collections::HashSet<&MessageId> = kept.iter().collect();
+        // The user row stays first even when copied: it leaves only the wire copy.
+        let user = self.turn_rows.first().map(|m| m.id);
+        self.history.retain(|m| !copied.contains(&m.id));
+        self.turn_rows
+            .retain(|m| Some(m.id) == user || !copied.contains(&m.id));
+        for m in self.history.iter_mut().chain(self.turn_rows.iter_mut()) {
+            m.compressed_epoch.get_or_insert(epoch);
+        }
+        let turn = self.turn_id;
+        let (mine, earlier): (Vec<Message>, Vec<Message>) = child_rows
+            .into_iter()
+            .partition(|m| m.turn_id == Some(turn) && m.summary_epoch.is_none());
+        self.history.extend(earlier);
+        self.turn_rows.extend(mine);
+        self.session.compression_epoch = epoch;
+        self.last_prompt = None;
+    }
+
     /// The user message of this turn.
     pub fn user_text(&self) -> &str {
         self.turn_rows
@@ -96,7 +119,7 @@ pub async fn prepare(
     let store = &deps.store;
     let (session, system_prompt) = session_and_prompt(deps, admission).await?;
     let history = store
-        .list_messages(session.id)
+        .transcript(session.id)
         .await
         .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))?;
 
@@ -144,7 +167,7 @@ pub async fn resume(
     let (session, system_prompt) = session_and_prompt(deps, admission).await?;
     let all = deps
         .store
-        .list_messages(session.id)
+        .transcript(session.id)
         .await
         .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))?;
     let (turn_rows, history): (Vec<Message>, Vec<Message>) =

@@ -133,7 +133,10 @@ pub async fn pass(
     let result = asked.map_err(|e| CompressFailure::Provider(format!("compressor is gone: {e}")));
     match result.and_then(|r| r) {
         Ok(done) => {
-            ctx.apply_compaction(done.epoch, &done.compressed, done.summary);
+            match done.rotated {
+                Some(r) => ctx.apply_rotation(done.epoch, &r.kept, r.rows),
+                None => ctx.apply_compaction(done.epoch, &done.compressed, done.summary),
+            }
             let wire = request::wire_messages(ctx);
             let after = estimate(&model, &wire).saturating_add(schema_tokens(&deps.tool_schemas));
             if after > u64::from(window) {

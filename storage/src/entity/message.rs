@@ -23,6 +23,8 @@ pub struct Model {
     pub compressed_epoch: Option<i32>,
     pub summary_epoch: Option<i32>,
     pub summary_after_idx: Option<i64>,
+    /// On a rotated child's copy of a kept row: the original row's id (SPEC R6.4).
+    pub copied_from: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

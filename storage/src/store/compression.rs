@@ -160,6 +160,10 @@ impl Store {
         // The plain rows are a contiguous run of live rows: one range update marks them (an id
         // list of hundreds is slow to plan on PostgreSQL); a count that differs from the plan
         // means the transcript is not what the plan saw.
+        // The rows live in the canonical session (the root's own unless a rotation moved them).
+        let canon = super::sessions::canonical_of(&tx, c.session_id)
+            .await?
+            .to_string();
         let plain: Vec<&Replaced> = c.compressed.iter().filter(|r| !r.summary).collect();
         let mut marked = 0;
         if let (Some(lo), Some(hi)) = (
@@ -168,7 +172,7 @@ impl Store {
         ) {
             let res = message::Entity::update_many()
                 .col_expr(message::Column::CompressedEpoch, Expr::value(epoch))
-                .filter(message::Column::SessionId.eq(sid.clone()))
+                .filter(message::Column::SessionId.eq(canon.clone()))
                 .filter(message::Column::CompressedEpoch.is_null())
                 .filter(message::Column::SummaryEpoch.is_null())
                 .filter(message::Column::Idx.between(lo, hi))
@@ -185,7 +189,7 @@ impl Store {
         for chunk in summaries.chunks(IDS_PER_STATEMENT) {
             let res = message::Entity::update_many()
                 .col_expr(message::Column::CompressedEpoch, Expr::value(epoch))
-                .filter(message::Column::SessionId.eq(sid.clone()))
+                .filter(message::Column::SessionId.eq(canon.clone()))
                 .filter(message::Column::CompressedEpoch.is_null())
                 .filter(message::Column::Id.is_in(chunk.iter().cloned()))
                 .exec(&tx)

@@ -52,6 +52,8 @@ pub(super) fn session(m: session::Model) -> Result<Session> {
         compression_epoch: m.compression_epoch,
         compressed_at: m.compressed_at,
         busy_policy: m.busy_policy,
+        root_id: opt_id(m.root_id.as_deref(), "root session id")?,
+        transcript_id: opt_id(m.transcript_id.as_deref(), "transcript session id")?,
     })
 }
 

@@ -68,6 +68,53 @@ impl Store {
         convert::message(row)
     }
 
+    /// The live transcript of `root`'s lineage: the canonical session's rows (SPEC R6.4).
+    pub async fn transcript(&self, root: SessionId) -> Result<Vec<Message>> {
+        message::Entity::find()
+            .filter(
+                message::Column::SessionId.in_subquery(super::sessions::canonical_subquery(root)),
+            )
+            .order_by_asc(message::Column::Idx)
+            .all(self.connection())
+            .await?
+            .into_iter()
+            .map(convert::message)
+            .collect()
+    }
+
+    /// The readable history of `root`'s lineage (SPEC R6.4): every segment's rows, oldest
+    /// segment first, each message once (a child's copies of kept rows are left out; their
+    /// originals are listed in the segment that wrote them).
+    pub async fn lineage_messages(&self, root: SessionId) -> Result<Vec<Message>> {
+        let rid = root.to_string();
+        let segments: Vec<String> = session::Entity::find()
+            .filter(
+                session::Column::Id
+                    .eq(rid.clone())
+                    .or(session::Column::RootId.eq(rid)),
+            )
+            .order_by_asc(session::Column::CreatedAt)
+            .order_by_asc(session::Column::Id)
+            .all(self.connection())
+            .await?
+            .into_iter()
+            .map(|s| s.id)
+            .collect();
+        let order: std::collections::HashMap<&str, usize> = segments
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.as_str(), i))
+            .collect();
+        let mut rows = message::Entity::find()
+            .filter(message::Column::SessionId.is_in(segments.iter().cloned()))
+            .filter(message::Column::CopiedFrom.is_null())
+            .all(self.connection())
+            .await?;
+        rows.sort_by_key(|m| (order.get(m.session_id.as_str()).copied(), m.idx));
+        rows.into_iter().map(convert::message).collect()
+    }
+
+    /// The rows of exactly `session` (one segment of a rotated lineage).
     pub async fn list_messages(&self, session: SessionId) -> Result<Vec<Message>> {
         message::Entity::find()
             .filter(message::Column::SessionId.eq(session.to_string()))
@@ -80,26 +127,37 @@ impl Store {
     }
 }
 
-/// Inserts `msg` at the session's next transcript index, inside the caller's transaction.
+/// Inserts `msg` at the next transcript index of `root`'s canonical session (the root itself
+/// unless rotation moved the transcript, SPEC R6.4), inside the caller's transaction. One
+/// statement picks the canonical session and bumps its index.
 pub(super) async fn insert_message<C: ConnectionTrait>(
     db: &C,
-    session_id: SessionId,
+    root: SessionId,
     msg: &NewMessage,
 ) -> Result<i64> {
-    let sid = session_id.to_string();
+    insert_row(db, root, msg, None).await
+}
+
+/// `insert_message`, recording which row this one copies (a rotated child's kept rows).
+pub(super) async fn insert_row<C: ConnectionTrait>(
+    db: &C,
+    root: SessionId,
+    msg: &NewMessage,
+    copied_from: Option<MessageId>,
+) -> Result<i64> {
     let bumped = session::Entity::update_many()
         .col_expr(
             session::Column::LastMessageIdx,
             Expr::col(session::Column::LastMessageIdx).add(1),
         )
         .col_expr(session::Column::UpdatedAt, Expr::value(now_ms()))
-        .filter(session::Column::Id.eq(sid.clone()))
+        .filter(session::Column::Id.in_subquery(super::sessions::canonical_subquery(root)))
         .exec_with_returning(db)
         .await?;
-    let idx = bumped
+    let (sid, idx) = bumped
         .first()
-        .map(|s| s.last_message_idx)
-        .ok_or_else(|| StoreError::NotFound(format!("session {sid}")))?;
+        .map(|s| (s.id.clone(), s.last_message_idx))
+        .ok_or_else(|| StoreError::NotFound(format!("session {root}")))?;
     let role = msg
         .role
         .ok_or_else(|| StoreError::Corrupt("message without a role".into()))?;
@@ -122,6 +180,7 @@ pub(super) async fn insert_message<C: ConnectionTrait>(
         compressed_epoch: Set(None),
         summary_epoch: Set(msg.summary_epoch),
         summary_after_idx: Set(msg.summary_after_idx),
+        copied_from: Set(copied_from.map(|m| m.to_string())),
     })
     .exec_without_returning(db)
     .await?;

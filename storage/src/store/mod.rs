@@ -8,6 +8,8 @@ mod convert;
 mod leases;
 pub use leases::LeaseClaim;
 mod log;
+mod rotation;
+pub use rotation::{Rotation, RotationDone};
 mod sessions;
 mod tail;
 mod tokens;

@@ -32,6 +32,8 @@ impl Store {
             compression_epoch: Set(0),
             compressed_at: Set(None),
             busy_policy: Set(None),
+            root_id: Set(None),
+            transcript_id: Set(None),
         };
         session::Entity::insert(model)
             .exec_without_returning(self.connection())
@@ -86,6 +88,11 @@ impl Store {
             .transpose()
     }
 
+    /// The session whose rows are the live transcript of `root`'s lineage.
+    pub async fn canonical_session(&self, root: SessionId) -> Result<SessionId> {
+        canonical_of(self.connection(), root).await
+    }
+
     /// Newest first; `owner` limits to one principal's sessions, `before` pages by created_at.
     pub async fn list_sessions(
         &self,
@@ -93,7 +100,8 @@ impl Store {
         limit: u64,
         before: Option<i64>,
     ) -> Result<Vec<Session>> {
-        let mut q = session::Entity::find();
+        // One entry per lineage: a rotated child is reached through its root (SPEC R6.4).
+        let mut q = session::Entity::find().filter(session::Column::RootId.is_null());
         if let Some(o) = owner {
             q = q.filter(session::Column::Owner.eq(o));
         }
@@ -108,5 +116,35 @@ impl Store {
             .into_iter()
             .map(convert::session)
             .collect()
+    }
+}
+
+/// `root`'s canonical session id, as a sub-select for one-statement writes and reads.
+pub(super) fn canonical_subquery(root: SessionId) -> sea_orm::sea_query::SelectStatement {
+    use sea_orm::sea_query::{ExprTrait, Func, Query};
+    Query::select()
+        .expr(Func::coalesce([
+            Expr::col(session::Column::TranscriptId),
+            Expr::col(session::Column::Id),
+        ]))
+        .from(session::Entity)
+        .and_where(Expr::col(session::Column::Id).eq(root.to_string()))
+        .to_owned()
+}
+
+/// `root`'s canonical session id, read inside the caller's transaction.
+pub(super) async fn canonical_of<C: sea_orm::ConnectionTrait>(
+    db: &C,
+    root: SessionId,
+) -> Result<SessionId> {
+    let row = session::Entity::find_by_id(root.to_string())
+        .one(db)
+        .await?
+        .ok_or_else(|| super::StoreError::NotFound(format!("session {root}")))?;
+    match row.transcript_id {
+        Some(t) => t
+            .parse()
+            .map_err(|_| super::StoreError::Corrupt(format!("session {root}: bad transcript id"))),
+        None => Ok(root),
     }
 }

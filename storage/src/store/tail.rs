@@ -92,14 +92,16 @@ pub(super) async fn close_rows<C: ConnectionTrait>(
     Ok(events)
 }
 
-/// One turn's transcript rows, in order.
+/// One turn's rows in the live transcript of `session`'s lineage, in order.
 pub(super) async fn turn_rows<C: ConnectionTrait>(
     db: &C,
     session: SessionId,
     turn: TurnId,
 ) -> Result<Vec<Message>> {
     message::Entity::find()
-        .filter(message::Column::SessionId.eq(session.to_string()))
+        .filter(
+            message::Column::SessionId.in_subquery(super::sessions::canonical_subquery(session)),
+        )
         .filter(message::Column::TurnId.eq(turn.to_string()))
         .order_by_asc(message::Column::Idx)
         .all(db)

@@ -69,7 +69,8 @@ pub async fn events(
     query: web::Query<EventsQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let session: SessionId = parse_id(&path, "session")?;
-    state.gateway.authorize(&who.0, session).await?;
+    // Every id of a rotated lineage replays the lineage's one event log (SPEC R6.4).
+    let session = state.gateway.authorize(&who.0, session).await?.lineage();
     let since = match query.since {
         Some(n) if n < 0 => {
             return Err(ApiError::bad_request(

@@ -78,27 +78,37 @@ impl From<Approval> for ApprovalView {
 }
 
 impl SessionView {
+    /// The view of `s`. A rotated lineage's queue, events, counters, title and policy live on
+    /// its root (SPEC R6.4), so a child shows the root's, and every id names the canonical one.
     pub async fn load(gateway: &Gateway, s: Session) -> Result<Self, ApiError> {
-        let live = gateway.session_state(s.id).await?;
-        let model = gateway.model_in_use(&s);
+        let root = match s.root_id {
+            Some(r) => gateway
+                .store()
+                .get_session(r)
+                .await?
+                .ok_or_else(|| ApiError::not_found(format!("session {r}")))?,
+            None => s.clone(),
+        };
+        let live = gateway.session_state(root.id).await?;
+        let model = gateway.model_in_use(&root);
         Ok(Self {
             id: s.id,
-            title: s.title,
+            title: root.title,
             parent_session_id: s.parent_session_id,
-            canonical_id: s.id,
+            canonical_id: root.transcript_id.unwrap_or(root.id),
             state: if live.running { "running" } else { "idle" },
             queue_depth: live.queue_depth,
-            last_event_seq: s.last_event_seq.0,
+            last_event_seq: root.last_event_seq.0,
             model,
             platform: s.platform,
             busy_policy: BusyPolicy::effective(
-                s.busy_policy.as_deref(),
+                root.busy_policy.as_deref(),
                 gateway.config().agent.busy_policy,
             )
             .as_str(),
-            usage: s.usage,
+            usage: root.usage,
             created_at: rfc3339(s.created_at),
-            updated_at: rfc3339(s.updated_at),
+            updated_at: rfc3339(root.updated_at.max(s.updated_at)),
             pending_approvals: None,
             unknown_tool_runs: None,
         })
@@ -106,7 +116,7 @@ impl SessionView {
 
     /// The view with the session's open questions.
     pub async fn load_with_questions(gateway: &Gateway, s: Session) -> Result<Self, ApiError> {
-        let id = s.id;
+        let id = s.lineage();
         let mut view = Self::load(gateway, s).await?;
         let (approvals, runs) = gateway.open_questions(id).await?;
         view.pending_approvals = Some(approvals.into_iter().map(ApprovalView::from).collect());
@@ -260,11 +270,18 @@ pub async fn update(
             ))
         }
     };
-    state.gateway.authorize(&who.0, id).await?;
+    let named = state.gateway.authorize(&who.0, id).await?;
+    // Title and policy belong to the lineage: they are set on its root (SPEC R6.4).
+    state
+        .gateway
+        .store()
+        .update_session(named.lineage(), title, busy_policy)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("session {id}")))?;
     let session = state
         .gateway
         .store()
-        .update_session(id, title, busy_policy)
+        .get_session(id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("session {id}")))?;
     Ok(HttpResponse::Ok().json(SessionView::load(&state.gateway, session).await?))
@@ -274,6 +291,8 @@ pub async fn update(
 #[derive(Debug, Serialize)]
 pub struct MessageView {
     pub id: String,
+    /// The segment of the lineage that holds the row (the session itself unless it rotated).
+    pub session_id: String,
     pub idx: i64,
     pub role: &'static str,
     pub content: Option<String>,
@@ -301,6 +320,7 @@ impl From<Message> for MessageView {
     fn from(m: Message) -> Self {
         Self {
             id: m.id.to_string(),
+            session_id: m.session_id.to_string(),
             idx: m.idx,
             role: m.role.as_str(),
             content: m.content,
@@ -322,8 +342,13 @@ pub async fn messages(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id: SessionId = parse_id(&path, "session")?;
-    state.gateway.authorize(&who.0, id).await?;
-    let rows = state.gateway.store().list_messages(id).await?;
+    let session = state.gateway.authorize(&who.0, id).await?;
+    // Any id of a rotated lineage reads the lineage's whole history, each message once.
+    let rows = state
+        .gateway
+        .store()
+        .lineage_messages(session.lineage())
+        .await?;
     let messages: Vec<MessageView> = rows.into_iter().map(MessageView::from).collect();
     Ok(HttpResponse::Ok().json(serde_json::json!({ "messages": messages })))
 }
