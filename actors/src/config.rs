@@ -185,6 +185,41 @@ pub struct CompressionConfig {
     /// After a failed or useless compression, the session is not compressed again for this
     /// long (the request is still sent when it fits).
     pub cooldown_s: u64,
+    /// Per-model overrides (SPEC R6.2): `[compression.models."<model>"]`.
+    pub models: BTreeMap<String, ModelCompression>,
+    /// Set by `for_model` when the model's own threshold applies: it is used as given, without
+    /// the raise for small windows.
+    #[serde(skip)]
+    pub exact_threshold: bool,
+}
+
+/// `[compression.models."<model>"]`: what differs for one model; the rest is the section's.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ModelCompression {
+    /// Used as given (no 0.75 floor for windows under 512K).
+    pub threshold: Option<f64>,
+    pub target_ratio: Option<f64>,
+    pub protect_first_n: Option<usize>,
+    pub protect_last_n: Option<usize>,
+}
+
+impl CompressionConfig {
+    /// The settings for requests to `model`: its `[compression.models."<model>"]` entry over
+    /// the section's own values.
+    pub fn for_model(&self, model: &str) -> CompressionConfig {
+        let mut c = self.clone();
+        if let Some(m) = self.models.get(model) {
+            if let Some(t) = m.threshold {
+                c.threshold = t;
+                c.exact_threshold = true;
+            }
+            c.target_ratio = m.target_ratio.unwrap_or(c.target_ratio);
+            c.protect_first_n = m.protect_first_n.unwrap_or(c.protect_first_n);
+            c.protect_last_n = m.protect_last_n.unwrap_or(c.protect_last_n);
+        }
+        c
+    }
 }
 
 impl Default for CompressionConfig {
@@ -198,6 +233,8 @@ impl Default for CompressionConfig {
             mode: CompressionMode::InPlace,
             timeout_s: 60,
             cooldown_s: 300,
+            models: BTreeMap::new(),
+            exact_threshold: false,
         }
     }
 }
@@ -231,6 +268,15 @@ impl RuntimeConfig {
         }
         if !(0.0..1.0).contains(&self.compression.target_ratio) {
             return bad("compression.target_ratio", "must be in [0, 1)");
+        }
+        for (model, m) in &self.compression.models {
+            let key = |field: &str| format!("compression.models.{model:?}.{field}");
+            if m.threshold.is_some_and(|t| !(t > 0.0 && t <= 1.0)) {
+                return bad(&key("threshold"), "must be in (0, 1]");
+            }
+            if m.target_ratio.is_some_and(|r| !(0.0..1.0).contains(&r)) {
+                return bad(&key("target_ratio"), "must be in [0, 1)");
+            }
         }
         if self.compression.timeout_s == 0 {
             return bad("compression.timeout_s", "must be greater than 0");

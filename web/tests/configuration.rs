@@ -356,6 +356,20 @@ fn sections_this_build_serves_keep_accepting_their_keys() {
 }
 
 #[test]
+fn r6_2_per_model_overrides_load_and_are_checked() {
+    let d = dir_with_file(Some(
+        "[compression]\nmodels = { \"m-1\" = { threshold = 0.6, protect_last_n = 8 } }\n",
+    ));
+    let s = ok(&d, &[]);
+    let m = s.compression.for_model("m-1");
+    assert_eq!((m.threshold, m.protect_last_n), (0.6, 8));
+    let e = refused("[compression.models.\"m-1\"]\nthreshold = 1.5\n");
+    assert_eq!(e.key, "compression.models.\"m-1\".threshold", "{e}");
+    let e = refused("[compression.models.\"m-1\"]\nthreshhold = 0.5\n");
+    assert!(e.key.starts_with("compression"), "{e}");
+}
+
+#[test]
 fn r6_4_rotate_mode_is_accepted_and_a_zero_timeout_is_not() {
     let d = dir_with_file(Some("[compression]\nmode = \"rotate\"\n"));
     let s = ok(&d, &[]);
@@ -481,6 +495,8 @@ fn the_example_file_loads_and_shows_the_defaults() {
     let mcp = std::mem::take(&mut on.tools.mcp);
     let pricing = std::mem::take(&mut on.pricing);
     assert_eq!(pricing.len(), 1, "the example shows one price");
+    let models = std::mem::take(&mut on.compression.models);
+    assert_eq!(models.len(), 1, "the example shows one per-model override");
     assert_eq!(mcp.len(), 1, "the example shows one MCP server");
     assert_eq!(format!("{on:?}"), defaults);
     let required = serde_json::json!({"name": mcp[0].name, "command": mcp[0].command});

@@ -58,12 +58,12 @@ pub async fn pass(
     provider: &Arc<dyn Provider>,
     state: &mut GateState,
 ) -> Result<Vec<ChatMessage>, TurnFailure> {
-    let cfg = &deps.config.compression;
     let window = provider.context_window();
     let model = ctx
         .model_override
         .clone()
         .unwrap_or_else(|| provider.model().to_owned());
+    let cfg = &deps.config.compression.for_model(&model);
     let wire = request::wire_messages(ctx);
     let pressure_tokens = pressure(&model, ctx, &wire, &deps.tool_schemas, state.carried);
     let force = std::mem::take(&mut state.force_compress);
@@ -253,9 +253,9 @@ pub enum Gate {
 }
 
 /// The threshold actually used for a window: the configured one, raised to 0.75 for windows
-/// under 512K tokens.
+/// under 512K tokens; a model's own threshold (`[compression.models."<model>"]`) as given.
 pub fn effective_threshold(config: &CompressionConfig, window: u32) -> f64 {
-    if window < LARGE_WINDOW {
+    if window < LARGE_WINDOW && !config.exact_threshold {
         config.threshold.max(0.75)
     } else {
         config.threshold
@@ -293,6 +293,35 @@ mod tests {
         let c = CompressionConfig::default();
         assert_eq!(effective_threshold(&c, 128_000), 0.75);
         assert_eq!(effective_threshold(&c, 1_000_000), 0.50);
+    }
+
+    #[test]
+    fn r6_2_a_model_override_applies_to_that_model_only_and_as_given() {
+        let mut c = CompressionConfig::default();
+        c.models.insert(
+            "small-model".into(),
+            crate::config::ModelCompression {
+                threshold: Some(0.6),
+                protect_last_n: Some(8),
+                ..Default::default()
+            },
+        );
+        let small = c.for_model("small-model");
+        assert_eq!(effective_threshold(&small, 128_000), 0.6, "no 0.75 floor");
+        assert_eq!(small.protect_last_n, 8);
+        assert_eq!(small.target_ratio, 0.20, "unset fields are the section's");
+        let other = c.for_model("other");
+        assert_eq!(effective_threshold(&other, 128_000), 0.75);
+        assert_eq!(other.protect_last_n, 20);
+        // 0.6 of a 10K window is 6K: 7K tokens of pressure compress for this model only.
+        assert!(matches!(
+            gate(&small, 7_000, 10, 10_000, false),
+            Gate::ShouldCompress { .. }
+        ));
+        assert!(matches!(
+            gate(&other, 7_000, 10, 10_000, false),
+            Gate::Proceed { .. }
+        ));
     }
 
     #[test]
