@@ -181,6 +181,84 @@ async fn r1_2_approvals_are_asked_with_the_time_left_and_answered_y_and_n() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r1_2_a_failed_turn_shows_its_reason_and_the_conversation_goes_on() {
+    let provider = ScriptedProvider::start();
+    provider.push(Reply::error(400, "model_not_found"));
+    let tk = Turnkey::start(
+        TurnkeyOptions::new(&provider)
+            .provider_toml("max_retries = 0")
+            .extra_toml("[tools]\napproval = \"off\"\n"),
+    )
+    .await;
+    let mut pty = chat(&tk, &[]);
+    blocking(|| {
+        pty.expect(PROMPT);
+        pty.send_line("this fails");
+        let failed = pty.expect(PROMPT);
+        assert!(
+            failed.contains("[failed: provider_client_error ("),
+            "the reason and its message: {failed:?}"
+        );
+        assert!(failed.contains("| tokens: "), "{failed:?}");
+        pty.send_line("this works");
+        pty.expect("ok: this works");
+        pty.expect(PROMPT);
+        pty.ctrl_d();
+        assert_eq!(pty.exit_code(BOUND), 0);
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r1_2_an_approval_left_open_is_asked_again_on_resume() {
+    let provider = ScriptedProvider::start();
+    let tk = start(&provider, "approval = \"always\"\napproval_timeout_s = 300").await;
+    provider.push(Reply::tool_call(
+        "r1",
+        "read_file",
+        json!({"path": "notes.txt"}),
+    ));
+    provider.push(Reply::text("read it"));
+    std::fs::create_dir_all(tk.dir.path().join("workspace")).unwrap();
+    std::fs::write(tk.dir.path().join("workspace/notes.txt"), "note").unwrap();
+
+    // Ctrl-D while the question is open: the client leaves, the approval stays pending.
+    let mut first = chat(&tk, &[]);
+    let session = blocking(|| {
+        let id = session_id(&mut first);
+        first.expect(PROMPT);
+        first.send_line("read my notes");
+        first.expect(r#"Approve read_file {"path":"notes.txt"}? [y/n]"#);
+        first.ctrl_d();
+        first.expect("it stays pending");
+        assert_eq!(first.exit_code(BOUND), 0);
+        id
+    });
+    let view = tk.api().session(&session).await;
+    assert_eq!(
+        view.body["pending_approvals"].as_array().map(Vec::len),
+        Some(1),
+        "{}",
+        view.text
+    );
+
+    // Resumed: the question is asked again, answered, and the turn ends.
+    let mut again = chat(&tk, &["--session", &session]);
+    blocking(|| {
+        again.expect("you> read my notes");
+        again.expect("[a turn is running; its output follows]");
+        again.expect(r#"Approve read_file {"path":"notes.txt"}? [y/n]"#);
+        again.send_line("yes");
+        again.expect("[approval] read_file: approved");
+        again.expect("[tool] read_file ok in ");
+        again.expect("read it");
+        again.expect("[completed | tokens: ");
+        again.expect(PROMPT);
+        again.ctrl_c();
+        assert_eq!(again.exit_code(BOUND), 0);
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn r1_2_ctrl_c_interrupts_a_slow_turn_and_the_prompt_returns_within_10_s() {
     let provider = ScriptedProvider::start();
     let words: Vec<String> = (0..60).map(|i| format!("w{i} ")).collect();
@@ -203,8 +281,16 @@ async fn r1_2_ctrl_c_interrupts_a_slow_turn_and_the_prompt_returns_within_10_s()
         (id, pressed.elapsed())
     });
     assert!(took < Duration::from_secs(10), "prompt back after {took:?}");
-    let state = api.session(&session).await;
-    assert_eq!(state.body["state"], "idle", "{}", state.text);
+    // The lease is released just after the turn's end is committed (and shown).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let state = api.session(&session).await;
+        if state.body["state"] == "idle" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still {}", state.text);
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
     let events = api.all_events(&session, 0).await;
     let finished: Vec<_> = events
         .iter()

@@ -154,12 +154,9 @@ impl Client {
             .timeout(REQUEST_TIMEOUT)
             .send()
             .await
-            .map_err(|e| CallError::Unreachable(describe(&e)))?;
+            .map_err(unreachable)?;
         let resp = check(resp).await?;
-        let body = resp
-            .bytes()
-            .await
-            .map_err(|e| CallError::Unreachable(describe(&e)))?;
+        let body = resp.bytes().await.map_err(unreachable)?;
         serde_json::from_slice(&body).map_err(|e| CallError::BadAnswer(e.to_string()))
     }
 
@@ -257,7 +254,7 @@ impl Client {
             .header(reqwest::header::ACCEPT, "text/event-stream")
             .send()
             .await
-            .map_err(|e| CallError::Unreachable(describe(&e)))?;
+            .map_err(unreachable)?;
         check(resp).await
     }
 }
@@ -293,7 +290,12 @@ async fn check(resp: reqwest::Response) -> Result<reqwest::Response, CallError> 
     })
 }
 
-/// A transport error with its causes, which is where reqwest keeps "Connection refused".
+/// No answer: the error without the URL (the person knows which server they talk to).
+fn unreachable(e: reqwest::Error) -> CallError {
+    CallError::Unreachable(describe(&e.without_url()))
+}
+
+/// An error with its causes, which is where reqwest keeps "Connection refused".
 pub fn describe(e: &(dyn std::error::Error + 'static)) -> String {
     let mut text = e.to_string();
     let mut source = e.source();

@@ -95,11 +95,16 @@ pub struct Conversation<W: Write> {
 
 impl<W: Write> Conversation<W> {
     pub fn new(client: Client, screen: Screen<W>, start: Start) -> Self {
+        let mut renderer = Renderer::default();
+        start
+            .approvals
+            .iter()
+            .for_each(|a| renderer.know_approval(a));
         Self {
             client,
             session: start.session,
             screen,
-            renderer: Renderer::default(),
+            renderer,
             pending: Vec::new(),
             hold: false,
             foreign: start.running,
@@ -501,7 +506,8 @@ impl<W: Write> Conversation<W> {
             }
             if since.elapsed() >= SUBMIT_RETRY_FOR {
                 self.screen.line(&format!(
-                    "[not sent within {} s: {e}; it may or may not have arrived:                      look with turnkey chat --session {}]",
+                    "[not sent within {} s: {e}; it may or may not have arrived: \
+                     look with turnkey chat --session {}]",
                     SUBMIT_RETRY_FOR.as_secs(),
                     self.session
                 ))?;
@@ -510,7 +516,8 @@ impl<W: Write> Conversation<W> {
             if !told {
                 told = true;
                 self.screen.line(&format!(
-                    "[not sent yet: {e}; sending again with the same Idempotency-Key, so it                      runs once]"
+                    "[not sent yet: {e}; sending again with the same Idempotency-Key, so it \
+                     runs once]"
                 ))?;
             }
             let wait = match &e {
@@ -525,7 +532,8 @@ impl<W: Write> Conversation<W> {
                 () = tokio::time::sleep(wait) => {}
                 _ = sigint.recv() => {
                     self.screen.line(&format!(
-                        "[stopped sending; the input may or may not have arrived: look with                          turnkey chat --session {}]",
+                        "[stopped sending; the input may or may not have arrived: look with \
+                         turnkey chat --session {}]",
                         self.session
                     ))?;
                     return Ok(());

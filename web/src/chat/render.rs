@@ -121,6 +121,14 @@ impl Renderer {
         }
     }
 
+    /// Names the tool of an approval that came without an event (a resumed session's
+    /// `pending_approvals`), for the lines about it that follow.
+    pub fn know_approval(&mut self, a: &PendingApproval) {
+        if let Some(name) = a.name.as_str() {
+            self.tools.insert(a.call_id.clone(), name.to_owned());
+        }
+    }
+
     /// The authoritative answer: only what the stream did not already show is printed.
     fn complete(&mut self, text: &str) -> Vec<Out> {
         let shown = std::mem::take(&mut self.streamed);

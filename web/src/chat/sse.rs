@@ -202,7 +202,12 @@ async fn pump(
     loop {
         let chunk = match tokio::time::timeout(IDLE_LIMIT, resp.chunk()).await {
             Err(_) => return Ok(format!("nothing heard for {} s", IDLE_LIMIT.as_secs())),
-            Ok(Err(e)) => return Ok(describe(&e)),
+            Ok(Err(e)) => {
+                return Ok(format!(
+                    "the connection broke ({})",
+                    describe(&e.without_url())
+                ))
+            }
             Ok(Ok(None)) => return Ok("the server closed the stream".to_owned()),
             Ok(Ok(Some(chunk))) => chunk,
         };

@@ -73,6 +73,7 @@ impl<W: Write> Screen<W> {
 
     /// Text that continues the current line (it may contain newlines itself).
     pub fn inline(&mut self, text: &str) -> io::Result<()> {
+        let text = printable(text);
         if text.is_empty() {
             return Ok(());
         }
@@ -90,7 +91,7 @@ impl<W: Write> Screen<W> {
         if !self.at_line_start {
             self.newline()?;
         }
-        writeln!(self.out, "{text}")?;
+        writeln!(self.out, "{}", printable(text))?;
         self.at_line_start = true;
         self.prompt_visible = false;
         self.out.flush()
@@ -101,7 +102,7 @@ impl<W: Write> Screen<W> {
         if !self.at_line_start {
             self.newline()?;
         }
-        self.out.write_all(text.as_bytes())?;
+        self.out.write_all(printable(text).as_bytes())?;
         self.at_line_start = false;
         self.prompt_visible = true;
         self.out.flush()
@@ -138,9 +139,30 @@ impl<W: Write> Screen<W> {
     }
 }
 
+/// What the server sent, without the control characters a terminal would act on (escape
+/// sequences, carriage returns, backspaces): a model's or a tool's text must not be able to
+/// move the cursor, rewrite lines or retitle the window. Newlines and tabs stay.
+fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let keep = |c: char| c == '\n' || c == '\t' || !c.is_control();
+    if text.chars().all(keep) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(text.chars().filter(|&c| keep(c)).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn r1_2_control_characters_from_the_server_never_reach_the_terminal() -> io::Result<()> {
+        let mut s = Screen::new(Vec::new());
+        s.inline("a\u{1b}]0;pwned\u{7}b\rc\u{8}\td\n")?;
+        s.line("[tool] x\u{1b}[2J\u{9b}y")?;
+        let out = String::from_utf8(s.into_inner()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(out, "a]0;pwnedbc\td\n[tool] x[2Jy\n");
+        Ok(())
+    }
 
     #[test]
     fn r1_2_lines_never_run_into_streamed_text_or_the_prompt() -> io::Result<()> {
