@@ -486,7 +486,15 @@ impl<W: Write> Conversation<W> {
         let mut delay = SUBMIT_BACKOFF_FIRST;
         let mut told = false;
         loop {
-            let e = match self.client.submit(&self.session, text, &key).await {
+            // Ctrl-C also ends a try the server is slow to answer (up to the 30 s call bound).
+            let sent = tokio::select! {
+                sent = self.client.submit(&self.session, text, &key) => Some(sent),
+                _ = sigint.recv() => None,
+            };
+            let Some(sent) = sent else {
+                return self.stopped_sending();
+            };
+            let e = match sent {
                 Ok(receipt) => {
                     if receipt.duplicate {
                         // An earlier try had arrived although its answer was lost.
@@ -528,18 +536,23 @@ impl<W: Write> Conversation<W> {
                 _ => delay,
             };
             delay = (delay * 2).min(SUBMIT_BACKOFF_MAX);
-            tokio::select! {
-                () = tokio::time::sleep(wait) => {}
-                _ = sigint.recv() => {
-                    self.screen.line(&format!(
-                        "[stopped sending; the input may or may not have arrived: look with \
-                         turnkey chat --session {}]",
-                        self.session
-                    ))?;
-                    return Ok(());
-                }
+            let waited = tokio::select! {
+                () = tokio::time::sleep(wait) => true,
+                _ = sigint.recv() => false,
+            };
+            if !waited {
+                return self.stopped_sending();
             }
         }
+    }
+
+    fn stopped_sending(&mut self) -> Result<(), ChatError> {
+        self.screen.line(&format!(
+            "[stopped sending; the input may or may not have arrived: look with turnkey chat \
+             --session {}]",
+            self.session
+        ))?;
+        Ok(())
     }
 
     fn accepted(&mut self, admission: String) {

@@ -14,7 +14,9 @@ use tokio::sync::mpsc;
 const IDLE_LIMIT: Duration = Duration::from_secs(45);
 const BACKOFF_FIRST: Duration = Duration::from_millis(250);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
-/// How long the follower keeps trying without one successful connection before it gives up.
+/// How long a stream must have stayed open for the backoff to start again from the first step.
+const HEALTHY_AFTER: Duration = Duration::from_secs(10);
+/// How long the follower keeps trying while the server does not answer before it gives up.
 pub const GIVE_UP_AFTER: Duration = Duration::from_secs(300);
 /// A frame larger than this is not an event of this API; the stream is reopened.
 const MAX_FRAME_BYTES: usize = 8 * 1024 * 1024;
@@ -136,12 +138,20 @@ pub async fn follow(client: Client, session: String, since: i64, tx: mpsc::Sende
                     return;
                 }
                 lost = false;
-                delay = BACKOFF_FIRST;
+                // The server answers: giving up is for a server that does not.
                 failing_since = None;
-                match pump(resp, &mut last, &tx).await {
+                let opened = Instant::now();
+                let before = last;
+                let why = match pump(resp, &mut last, &tx).await {
                     Ok(why) => why,
                     Err(Closed) => return,
+                };
+                // Only a stream that carried events or lasted restarts the backoff: one that a
+                // stopping server ends at once must not be reopened four times a second.
+                if last > before || opened.elapsed() >= HEALTHY_AFTER {
+                    delay = BACKOFF_FIRST;
                 }
+                why
             }
             Err(
                 e @ CallError::Status {
