@@ -259,6 +259,50 @@ async fn r1_2_an_approval_left_open_is_asked_again_on_resume() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r1_2_a_line_typed_during_a_turn_is_sent_and_a_steered_one_ends_with_the_turn_it_joined() {
+    let provider = ScriptedProvider::start();
+    provider.push(Reply::tool_call(
+        "s1",
+        "terminal",
+        json!({"command": "sleep 2; echo slept"}),
+    ));
+    provider.push(Reply::text("done with both"));
+    let tk = Turnkey::start(
+        TurnkeyOptions::new(&provider)
+            .extra_toml("[agent]\nbusy_policy = \"steer\"\n[tools]\napproval = \"off\"\n"),
+    )
+    .await;
+    let mut pty = chat(&tk, &[]);
+    let session = blocking(|| {
+        let id = session_id(&mut pty);
+        pty.expect(PROMPT);
+        pty.send_line("start the work");
+        pty.expect("[tool] terminal {");
+        // Typed while the tool runs: sent at once, it joins the running turn.
+        pty.send_line("and mind the second thing");
+        pty.expect("[input joined the running turn (steered)]");
+        pty.expect("done with both");
+        let end = pty.expect(PROMPT);
+        assert_eq!(end.matches("[completed").count(), 1, "{end:?}");
+        pty.ctrl_d();
+        assert_eq!(pty.exit_code(BOUND), 0);
+        id
+    });
+    // One turn answered both inputs; the steered one is a user row of that turn.
+    let users: Vec<String> = tk
+        .api()
+        .messages(&session)
+        .await
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(users, ["start the work", "and mind the second thing"]);
+    assert_eq!(provider.request_count(), 2);
+    assert_eq!(pty.count("[completed"), 1, "{}", pty.output());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn r1_2_ctrl_c_interrupts_a_slow_turn_and_the_prompt_returns_within_10_s() {
     let provider = ScriptedProvider::start();
     let words: Vec<String> = (0..60).map(|i| format!("w{i} ")).collect();
