@@ -10,6 +10,8 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+/// `--bind` of a start that takes any free port.
+const FREE_PORT: &str = "127.0.0.1:0";
 /// How long a start may take before the test gives up (migrations included).
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long the one-off `cargo build` of a missing binary may take.
@@ -126,6 +128,8 @@ pub struct Turnkey {
     child: Option<Child>,
     starts: u32,
     stdout: Arc<Mutex<Vec<String>>>,
+    /// `--bind` of the next start.
+    bind: String,
 }
 
 impl Turnkey {
@@ -152,6 +156,7 @@ impl Turnkey {
             child: None,
             starts: 0,
             stdout: Arc::new(Mutex::new(Vec::new())),
+            bind: FREE_PORT.to_owned(),
         };
         let env = tk.options.env.clone();
         if let Err(e) = tk.spawn(&env).await {
@@ -177,6 +182,34 @@ impl Turnkey {
         self.kill();
         if let Err(e) = self.spawn(env).await {
             panic!("restart failed: {e}\n{}", self.log_tail(200));
+        }
+    }
+
+    /// Kills the current process and starts a new one on the same address (and dir and
+    /// database), as a client that keeps its URL sees a server restart.
+    pub async fn restart_at_same_address(&mut self) {
+        self.kill();
+        self.start_again_at_same_address().await;
+    }
+
+    /// Starts a new process on the address of the last one, which must have stopped (killed,
+    /// terminated or exited).
+    pub async fn start_again_at_same_address(&mut self) {
+        let addr = self
+            .url
+            .strip_prefix("http://")
+            .unwrap_or_else(|| panic!("no address to restart at: {:?}", self.url))
+            .to_owned();
+        self.bind = addr;
+        let env = self.options.env.clone();
+        let started = self.spawn(&env).await;
+        self.bind = FREE_PORT.to_owned();
+        if let Err(e) = started {
+            panic!(
+                "restart at {} failed: {e}\n{}",
+                self.url,
+                self.log_tail(200)
+            );
         }
     }
 
@@ -270,7 +303,7 @@ impl Turnkey {
             .arg("--config")
             .arg(&self.config_path)
             .arg("--bind")
-            .arg("127.0.0.1:0")
+            .arg(&self.bind)
             .current_dir(self.dir.path())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -1,5 +1,7 @@
-//! The command line (API.md "Command line"): `serve`, `migrate`, `chat`, `doctor`, and the exit
-//! codes: 0 ok, 2 bad usage or invalid config (the message names the key), 1 other failure.
+//! The command line (API.md "Command line"): `serve`, `migrate`, `chat` (in `crate::chat`),
+//! `doctor`, and the exit codes: 0 ok, 2 bad usage or invalid config (the message names the
+//! key), 1 other failure.
+use crate::chat::ChatError;
 use crate::configuration::{self, InvalidConfig, Overrides, Settings};
 use crate::startup::{self, StartupError};
 use clap::{Args, Parser, Subcommand};
@@ -22,7 +24,7 @@ pub enum Command {
     Serve(ServeArgs),
     /// Apply database migrations and exit.
     Migrate(StoreArgs),
-    /// Terminal client for a running server (not implemented yet in this build).
+    /// Terminal client for a running server: send lines, see the answers stream.
     Chat(ChatArgs),
     /// Check the configuration, the store and every provider, changing nothing; exit 1 on any
     /// problem.
@@ -53,21 +55,20 @@ pub struct StoreArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(after_help = "Not implemented yet in this build: `turnkey chat` exits with status 1.")]
+#[command(
+    after_help = "Type a line and press Enter to send it; the answer streams in. \
+While a turn runs, Ctrl-C interrupts it; at the prompt, Ctrl-C or Ctrl-D leaves. \
+Exit status: 0 when you leave, 2 on bad usage or no token, 1 on any other failure."
+)]
 pub struct ChatArgs {
     /// Server URL.
     #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:8080")]
     pub url: String,
-    /// Session to continue; default: a new one.
+    /// Session to resume (its recent transcript is shown first); default: a new one.
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
-    /// Bearer token; default: $TURNKEY_TOKEN.
-    #[arg(
-        long,
-        value_name = "TOKEN",
-        env = "TURNKEY_TOKEN",
-        hide_env_values = true
-    )]
+    /// Bearer token; default: $TURNKEY_TOKEN, else the content of ./data/operator.token.
+    #[arg(long, value_name = "TOKEN")]
     pub token: Option<String>,
 }
 
@@ -76,6 +77,9 @@ pub struct ChatArgs {
 pub enum Failure {
     #[error(transparent)]
     Config(#[from] InvalidConfig),
+    /// Bad usage clap cannot see (a flag's value, a missing token): exit 2.
+    #[error("{0}")]
+    Usage(String),
     #[error("{0}")]
     Other(String),
 }
@@ -83,8 +87,17 @@ pub enum Failure {
 impl Failure {
     pub fn exit_code(&self) -> ExitCode {
         match self {
-            Self::Config(_) => ExitCode::from(2),
+            Self::Config(_) | Self::Usage(_) => ExitCode::from(2),
             Self::Other(_) => ExitCode::from(1),
+        }
+    }
+}
+
+impl From<ChatError> for Failure {
+    fn from(e: ChatError) -> Self {
+        match e {
+            ChatError::Usage(_) => Self::Usage(e.to_string()),
+            ChatError::Failed(_) => Self::Other(e.to_string()),
         }
     }
 }
@@ -107,9 +120,10 @@ impl From<StartupError> for Failure {
 pub fn run(cli: Cli) -> ExitCode {
     crate::telemetry::init();
     let outcome = match cli.command {
-        Command::Chat(_) => Err(Failure::Other(
-            "turnkey chat: not implemented yet in this build".into(),
-        )),
+        Command::Chat(args) => {
+            crate::chat::run(&args.url, args.session.as_deref(), args.token.as_deref())
+                .map_err(Failure::from)
+        }
         Command::Serve(args) => load(args.config, args.bind, args.database)
             .and_then(|s| in_system(startup::serve(s)).map_err(Failure::from)),
         Command::Migrate(args) => {

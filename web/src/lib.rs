@@ -1,6 +1,8 @@
 //! turnkey's doors onto the gateway: command line, configuration, HTTP API (auth, routes, SSE)
-//! and start-up/shutdown. A library so that tests can start the app in-process.
+//! and start-up/shutdown; and `turnkey chat`, the terminal client of that API. A library so that
+//! tests can start the app in-process.
 pub mod auth;
+pub mod chat;
 pub mod cli;
 pub mod configuration;
 pub mod doctor;

@@ -115,16 +115,24 @@ fn invalid_config_exits_2_and_names_the_key() {
 }
 
 #[test]
-fn bad_usage_exits_2_and_chat_is_not_implemented_yet() {
+fn bad_usage_exits_2_and_chat_without_a_server_exits_1() {
     let d = TempDir::new().unwrap();
     let out = command(d.path())
         .args(["serve", "--nope"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+    // No --token, no TURNKEY_TOKEN, no ./data/operator.token: bad usage.
     let out = command(d.path()).args(["chat"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no token"));
+    // Nothing listens on port 9.
+    let out = command(d.path())
+        .args(["chat", "--url", "http://127.0.0.1:9", "--token", "tk_x"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not implemented yet"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach http://127.0.0.1:9"));
 }
 
 #[tokio::test]

@@ -1,0 +1,532 @@
+//! How `turnkey chat` shows things: events, the resumed transcript, approval questions. Pure
+//! functions of what the API sent (and the clock, passed in), so they are tested without a
+//! terminal. The only state is what the current answer already streamed and the tool names by
+//! call id.
+use super::api::{Message, PendingApproval};
+use super::sse::ChatEvent;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// Longest rendering of tool arguments or a preview on one line.
+const ONE_LINE: usize = 200;
+
+/// A piece of output: `Inline` continues the current line (streamed answer text), `Line` is a
+/// whole line of its own, begun on a fresh line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Out {
+    Inline(String),
+    Line(String),
+}
+
+#[derive(Debug, Default)]
+pub struct Renderer {
+    /// Text streamed by the current model call, to reconcile with `message.complete`.
+    streamed: String,
+    /// Tool names by call id, from `approval.requested` and `tool.started`.
+    tools: HashMap<String, String>,
+}
+
+impl Renderer {
+    pub fn event(&mut self, ev: &ChatEvent) -> Vec<Out> {
+        let d = &ev.data;
+        match ev.kind.as_str() {
+            "message.delta" => {
+                let text = str_of(d, "text");
+                self.streamed.push_str(text);
+                if text.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![Out::Inline(text.to_owned())]
+                }
+            }
+            "message.complete" => self.complete(str_of(d, "text")),
+            "turn.started" => {
+                self.streamed.clear();
+                if d["resumed"].as_bool() == Some(true) {
+                    vec![Out::Line(
+                        "[the turn resumes after a restart of the server]".into(),
+                    )]
+                } else {
+                    Vec::new()
+                }
+            }
+            "tool.started" => {
+                // The text streamed so far belonged to the model call that asked for the tool.
+                self.streamed.clear();
+                let name = str_of(d, "name");
+                self.tools
+                    .insert(str_of(d, "call_id").to_owned(), name.to_owned());
+                vec![Out::Line(format!(
+                    "[tool] {name} {}",
+                    compact(&d["args"], ONE_LINE)
+                ))]
+            }
+            "tool.progress" => vec![Out::Line(format!(
+                "[tool] {}: {}",
+                self.tool_name(d),
+                one_line(str_of(d, "message"), ONE_LINE)
+            ))],
+            "tool.completed" => {
+                self.streamed.clear();
+                let preview = one_line(str_of(d, "preview"), ONE_LINE);
+                let took = seconds(d["duration_ms"].as_u64().unwrap_or(0));
+                let mut line = format!(
+                    "[tool] {} {} in {took}",
+                    self.tool_name(d),
+                    str_of(d, "status")
+                );
+                if !preview.is_empty() {
+                    line.push_str(": ");
+                    line.push_str(&preview);
+                }
+                vec![Out::Line(line)]
+            }
+            "approval.requested" => {
+                self.streamed.clear();
+                self.tools.insert(
+                    str_of(d, "call_id").to_owned(),
+                    str_of(d, "name").to_owned(),
+                );
+                Vec::new()
+            }
+            "approval.resolved" => vec![Out::Line(format!(
+                "[approval] {}: {}",
+                self.tool_name(d),
+                match str_of(d, "decision") {
+                    "approve" => "approved",
+                    "deny" => "denied",
+                    "timeout" => "no answer in time, denied",
+                    other => other,
+                }
+            ))],
+            "compression.completed" => vec![Out::Line(format!(
+                "[context compressed: {} -> {} tokens, {} messages summarized]",
+                d["before_tokens"], d["after_tokens"], d["compressed_messages"]
+            ))],
+            "admission.carried" => vec![Out::Line(format!(
+                "[input joined the running turn ({})]",
+                str_of(d, "result")
+            ))],
+            "turn.finished" => {
+                self.streamed.clear();
+                vec![Out::Line(finished_line(d))]
+            }
+            "turn.unknown" => {
+                self.streamed.clear();
+                unknown_lines(d).into_iter().map(Out::Line).collect()
+            }
+            // admission.queued, status and kinds of later versions show nothing.
+            _ => Vec::new(),
+        }
+    }
+
+    /// Names the tool of an approval that came without an event (a resumed session's
+    /// `pending_approvals`), for the lines about it that follow.
+    pub fn know_approval(&mut self, a: &PendingApproval) {
+        if let Some(name) = a.name.as_str() {
+            self.tools.insert(a.call_id.clone(), name.to_owned());
+        }
+    }
+
+    /// The authoritative answer: only what the stream did not already show is printed.
+    fn complete(&mut self, text: &str) -> Vec<Out> {
+        let shown = std::mem::take(&mut self.streamed);
+        if text == shown {
+            Vec::new()
+        } else if let Some(rest) = text.strip_prefix(shown.as_str()) {
+            vec![Out::Inline(rest.to_owned())]
+        } else {
+            // The final answer differs from what streamed (a recovered or repaired answer).
+            vec![
+                Out::Line("[final answer]".into()),
+                Out::Inline(text.to_owned()),
+            ]
+        }
+    }
+
+    fn tool_name(&self, d: &Value) -> String {
+        let named = str_of(d, "name");
+        if !named.is_empty() {
+            return named.to_owned();
+        }
+        self.tools
+            .get(str_of(d, "call_id"))
+            .cloned()
+            .unwrap_or_else(|| format!("call {}", str_of(d, "call_id")))
+    }
+}
+
+/// The line after every turn: how it ended, tokens and cost.
+pub fn finished_line(d: &Value) -> String {
+    let result = match str_of(d, "result") {
+        "" => "finished",
+        r => r,
+    };
+    let mut line = format!("[{result}");
+    let reason = str_of(d, "failure_reason");
+    if !reason.is_empty() {
+        line.push_str(": ");
+        line.push_str(reason);
+        let message = str_of(d, "failure_message");
+        if !message.is_empty() && message != reason {
+            line.push_str(&format!(" ({})", one_line(message, ONE_LINE)));
+        }
+    }
+    let u = &d["usage"];
+    let count = |k: &str| u[k].as_u64().unwrap_or(0);
+    line.push_str(&format!(
+        " | tokens: {} in, {} out",
+        count("input_tokens"),
+        count("output_tokens")
+    ));
+    if count("cache_read_tokens") > 0 {
+        line.push_str(&format!(", {} cached", count("cache_read_tokens")));
+    }
+    line.push_str(&format!(
+        " | cost: {}]",
+        cost(d["cost"].as_f64().unwrap_or(0.0))
+    ));
+    line
+}
+
+/// A turn whose process died: what is known, and how to run it again.
+pub fn unknown_lines(d: &Value) -> Vec<String> {
+    let mut head = "[outcome unknown".to_owned();
+    for key in ["reason", "failure_message"] {
+        let part = str_of(d, key);
+        if !part.is_empty() {
+            head.push_str(": ");
+            head.push_str(&one_line(part, ONE_LINE));
+        }
+    }
+    head.push(']');
+    vec![
+        head,
+        format!(
+            "[the server stopped while this turn ran; it is not run again by itself: type /retry \
+             to run it once more (POST /v1/admissions/{}/retry)]",
+            str_of(d, "admission_id")
+        ),
+    ]
+}
+
+/// `Approve terminal {"command":"ls"}? [y/n] (4 min 58 s left) `
+pub fn approval_question(a: &PendingApproval, now: DateTime<Utc>) -> String {
+    let name = a.name.as_str().unwrap_or("a tool");
+    let left = a
+        .expires_at
+        .as_str()
+        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+        .map(|at| at.with_timezone(&Utc) - now)
+        .map(|left| match left.num_seconds() {
+            s if s <= 0 => "expired".to_owned(),
+            s if s < 60 => format!("{s} s left"),
+            s => format!("{} min {} s left", s / 60, s % 60),
+        });
+    let mut q = format!("Approve {name} {}? [y/n]", compact(&a.args, ONE_LINE));
+    if let Some(left) = left {
+        q.push_str(&format!(" ({left})"));
+    }
+    q.push(' ');
+    q
+}
+
+/// Why the gateway asks, shown once before the first question about an approval.
+pub fn approval_reason(a: &PendingApproval) -> Option<String> {
+    a.reason
+        .as_str()
+        .filter(|r| !r.trim().is_empty())
+        .map(|r| format!("[approval needed: {}]", one_line(r, ONE_LINE)))
+}
+
+/// The last `limit` rows of a transcript, one block per row.
+pub fn transcript(messages: &[Message], limit: usize) -> Vec<String> {
+    let skipped = messages.len().saturating_sub(limit);
+    let mut lines = Vec::new();
+    if skipped > 0 {
+        lines.push(format!("[{skipped} earlier messages not shown]"));
+    }
+    for m in &messages[skipped..] {
+        let content = m.content.as_deref().unwrap_or_default();
+        let display = m.display.as_ref().unwrap_or(&Value::Null);
+        match m.role.as_str() {
+            "user" => lines.push(format!("you> {content}")),
+            "tool" => lines.push(format!(
+                "[tool result] {}: {}",
+                m.name.as_deref().unwrap_or("tool"),
+                one_line(content, ONE_LINE)
+            )),
+            "system" if display["kind"] == "compression_summary" => lines.push(format!(
+                "[summary of {} earlier messages]",
+                display["replaced_messages"]
+            )),
+            "system" => lines.push(format!("[system] {}", one_line(content, ONE_LINE))),
+            _ => {
+                if !content.is_empty() {
+                    lines.push(content.to_owned());
+                }
+                for call in m
+                    .tool_calls
+                    .as_ref()
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    let args = call["arguments"].as_str().unwrap_or_default();
+                    lines.push(format!(
+                        "[tool] {} {}",
+                        str_of(call, "name"),
+                        one_line(args, ONE_LINE)
+                    ));
+                }
+                if display["boundary"] == true {
+                    lines.push(format!(
+                        "[{}: {}]",
+                        str_of(display, "closed_as"),
+                        str_of(display, "failure_reason")
+                    ));
+                }
+            }
+        }
+    }
+    lines
+}
+
+fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
+    v[key].as_str().unwrap_or_default()
+}
+
+/// JSON on one line, cut at `max` characters.
+pub fn compact(v: &Value, max: usize) -> String {
+    one_line(&v.to_string(), max)
+}
+
+/// Text on one line (newlines shown as spaces), cut at `max` characters with an ellipsis.
+pub fn one_line(s: &str, max: usize) -> String {
+    let flat: String = s
+        .trim()
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if flat.chars().count() <= max {
+        return flat;
+    }
+    let mut cut: String = flat.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+fn seconds(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    }
+}
+
+fn cost(usd: f64) -> String {
+    if usd == 0.0 {
+        "$0".to_owned()
+    } else if usd < 0.01 {
+        format!("${usd:.6}")
+    } else {
+        format!("${usd:.4}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ev(kind: &str, data: Value) -> ChatEvent {
+        ChatEvent {
+            seq: 1,
+            kind: kind.into(),
+            turn_id: Some("t".into()),
+            admission_id: Some("a".into()),
+            data,
+        }
+    }
+
+    fn shown(r: &mut Renderer, events: &[ChatEvent]) -> Vec<Out> {
+        events.iter().flat_map(|e| r.event(e)).collect()
+    }
+
+    #[test]
+    fn r1_2_a_streamed_answer_is_not_printed_twice() {
+        let mut r = Renderer::default();
+        let out = shown(
+            &mut r,
+            &[
+                ev("message.delta", json!({"text": "Hel"})),
+                ev("message.delta", json!({"text": "lo"})),
+                ev("message.complete", json!({"text": "Hello"})),
+            ],
+        );
+        assert_eq!(
+            out,
+            vec![Out::Inline("Hel".into()), Out::Inline("lo".into())]
+        );
+    }
+
+    #[test]
+    fn r1_2_a_recovered_answer_shows_what_the_stream_missed() {
+        let mut r = Renderer::default();
+        let out = shown(
+            &mut r,
+            &[
+                ev("message.delta", json!({"text": "Hel"})),
+                ev("message.complete", json!({"text": "Hello world"})),
+            ],
+        );
+        assert_eq!(out[1], Out::Inline("lo world".into()));
+        let out = shown(
+            &mut r,
+            &[
+                ev("message.delta", json!({"text": "draft"})),
+                ev("message.complete", json!({"text": "final"})),
+            ],
+        );
+        assert_eq!(
+            out[1..],
+            [
+                Out::Line("[final answer]".into()),
+                Out::Inline("final".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn r1_2_text_before_a_tool_round_is_not_compared_with_the_final_answer() {
+        let mut r = Renderer::default();
+        let out = shown(
+            &mut r,
+            &[
+                ev("message.delta", json!({"text": "Let me look. "})),
+                ev(
+                    "tool.started",
+                    json!({"call_id": "c1", "name": "terminal", "args": {"command": "ls"}}),
+                ),
+                ev(
+                    "tool.progress",
+                    json!({"call_id": "c1", "message": "still running"}),
+                ),
+                ev(
+                    "tool.completed",
+                    json!({"call_id": "c1", "name": "terminal", "status": "ok",
+                           "preview": "a\nb", "duration_ms": 1500}),
+                ),
+                ev("message.delta", json!({"text": "Done."})),
+                ev("message.complete", json!({"text": "Done."})),
+            ],
+        );
+        assert_eq!(
+            out,
+            vec![
+                Out::Inline("Let me look. ".into()),
+                Out::Line(r#"[tool] terminal {"command":"ls"}"#.into()),
+                Out::Line("[tool] terminal: still running".into()),
+                Out::Line("[tool] terminal ok in 1.5 s: a b".into()),
+                Out::Inline("Done.".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn r1_2_the_turn_line_shows_result_usage_cost_and_failures() {
+        let usage = json!({"input_tokens": 12, "output_tokens": 3, "cache_read_tokens": 0});
+        assert_eq!(
+            finished_line(&json!({"result": "completed", "usage": usage, "cost": 0.0})),
+            "[completed | tokens: 12 in, 3 out | cost: $0]"
+        );
+        assert_eq!(
+            finished_line(
+                &json!({"result": "failed", "failure_reason": "provider_server_error",
+                "failure_message": "HTTP 500", "usage": usage, "cost": 0.0123})
+            ),
+            "[failed: provider_server_error (HTTP 500) | tokens: 12 in, 3 out | cost: $0.0123]"
+        );
+        let unknown = unknown_lines(&json!({"admission_id": "A1", "reason": "owner_died",
+            "failure_message": "the process stopped"}));
+        assert_eq!(
+            unknown[0],
+            "[outcome unknown: owner_died: the process stopped]"
+        );
+        assert!(unknown[1].contains("/retry") && unknown[1].contains("/v1/admissions/A1/retry"));
+    }
+
+    #[test]
+    fn r1_2_the_approval_question_names_the_call_and_the_time_left() {
+        let now = Utc::now();
+        let a = PendingApproval {
+            approval_id: "p".into(),
+            call_id: "c".into(),
+            name: json!("terminal"),
+            args: json!({"command": "rm -rf build"}),
+            reason: Value::Null,
+            expires_at: json!((now + chrono::Duration::seconds(298)).to_rfc3339()),
+        };
+        let q = approval_question(&a, now);
+        assert!(
+            q.starts_with(r#"Approve terminal {"command":"rm -rf build"}? [y/n] (4 min 5"#),
+            "{q}"
+        );
+        let later = now + chrono::Duration::seconds(400);
+        assert!(approval_question(&a, later).contains("(expired)"));
+        assert_eq!(approval_reason(&a), None);
+        let a = PendingApproval {
+            reason: json!("terminal can run commands"),
+            ..a
+        };
+        assert_eq!(
+            approval_reason(&a).as_deref(),
+            Some("[approval needed: terminal can run commands]")
+        );
+    }
+
+    #[test]
+    fn r1_2_the_transcript_shows_the_recent_rows() {
+        let row = |role: &str, content: &str| Message {
+            role: role.into(),
+            content: Some(content.into()),
+            tool_calls: None,
+            name: None,
+            display: None,
+        };
+        let mut rows: Vec<Message> = (0..5).map(|i| row("user", &format!("q{i}"))).collect();
+        rows.push(Message {
+            tool_calls: Some(
+                json!([{"id": "c1", "name": "read_file", "arguments": "{\"path\":\"a\"}"}]),
+            ),
+            ..row("assistant", "")
+        });
+        rows.push(Message {
+            name: Some("read_file".into()),
+            ..row("tool", "line one\nline two")
+        });
+        rows.push(Message {
+            display: Some(json!({"boundary": true, "closed_as": "interrupted",
+                                 "failure_reason": "interrupted"})),
+            ..row("assistant", "partial")
+        });
+        assert_eq!(
+            transcript(&rows, 4),
+            vec![
+                "[4 earlier messages not shown]",
+                "you> q4",
+                r#"[tool] read_file {"path":"a"}"#,
+                "[tool result] read_file: line one line two",
+                "partial",
+                "[interrupted: interrupted]",
+            ]
+        );
+    }
+
+    #[test]
+    fn r1_2_long_text_is_cut_on_one_line() {
+        assert_eq!(one_line("a\nb", 10), "a b");
+        assert_eq!(one_line("abcdef", 4), "abc…");
+    }
+}
