@@ -7,6 +7,7 @@ mod m20261203_000001_admission_retry;
 mod m20261203_000002_tool_runs;
 mod m20261203_000003_compression;
 mod m20261203_000004_busy_policy;
+mod m20261204_000001_session_keys;
 
 pub struct Migrator;
 
@@ -19,6 +20,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261203_000002_tool_runs::Migration),
             Box::new(m20261203_000003_compression::Migration),
             Box::new(m20261203_000004_busy_policy::Migration),
+            Box::new(m20261204_000001_session_keys::Migration),
         ]
     }
 }
