@@ -467,3 +467,55 @@ async fn r2_2_openai_errors_have_the_openai_shape() {
     assert_eq!(r.body["error"]["type"], "authentication_error");
     assert_eq!(provider.request_count(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r1_1_openai_sdk_a_failed_turn_is_an_error_streamed_or_not() {
+    let Some(sdk) = OpenAiSdk::find_or_skip("r1_1_openai_sdk_failed_turn").await else {
+        return;
+    };
+    let provider = ScriptedProvider::start();
+    provider.push(Reply::error(400, "bad_request"));
+    provider.push(Reply::error(400, "bad_request"));
+    let tk = Turnkey::start(
+        TurnkeyOptions::new(&provider)
+            .provider_toml("max_retries = 0")
+            .extra_toml("[tools]\napproval = \"off\"\n"),
+    )
+    .await;
+    let out = sdk
+        .run(
+            &script(
+                r#"
+res = {}
+msgs = [{"role": "user", "content": "fail please"}]
+try:
+    client.chat.completions.create(model="m", user="u", messages=msgs)
+    res["plain"] = "no error"
+except openai.APIStatusError as e:
+    res["plain"] = {"class": type(e).__name__, "status": e.status_code, "code": e.code,
+                    "retry": e.response.headers.get("x-should-retry"),
+                    "session": e.response.headers.get("x-turnkey-session")}
+try:
+    for _ in client.chat.completions.create(model="m", user="u", messages=msgs + [], stream=True,
+                                            extra_headers={"Idempotency-Key": "s1"}):
+        pass
+    res["stream"] = "no error"
+except openai.APIError as e:
+    res["stream"] = {"class": type(e).__name__, "code": (e.body or {}).get("code")}
+out(**res)
+"#,
+            ),
+            &tk.url,
+            &tk.token,
+            &[],
+        )
+        .await;
+    assert_eq!(out["plain"]["class"], "InternalServerError", "{out}");
+    assert_eq!(out["plain"]["status"], 502);
+    assert_eq!(out["plain"]["code"], "provider_client_error");
+    assert_eq!(out["plain"]["retry"], "false", "admitted: the SDK must not resubmit");
+    assert!(out["plain"]["session"].is_string(), "{out}");
+    assert_eq!(out["stream"]["class"], "APIError", "{out}");
+    assert_eq!(out["stream"]["code"], "provider_client_error");
+    assert_eq!(provider.request_count(), 2, "each input ran once");
+}

@@ -27,7 +27,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use turn::{TurnEnd, TurnNews, TurnWatch};
 use turnkey_actors::NewSessionRequest;
-use turnkey_storage::{Session, SessionId};
+use turnkey_storage::{AdmissionId, Session, SessionId};
 use wire::{usage, ChatRequest, Completion, OpenAiError, DONE};
 
 /// Names the session a completion ran in, on every answer; picks it on a request.
@@ -120,7 +120,14 @@ pub async fn chat_completions(
     if body.stream.unwrap_or(false) {
         let include_usage = body.stream_options.is_some_and(|o| o.include_usage);
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
-        actix_web::rt::spawn(stream(state.clone(), watch, completion, include_usage, tx));
+        actix_web::rt::spawn(stream(
+            state.clone(),
+            watch,
+            receipt.admission_id,
+            completion,
+            include_usage,
+            tx,
+        ));
         let mut res = sse_response(rx);
         res.headers_mut().insert(
             header::HeaderName::from_static("x-turnkey-session"),
@@ -157,7 +164,7 @@ pub async fn chat_completions(
         })?
         .ok_or_else(|| in_session(stopping()))?;
     let Some(text) = end.text.clone() else {
-        return Err(in_session(turn_error(&end)));
+        return Err(in_session(turn_error(&end, receipt.admission_id)));
     };
     let finish = if end.completed() { "stop" } else { "length" };
     Ok(HttpResponse::Ok()
@@ -368,7 +375,7 @@ fn stopping() -> OpenAiError {
 }
 
 /// A turn that ended without an answer, as an OpenAI error carrying its `failure_reason`.
-fn turn_error(end: &TurnEnd) -> OpenAiError {
+fn turn_error(end: &TurnEnd, admission: AdmissionId) -> OpenAiError {
     let reason = end.failure_reason.as_deref().unwrap_or("failed");
     let status = match reason {
         "rate_limited" => StatusCode::TOO_MANY_REQUESTS,
@@ -378,7 +385,7 @@ fn turn_error(end: &TurnEnd) -> OpenAiError {
         _ => StatusCode::BAD_GATEWAY,
     };
     let message = format!(
-        "the turn ended {} without an answer: {}",
+        "the turn of admission {admission} ended {} without an answer: {}",
         end.result,
         end.failure_message.as_deref().unwrap_or(reason)
     );
@@ -391,6 +398,7 @@ fn turn_error(end: &TurnEnd) -> OpenAiError {
 async fn stream(
     state: web::Data<AppState>,
     mut watch: TurnWatch,
+    admission: AdmissionId,
     completion: Completion,
     include_usage: bool,
     tx: mpsc::Sender<Result<Bytes, Infallible>>,
@@ -426,7 +434,7 @@ async fn stream(
             }
             Some(TurnNews::Ended(end)) => {
                 let Some(text) = end.text.as_deref() else {
-                    send(turn_error(&end).frame()).await;
+                    send(turn_error(&end, admission).frame()).await;
                     return;
                 };
                 // The authoritative answer may hold text no delta carried (an unstreamed
