@@ -42,6 +42,37 @@ impl WsClient {
         }
     }
 
+    /// Connects over a socket whose receive buffer is `recv_buffer` bytes, so that a client
+    /// that stops reading makes the server's writes wait soon, whatever the host's defaults.
+    pub async fn connect_with_recv_buffer(http_base: &str, recv_buffer: u32) -> Self {
+        let url = format!("{}/v1/ws", http_base.replacen("http://", "ws://", 1));
+        let addr: std::net::SocketAddr = http_base
+            .trim_start_matches("http://")
+            .parse()
+            .unwrap_or_else(|e| panic!("{http_base} is not http://ip:port: {e}"));
+        let socket = tokio::net::TcpSocket::new_v4().unwrap_or_else(|e| panic!("socket: {e}"));
+        socket
+            .set_recv_buffer_size(recv_buffer)
+            .unwrap_or_else(|e| panic!("SO_RCVBUF: {e}"));
+        let tcp = socket
+            .connect(addr)
+            .await
+            .unwrap_or_else(|e| panic!("connecting to {addr}: {e}"));
+        let (socket, _) = tokio::time::timeout(
+            CALL_TIMEOUT,
+            tokio_tungstenite::client_async(url.as_str(), MaybeTlsStream::Plain(tcp)),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("handshake with {url} timed out"))
+        .unwrap_or_else(|e| panic!("handshake with {url}: {e}"));
+        Self {
+            socket,
+            next_id: 0,
+            notifications: VecDeque::new(),
+            closed: None,
+        }
+    }
+
     /// Connects and authenticates with `token`, asserting success.
     pub async fn connect_as(http_base: &str, token: &str) -> Self {
         let mut c = Self::connect(http_base).await;

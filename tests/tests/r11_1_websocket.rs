@@ -318,3 +318,69 @@ async fn r11_1_ws_reconnect_resumes_by_seq_without_gap_or_duplicate() {
     );
     second.close().await;
 }
+
+/// Writes `n` large `message.delta` events of `session` straight into the SQLite store, as a
+/// long-running session would have: enough bytes that a client that stops reading cannot
+/// take them into socket buffers.
+async fn seed_events(database_url: &str, session: &str, n: i64, bytes: usize) {
+    use sea_orm::{ConnectionTrait, Database, Statement, TransactionTrait};
+    let db = Database::connect(database_url).await.expect("connect");
+    let tx = db.begin().await.expect("begin");
+    let payload = json!({ "text": "x".repeat(bytes) }).to_string();
+    for seq in 1..=n {
+        tx.execute_raw(Statement::from_sql_and_values(
+            db.get_database_backend(),
+            "INSERT INTO session_events (session_id, seq, turn_id, admission_id, kind, payload, created_at) \
+             VALUES (?, ?, NULL, NULL, 'message.delta', ?, 0)",
+            [session.into(), seq.into(), payload.clone().into()],
+        ))
+        .await
+        .expect("insert event");
+    }
+    tx.commit().await.expect("commit");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r11_1_ws_a_client_that_does_not_keep_up_is_closed_with_the_seq_to_resume_from() {
+    const EVENTS: i64 = 3000;
+    let provider = ScriptedProvider::start();
+    let tk = start(&provider, "approval = \"off\"").await;
+    let s = tk.api().create_session_id().await;
+    seed_events(&tk.database_url, &s, EVENTS, 8 * 1024).await;
+
+    let mut slow = WsClient::connect_with_recv_buffer(&tk.url, 64 * 1024).await;
+    slow.ok("auth", json!({"token": tk.token})).await;
+    slow.ok("session.subscribe", json!({"session_id": s, "since": 0}))
+        .await;
+    // Not reading for longer than the server waits on a full queue (5 s), less than it waits
+    // on one write (10 s).
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    let got = slow.events_until(BOUND, |_| false).await;
+    let closed = slow
+        .closed
+        .clone()
+        .expect("the server closed the slow client");
+    assert_eq!(closed.code, Some(1013), "{closed:?}");
+    let delivered = seqs(&got);
+    assert!(
+        !delivered.is_empty() && (delivered.len() as i64) < EVENTS,
+        "{}",
+        delivered.len()
+    );
+    assert_eq!(delivered, (1..=delivered.len() as i64).collect::<Vec<_>>());
+    let last = *delivered.last().unwrap();
+    assert_eq!(
+        closed.reason,
+        format!("too slow: resume session {s} since={last}"),
+        "the reason names the last seq delivered"
+    );
+
+    // Resuming from there delivers the rest, once each.
+    let mut again = WsClient::connect_as(&tk.url, &tk.token).await;
+    again
+        .ok("session.subscribe", json!({"session_id": s, "since": last}))
+        .await;
+    let rest = again.events_until(BOUND, |e| e["seq"] == EVENTS).await;
+    assert_eq!(seqs(&rest), (last + 1..=EVENTS).collect::<Vec<_>>());
+    again.close().await;
+}

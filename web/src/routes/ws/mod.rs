@@ -63,13 +63,6 @@ pub async fn connect(
     Ok(res)
 }
 
-/// What subscription tasks hand to the connection.
-enum Feed {
-    Event(Event),
-    /// The queue was full: this subscription stopped; the client resumes after its last seq.
-    Overflow(SessionId),
-}
-
 /// Why the connection closes.
 struct Close(CloseCode, String);
 
@@ -80,8 +73,12 @@ struct Connection {
     subscriptions: HashMap<SessionId, JoinHandle<()>>,
     /// The last seq written per subscribed session (where a client resumes).
     delivered: HashMap<SessionId, Seq>,
-    feed_tx: mpsc::Sender<Feed>,
-    feed_rx: mpsc::Receiver<Feed>,
+    feed_tx: mpsc::Sender<Event>,
+    feed_rx: mpsc::Receiver<Event>,
+    /// A subscription whose queue stayed full: the connection closes. Apart from the event
+    /// queue, so that the close does not wait behind the events the client is not taking.
+    overflow_tx: mpsc::Sender<SessionId>,
+    overflow_rx: mpsc::Receiver<SessionId>,
 }
 
 impl Drop for Connection {
@@ -95,6 +92,8 @@ impl Drop for Connection {
 impl Connection {
     fn new(state: std::sync::Arc<AppState>, ws: actix_ws::Session) -> Self {
         let (feed_tx, feed_rx) = mpsc::channel(EVENT_QUEUE);
+        // Each subscription reports at most one overflow, and there are at most this many.
+        let (overflow_tx, overflow_rx) = mpsc::channel(MAX_SUBSCRIPTIONS);
         Self {
             state,
             ws,
@@ -103,6 +102,8 @@ impl Connection {
             delivered: HashMap::new(),
             feed_tx,
             feed_rx,
+            overflow_tx,
+            overflow_rx,
         }
     }
 
@@ -124,7 +125,14 @@ impl Connection {
                         Some(Ok(m)) => self.on_message(m).await,
                     }
                 }
-                Some(feed) = self.feed_rx.recv() => self.on_feed(feed).await,
+                Some(ev) = self.feed_rx.recv() => self.on_event(ev).await,
+                Some(session) = self.overflow_rx.recv() => {
+                    let last = self.delivered.get(&session).copied().unwrap_or(Seq(0));
+                    Err(Some(Close(
+                        CloseCode::Again,
+                        format!("too slow: resume session {session} since={last}"),
+                    )))
+                }
                 _ = ping.tick() => {
                     if last_seen.elapsed() > every * MISSED_PINGS {
                         Err(Some(Close(CloseCode::Away, "no answer to pings".into())))
@@ -316,36 +324,29 @@ impl Connection {
             ));
         }
         let follower = EventFollower::start(web::Data::from(self.state.clone()), session, since);
-        let task = actix_web::rt::spawn(follow(follower, self.feed_tx.clone()));
+        let task = actix_web::rt::spawn(follow(
+            follower,
+            self.feed_tx.clone(),
+            self.overflow_tx.clone(),
+        ));
         self.subscriptions.insert(session, task);
         self.delivered.insert(session, since);
         Ok(())
     }
 
-    async fn on_feed(&mut self, feed: Feed) -> Result<(), Option<Close>> {
-        match feed {
-            Feed::Event(ev) => {
-                let session = ev.session_id;
-                // An event of a subscription replaced or ended meanwhile is not sent: the new
-                // one starts from its own `since`.
-                let Some(last) = self.delivered.get(&session).copied() else {
-                    return Ok(());
-                };
-                if ev.seq.0 <= last.0 {
-                    return Ok(());
-                }
-                self.write(rpc::notification("event", &ev)).await?;
-                self.delivered.insert(session, ev.seq);
-                Ok(())
-            }
-            Feed::Overflow(session) => {
-                let last = self.delivered.get(&session).copied().unwrap_or(Seq(0));
-                Err(Some(Close(
-                    CloseCode::Again,
-                    format!("too slow: resume session {session} since={last}"),
-                )))
-            }
+    async fn on_event(&mut self, ev: Event) -> Result<(), Option<Close>> {
+        let session = ev.session_id;
+        // An event of a subscription replaced or ended meanwhile is not sent: the new one
+        // starts from its own `since`.
+        let Some(last) = self.delivered.get(&session).copied() else {
+            return Ok(());
+        };
+        if ev.seq.0 <= last.0 {
+            return Ok(());
         }
+        self.write(rpc::notification("event", &ev)).await?;
+        self.delivered.insert(session, ev.seq);
+        Ok(())
     }
 
     async fn write(&mut self, text: String) -> Result<(), Option<Close>> {
@@ -366,19 +367,23 @@ impl Connection {
 
 /// One subscription: hands the follower's events to the connection's queue. A replay burst
 /// may fill the queue for a moment; a queue that stays full for [`SLOW_CLIENT`] means the
-/// client does not keep up, and the subscription ends with `Feed::Overflow` (the connection
-/// closes on it, naming the seq to resume after). Nothing else waits for the client.
-async fn follow(mut follower: EventFollower, feed: mpsc::Sender<Feed>) {
+/// client does not keep up: the subscription ends and reports it on `overflow`, and the
+/// connection closes naming the seq to resume after. Nothing else waits for the client.
+async fn follow(
+    mut follower: EventFollower,
+    feed: mpsc::Sender<Event>,
+    overflow: mpsc::Sender<SessionId>,
+) {
     use mpsc::error::SendTimeoutError;
     while let Some(batch) = follower.next().await {
         for ev in batch {
-            match feed.send_timeout(Feed::Event(ev), SLOW_CLIENT).await {
+            match feed.send_timeout(ev, SLOW_CLIENT).await {
                 Ok(()) => {}
                 Err(SendTimeoutError::Timeout(_)) => {
                     let session = follower.session();
                     tracing::info!(%session, "websocket subscriber too slow; closing it");
-                    if feed.send(Feed::Overflow(session)).await.is_err() {
-                        tracing::debug!(%session, "websocket already closed");
+                    if overflow.try_send(session).is_err() {
+                        tracing::debug!(%session, "websocket already closing");
                     }
                     return;
                 }
