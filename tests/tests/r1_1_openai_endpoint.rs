@@ -513,7 +513,10 @@ out(**res)
     assert_eq!(out["plain"]["class"], "InternalServerError", "{out}");
     assert_eq!(out["plain"]["status"], 502);
     assert_eq!(out["plain"]["code"], "provider_client_error");
-    assert_eq!(out["plain"]["retry"], "false", "admitted: the SDK must not resubmit");
+    assert_eq!(
+        out["plain"]["retry"], "false",
+        "admitted: the SDK must not resubmit"
+    );
     assert!(out["plain"]["session"].is_string(), "{out}");
     assert_eq!(out["stream"]["class"], "APIError", "{out}");
     assert_eq!(out["stream"]["code"], "provider_client_error");
