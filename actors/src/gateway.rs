@@ -116,6 +116,25 @@ impl Gateway {
         crate::admission::authorize(&self.deps.store, principal, session).await
     }
 
+    /// `authorize`, answering the lineage root's row: the session whose id keys the queue, the
+    /// event log and the counters of every id of a rotated lineage (SPEC R6.4).
+    pub async fn authorize_lineage(
+        &self,
+        principal: &Principal,
+        session: SessionId,
+    ) -> Result<Session, GatewayError> {
+        let named = self.authorize(principal, session).await?;
+        match named.root_id {
+            None => Ok(named),
+            Some(root) => self
+                .deps
+                .store
+                .get_session(root)
+                .await?
+                .ok_or_else(|| GatewayError::NotFound(format!("session {session}"))),
+        }
+    }
+
     /// Creates a session; its system prompt is built first, so the row never holds a NULL
     /// prompt (SPEC R5.1).
     pub async fn create_session(
@@ -123,6 +142,44 @@ impl Gateway {
         principal: &Principal,
         req: NewSessionRequest,
     ) -> Result<Session, GatewayError> {
+        let new = self.new_session(principal, req)?;
+        Ok(self.deps.store.create_session(new).await?)
+    }
+
+    /// The session `principal` reaches through `door` under `key` (e.g. the OpenAI endpoint's
+    /// `user`), created from `req` on first use; concurrent first uses end in one session.
+    /// Answers the session and whether this call created it.
+    pub async fn keyed_session(
+        &self,
+        principal: &Principal,
+        door: &str,
+        key: &str,
+        req: NewSessionRequest,
+    ) -> Result<(Session, bool), GatewayError> {
+        let key = limits::text_field("key", key, limits::MAX_SESSION_KEY_CHARS)?;
+        if let Some(s) = self
+            .deps
+            .store
+            .find_keyed_session(&principal.id, door, &key)
+            .await?
+        {
+            return Ok((s, false));
+        }
+        let new = self.new_session(principal, req)?;
+        Ok(self
+            .deps
+            .store
+            .keyed_session(&principal.id, door, &key, new)
+            .await?)
+    }
+
+    /// A new session row for `principal`, its request checked against the input limits and
+    /// its system prompt built.
+    fn new_session(
+        &self,
+        principal: &Principal,
+        req: NewSessionRequest,
+    ) -> Result<NewSession, GatewayError> {
         let req = NewSessionRequest {
             title: req
                 .title
@@ -138,24 +195,18 @@ impl Gateway {
             },
             ..req
         };
-        let id = SessionId::new();
         let built = prompt::build_for_new_session(&self.deps.config, &req)?;
-        let session = self
-            .deps
-            .store
-            .create_session(NewSession {
-                id,
-                owner: principal.id.clone(),
-                platform: req.platform.clone(),
-                chat_key: req.chat_key.clone(),
-                title: req.title.clone(),
-                model: req.model.clone(),
-                system_message: req.system_message.clone(),
-                system_prompt: built.prompt,
-                workspace_snapshot: Some(built.workspace_snapshot),
-            })
-            .await?;
-        Ok(session)
+        Ok(NewSession {
+            id: SessionId::new(),
+            owner: principal.id.clone(),
+            platform: req.platform,
+            chat_key: req.chat_key,
+            title: req.title,
+            model: req.model,
+            system_message: req.system_message,
+            system_prompt: built.prompt,
+            workspace_snapshot: Some(built.workspace_snapshot),
+        })
     }
 
     /// Whether new input can be admitted now: not while stopping, and not while no provider

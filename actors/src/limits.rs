@@ -20,6 +20,8 @@ pub const MAX_ATTACHMENT_BYTES: usize = 64 * 1024;
 pub const MAX_DISPLAY_BYTES: usize = 16 * 1024;
 /// An interrupt's reason, in characters.
 pub const MAX_REASON_CHARS: usize = 500;
+/// A door's key for a session (the OpenAI endpoint's `user`), in characters.
+pub const MAX_SESSION_KEY_CHARS: usize = 256;
 
 fn invalid(code: &'static str, message: String) -> GatewayError {
     GatewayError::InvalidInput { code, message }

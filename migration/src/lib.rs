@@ -8,6 +8,7 @@ mod m20261203_000002_tool_runs;
 mod m20261203_000003_compression;
 mod m20261203_000004_busy_policy;
 mod m20261203_000005_rotation;
+mod m20261204_000001_session_keys;
 
 pub struct Migrator;
 
@@ -21,6 +22,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261203_000003_compression::Migration),
             Box::new(m20261203_000004_busy_policy::Migration),
             Box::new(m20261203_000005_rotation::Migration),
+            Box::new(m20261204_000001_session_keys::Migration),
         ]
     }
 }

@@ -4,12 +4,14 @@ pub mod api;
 pub mod chat_pty;
 pub mod harness;
 pub mod local_model;
+pub mod openai_sdk;
 pub mod pg;
 pub mod scripted;
 mod scripted_server;
 mod scripted_wire;
 pub mod stats;
 pub mod wire;
+pub mod ws;
 
 pub use api::{Api, Resp, SseEvent};
 pub use harness::{Turnkey, TurnkeyOptions};

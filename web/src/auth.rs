@@ -90,16 +90,39 @@ impl FromRequest for AuthPrincipal {
                     "application state is missing",
                 )
             })?;
-            if tokens_match(&token, &state.operator_token) {
-                return Ok(Self(operator_principal()));
-            }
-            match state.gateway.store().principal_for_token(&token).await {
-                Ok(Some(p)) => Ok(Self(p)),
-                Ok(None) => Err(ApiError::unauthorized("the token is not valid")),
-                Err(e) => Err(ApiError::store(&e)),
-            }
+            authenticate(&state, &token).await.map(Self)
         })
     }
+}
+
+/// The principal a bearer token stands for: the operator, or the owner of an API token.
+/// Every door authenticates through here (HTTP headers, the WebSocket's `auth` message).
+pub async fn authenticate(state: &AppState, token: &str) -> Result<Principal, ApiError> {
+    if tokens_match(token, &state.operator_token) {
+        return Ok(operator_principal());
+    }
+    match state.gateway.store().principal_for_token(token).await {
+        Ok(Some(p)) => Ok(p),
+        Ok(None) => Err(ApiError::unauthorized("the token is not valid")),
+        Err(e) => Err(ApiError::store(&e)),
+    }
+}
+
+/// Authenticates a request's `Authorization: Bearer` header, for handlers that answer errors
+/// in a shape of their own (the OpenAI-compatible routes).
+pub async fn authenticate_request(req: &HttpRequest) -> Result<AuthPrincipal, ApiError> {
+    let token = bearer(req)?;
+    let state = req
+        .app_data::<web::Data<AppState>>()
+        .cloned()
+        .ok_or_else(|| {
+            ApiError::new(
+                actix_web::http::StatusCode::INTERNAL_SERVER_ERROR,
+                "internal_error",
+                "application state is missing",
+            )
+        })?;
+    authenticate(&state, &token).await.map(AuthPrincipal)
 }
 
 #[cfg(test)]

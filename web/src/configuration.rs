@@ -48,6 +48,9 @@ pub struct ServerSettings {
     pub shutdown_grace_s: u64,
     /// After the turns have settled: how long open HTTP connections (SSE included) get.
     pub http_shutdown_grace_s: u64,
+    /// An idle event stream (SSE) gets a `: keepalive` comment after this many seconds without
+    /// a frame; a WebSocket gets a ping as often. Also how soon a vanished client is noticed.
+    pub sse_keepalive_s: u64,
 }
 
 impl Default for ServerSettings {
@@ -60,6 +63,7 @@ impl Default for ServerSettings {
             // default terminationGracePeriodSeconds of 30.
             shutdown_grace_s: 20,
             http_shutdown_grace_s: 5,
+            sse_keepalive_s: 15,
         }
     }
 }
@@ -106,6 +110,12 @@ impl Settings {
             return Err(InvalidConfig::new(
                 "server.max_body_bytes",
                 "must be greater than 0",
+            ));
+        }
+        if self.server.sse_keepalive_s == 0 {
+            return Err(InvalidConfig::new(
+                "server.sse_keepalive_s",
+                "must be at least 1 (seconds)",
             ));
         }
         if self.server.data_dir.as_os_str().is_empty() {

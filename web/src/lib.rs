@@ -7,6 +7,7 @@ pub mod cli;
 pub mod configuration;
 pub mod doctor;
 pub mod error;
+pub mod follow;
 pub mod routes;
 pub mod startup;
 pub mod telemetry;

@@ -18,6 +18,8 @@ use turnkey_actors::{Gateway, GatewayError};
 use turnkey_storage::{Store, StoreError};
 
 const OPERATOR_TOKEN_FILE: &str = "operator.token";
+/// `server.sse_keepalive_s` by default.
+const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(15);
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
@@ -45,6 +47,8 @@ pub struct AppState {
     pub operator_token: String,
     pub metrics: Arc<Metrics>,
     pub max_body_bytes: usize,
+    /// `server.sse_keepalive_s`: an idle event stream's comment, a WebSocket's ping interval.
+    pub keepalive: Duration,
     shutdown: watch::Sender<bool>,
 }
 
@@ -55,8 +59,15 @@ impl AppState {
             operator_token,
             metrics: Arc::new(Metrics::new()),
             max_body_bytes,
+            keepalive: DEFAULT_KEEPALIVE,
             shutdown: watch::channel(false).0,
         }
+    }
+
+    /// With another keep-alive interval (`server.sse_keepalive_s`).
+    pub fn with_keepalive(mut self, keepalive: Duration) -> Self {
+        self.keepalive = keepalive;
+        self
     }
 
     /// From now on `/readyz` answers 503 and event streams end.
@@ -161,7 +172,8 @@ pub async fn prepare(settings: &Settings) -> Result<(AppState, OperatorToken), S
         .await?;
     let token = resolve_operator_token(settings)?;
     let gateway = Gateway::start(settings.runtime(), store).await?;
-    let state = AppState::new(gateway, token.value.clone(), settings.server.max_body_bytes);
+    let state = AppState::new(gateway, token.value.clone(), settings.server.max_body_bytes)
+        .with_keepalive(Duration::from_secs(settings.server.sse_keepalive_s));
     Ok((state, token))
 }
 

@@ -10,5 +10,6 @@ pub mod message;
 pub mod outbox;
 pub mod principal;
 pub mod session;
+pub mod session_key;
 pub mod tool_run;
 pub mod usage;

@@ -55,6 +55,22 @@ impl Store {
             .collect()
     }
 
+    /// The seq of the first event of `admission` in its session's log (its `admission.queued`),
+    /// where a reader following that input's turn starts.
+    pub async fn first_event_of_admission(
+        &self,
+        session: SessionId,
+        admission: AdmissionId,
+    ) -> Result<Option<Seq>> {
+        Ok(event::Entity::find()
+            .filter(event::Column::SessionId.eq(session.to_string()))
+            .filter(event::Column::AdmissionId.eq(admission.to_string()))
+            .order_by_asc(event::Column::Seq)
+            .one(self.connection())
+            .await?
+            .map(|row| Seq(row.seq)))
+    }
+
     /// Appends one transcript row for the lease holder.
     pub async fn append_message(&self, fence: &Fence, msg: &NewMessage) -> Result<Message> {
         let tx = self.write_tx().await?;

@@ -1,46 +1,100 @@
 //! Session rows: creation (always with its system prompt already built, SPEC R5.1) and reads.
-use super::{convert, Result, Store};
-use crate::entity::session;
+use super::{convert, is_unique_violation, Result, Store, StoreError};
+use crate::entity::{session, session_key};
 use crate::ids::{now_ms, SessionId};
 use crate::model::{NewSession, Session};
 use sea_orm::sea_query::Expr;
-use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+use sea_orm::{
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect,
+};
+
+/// How often a keyed create retries after losing a race (each retry reads the winner's row).
+const KEYED_CREATE_ATTEMPTS: usize = 3;
 
 impl Store {
     pub async fn create_session(&self, s: NewSession) -> Result<Session> {
-        let now = now_ms();
-        let model = session::ActiveModel {
-            id: Set(s.id.to_string()),
-            parent_session_id: Set(None),
-            owner: Set(s.owner),
-            platform: Set(s.platform),
-            chat_key: Set(s.chat_key),
-            title: Set(s.title),
-            model: Set(s.model),
-            system_message: Set(s.system_message),
-            system_prompt: Set(Some(s.system_prompt)),
-            workspace_snapshot: Set(s.workspace_snapshot),
-            last_event_seq: Set(0),
-            last_admission_seq: Set(0),
-            last_message_idx: Set(0),
-            input_tokens: Set(0),
-            output_tokens: Set(0),
-            cache_read_tokens: Set(0),
-            cost_usd: Set(0.0),
-            created_at: Set(now),
-            updated_at: Set(now),
-            compression_epoch: Set(0),
-            compressed_at: Set(None),
-            busy_policy: Set(None),
-            root_id: Set(None),
-            transcript_id: Set(None),
-        };
-        session::Entity::insert(model)
-            .exec_without_returning(self.connection())
-            .await?;
-        self.get_session(s.id)
+        let id = s.id;
+        insert_session(self.connection(), s).await?;
+        self.get_session(id)
             .await?
-            .ok_or_else(|| super::StoreError::NotFound(format!("session {}", s.id)))
+            .ok_or_else(|| super::StoreError::NotFound(format!("session {id}")))
+    }
+
+    /// The session `principal` reached through `door` under `key`, if one was made.
+    pub async fn find_keyed_session(
+        &self,
+        principal: &str,
+        door: &str,
+        key: &str,
+    ) -> Result<Option<Session>> {
+        let row = session_key::Entity::find_by_id((
+            principal.to_owned(),
+            door.to_owned(),
+            key.to_owned(),
+        ))
+        .one(self.connection())
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let id: SessionId = row.session_id.parse().map_err(|_| {
+            StoreError::Corrupt(format!("session key names a bad id {:?}", row.session_id))
+        })?;
+        match self.get_session(id).await? {
+            Some(s) => Ok(Some(s)),
+            None => Err(StoreError::Corrupt(format!(
+                "session key names session {id}, which does not exist"
+            ))),
+        }
+    }
+
+    /// The session keyed `(principal, door, key)`, created from `new` when there is none yet.
+    /// Race-free across requests and processes: the session row and its key row commit in
+    /// one transaction, and the key's primary key lets one creator win; a loser's
+    /// transaction (its session row too) rolls back and it reads the winner's session.
+    /// Answers the session and whether this call created it.
+    pub async fn keyed_session(
+        &self,
+        principal: &str,
+        door: &str,
+        key: &str,
+        new: NewSession,
+    ) -> Result<(Session, bool)> {
+        for _ in 0..KEYED_CREATE_ATTEMPTS {
+            if let Some(s) = self.find_keyed_session(principal, door, key).await? {
+                return Ok((s, false));
+            }
+            let tx = self.write_tx().await?;
+            let id = new.id;
+            insert_session(&tx, new.clone()).await?;
+            let inserted = session_key::Entity::insert(session_key::ActiveModel {
+                principal: Set(principal.to_owned()),
+                door: Set(door.to_owned()),
+                key: Set(key.to_owned()),
+                session_id: Set(id.to_string()),
+                created_at: Set(now_ms()),
+            })
+            .exec_without_returning(&tx)
+            .await;
+            match inserted {
+                Ok(_) => {
+                    tx.commit().await?;
+                    let s = self
+                        .get_session(id)
+                        .await?
+                        .ok_or_else(|| StoreError::NotFound(format!("session {id}")))?;
+                    return Ok((s, true));
+                }
+                Err(e) if is_unique_violation(&e) => {
+                    tx.rollback().await?;
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        self.find_keyed_session(principal, door, key)
+            .await?
+            .map(|s| (s, false))
+            .ok_or_else(|| StoreError::NotFound(format!("session keyed {door}/{key}")))
     }
 
     /// `PATCH /v1/sessions/{id}`: sets the title and/or the busy policy (`Some(None)` clears
@@ -119,6 +173,40 @@ impl Store {
     }
 }
 
+/// Inserts a new session row inside the caller's connection or transaction.
+async fn insert_session<C: ConnectionTrait>(db: &C, s: NewSession) -> Result<()> {
+    let now = now_ms();
+    let model = session::ActiveModel {
+        id: Set(s.id.to_string()),
+        parent_session_id: Set(None),
+        owner: Set(s.owner),
+        platform: Set(s.platform),
+        chat_key: Set(s.chat_key),
+        title: Set(s.title),
+        model: Set(s.model),
+        system_message: Set(s.system_message),
+        system_prompt: Set(Some(s.system_prompt)),
+        workspace_snapshot: Set(s.workspace_snapshot),
+        last_event_seq: Set(0),
+        last_admission_seq: Set(0),
+        last_message_idx: Set(0),
+        input_tokens: Set(0),
+        output_tokens: Set(0),
+        cache_read_tokens: Set(0),
+        cost_usd: Set(0.0),
+        created_at: Set(now),
+        updated_at: Set(now),
+        compression_epoch: Set(0),
+        compressed_at: Set(None),
+        busy_policy: Set(None),
+        root_id: Set(None),
+        transcript_id: Set(None),
+    };
+    session::Entity::insert(model)
+        .exec_without_returning(db)
+        .await?;
+    Ok(())
+}
 /// `root`'s canonical session id, as a sub-select for one-statement writes and reads.
 pub(super) fn canonical_subquery(root: SessionId) -> sea_orm::sea_query::SelectStatement {
     use sea_orm::sea_query::{ExprTrait, Func, Query};

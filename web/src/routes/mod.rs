@@ -4,10 +4,12 @@ pub mod admissions;
 pub mod events;
 pub mod health;
 pub mod metrics;
+pub mod openai;
 pub mod sessions;
 pub mod submissions;
 pub mod tokens;
 pub mod tools;
+pub mod ws;
 
 use crate::error::ApiError;
 use actix_web::http::StatusCode;
@@ -64,7 +66,18 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                     resource("/admissions/{admission_id}/retry")
                         .route(web::post().to(admissions::retry)),
                 )
-                .service(resource("/tokens").route(web::post().to(tokens::create))),
+                .service(resource("/tokens").route(web::post().to(tokens::create)))
+                .service(resource("/ws").route(web::get().to(ws::connect)))
+                .service(
+                    web::resource("/chat/completions")
+                        .route(web::post().to(openai::chat_completions))
+                        .default_service(web::to(openai::method_not_allowed)),
+                )
+                .service(
+                    web::resource("/models")
+                        .route(web::get().to(openai::models))
+                        .default_service(web::to(openai::method_not_allowed)),
+                ),
         );
 }
 
@@ -142,9 +155,18 @@ pub fn reject_privileged_fields(extra: &Map<String, Value>) -> Result<(), ApiErr
 /// A JSON body that may be absent: an empty body is `T::default()`. The size limit and error
 /// shapes match the `Json` extractor's.
 pub async fn read_optional_json<T: DeserializeOwned + Default>(
-    mut payload: web::Payload,
+    payload: web::Payload,
     limit: usize,
 ) -> Result<T, ApiError> {
+    let body = read_body(payload, limit).await?;
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(&body).map_err(ApiError::invalid_json)
+}
+
+/// The whole body, at most `limit` bytes (`payload_too_large` beyond).
+pub async fn read_body(mut payload: web::Payload, limit: usize) -> Result<web::BytesMut, ApiError> {
     let mut body = web::BytesMut::new();
     while let Some(chunk) = payload.next().await {
         let chunk = chunk.map_err(|e| match e {
@@ -159,8 +181,5 @@ pub async fn read_optional_json<T: DeserializeOwned + Default>(
         }
         body.extend_from_slice(&chunk);
     }
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(T::default());
-    }
-    serde_json::from_slice(&body).map_err(ApiError::invalid_json)
+    Ok(body)
 }

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use turnkey_actors::config::BusyPolicy;
 use turnkey_actors::{Gateway, NewSessionRequest};
-use turnkey_storage::{rfc3339, Approval, Message, Session, SessionId, UsageTotals};
+use turnkey_storage::{rfc3339, Approval, Message, Principal, Session, SessionId, UsageTotals};
 
 const DEFAULT_LIST_LIMIT: u64 = 50;
 const MAX_LIST_LIMIT: u64 = 200;
@@ -147,12 +147,21 @@ pub async fn create(
     who: AuthPrincipal,
     body: web::Json<CreateSession>,
 ) -> Result<HttpResponse, ApiError> {
-    let body = body.into_inner();
+    let view = create_view(&state, &who.0, body.into_inner()).await?;
+    Ok(HttpResponse::Created().json(view))
+}
+
+/// Creates a session from a `POST /v1/sessions` body (also the WebSocket's `session.create`).
+pub async fn create_view(
+    state: &AppState,
+    who: &Principal,
+    body: CreateSession,
+) -> Result<SessionView, ApiError> {
     reject_privileged_fields(&body.extra)?;
     let session = state
         .gateway
         .create_session(
-            &who.0,
+            who,
             NewSessionRequest {
                 title: non_blank(body.title),
                 system_message: non_blank(body.system_message),
@@ -162,8 +171,7 @@ pub async fn create(
             },
         )
         .await?;
-    let view = SessionView::load(&state.gateway, session).await?;
-    Ok(HttpResponse::Created().json(view))
+    SessionView::load(&state.gateway, session).await
 }
 
 #[derive(Debug, Deserialize)]

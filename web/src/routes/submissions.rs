@@ -7,12 +7,12 @@ use crate::startup::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
-use turnkey_actors::Submission;
-use turnkey_storage::SessionId;
+use turnkey_actors::{Receipt, Submission};
+use turnkey_storage::{Principal, SessionId};
 
 pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 pub struct SubmitBody {
     pub text: Option<String>,
     pub request_id: Option<String>,
@@ -45,24 +45,48 @@ pub async fn submit(
     body: web::Json<SubmitBody>,
 ) -> Result<HttpResponse, ApiError> {
     let session: SessionId = parse_id(&path, "session")?;
-    let body = body.into_inner();
-    reject_privileged_fields(&body.extra)?;
-    let header = match req.headers().get(IDEMPOTENCY_KEY) {
-        Some(v) => Some(v.to_str().map_err(|_| {
+    let header = idempotency_header(&req)?;
+    let receipt = admit(&state, &who.0, session, header, body.into_inner(), "api").await?;
+    let mut res = if receipt.duplicate {
+        HttpResponse::Ok()
+    } else {
+        HttpResponse::Accepted()
+    };
+    Ok(res.json(receipt))
+}
+
+/// The `Idempotency-Key` header, if the request has one.
+pub fn idempotency_header(req: &HttpRequest) -> Result<Option<&str>, ApiError> {
+    match req.headers().get(IDEMPOTENCY_KEY) {
+        Some(v) => v.to_str().map(Some).map_err(|_| {
             ApiError::bad_request(
                 "invalid_request_id",
                 "Idempotency-Key must be visible ASCII",
             )
-        })?),
-        None => None,
-    };
-    let request_id = request_id(header, body.request_id.as_deref())?;
+        }),
+        None => Ok(None),
+    }
+}
+
+/// Admits one input through the gateway: the one path every door's submissions take (HTTP,
+/// WebSocket `prompt.submit`, the OpenAI-compatible endpoint), so limits, ownership and
+/// idempotency are the same everywhere. `surface` names the door.
+pub async fn admit(
+    state: &AppState,
+    who: &Principal,
+    session: SessionId,
+    idempotency_key: Option<&str>,
+    body: SubmitBody,
+    surface: &str,
+) -> Result<Receipt, ApiError> {
+    reject_privileged_fields(&body.extra)?;
+    let request_id = request_id(idempotency_key, body.request_id.as_deref())?;
     // Emptiness and size are judged once, by admission's normalization (`empty_input`).
     let text = body.text.unwrap_or_default();
-    let receipt = state
+    Ok(state
         .gateway
         .submit(
-            &who.0,
+            who,
             session,
             Submission {
                 text,
@@ -70,16 +94,10 @@ pub async fn submit(
                 attachments: body.attachments,
                 display: body.display,
                 model: body.model.filter(|m| !m.trim().is_empty()),
-                surface: "api".into(),
+                surface: surface.into(),
             },
         )
-        .await?;
-    let mut res = if receipt.duplicate {
-        HttpResponse::Ok()
-    } else {
-        HttpResponse::Accepted()
-    };
-    Ok(res.json(receipt))
+        .await?)
 }
 
 #[derive(Debug, Default, Deserialize)]

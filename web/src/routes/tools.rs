@@ -7,8 +7,10 @@ use crate::error::ApiError;
 use crate::startup::AppState;
 use actix_web::{web, HttpResponse};
 use serde::Deserialize;
-use serde_json::json;
-use turnkey_storage::{ApprovalDecision, ApprovalId, SessionId, ToolRunDecision, TurnId};
+use serde_json::{json, Value};
+use turnkey_storage::{
+    ApprovalDecision, ApprovalId, Principal, SessionId, ToolRunDecision, TurnId,
+};
 
 #[derive(Debug, Deserialize)]
 pub struct ApprovalBody {
@@ -26,15 +28,27 @@ pub async fn decide_approval(
     let (session, approval) = path.into_inner();
     let session: SessionId = parse_id(&session, "session")?;
     let approval: ApprovalId = parse_id(&approval, "approval")?;
+    Ok(HttpResponse::Ok().json(approve(&state, &who.0, session, approval, body.decision).await?))
+}
+
+/// Decides a pending approval and answers `{approval_id, call_id, status}` (also the
+/// WebSocket's `approval.respond`).
+pub async fn approve(
+    state: &AppState,
+    who: &Principal,
+    session: SessionId,
+    approval: ApprovalId,
+    decision: ApprovalDecision,
+) -> Result<Value, ApiError> {
     let decided = state
         .gateway
-        .decide_approval(&who.0, session, approval, body.decision)
+        .decide_approval(who, session, approval, decision)
         .await?;
-    Ok(HttpResponse::Ok().json(json!({
+    Ok(json!({
         "approval_id": decided.id,
         "call_id": decided.call_id,
         "status": decided.status,
-    })))
+    }))
 }
 
 #[derive(Debug, Deserialize)]

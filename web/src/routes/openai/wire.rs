@@ -1,0 +1,256 @@
+//! The OpenAI Chat Completions shapes the endpoint reads and writes: the request body, the
+//! `chat.completion` answer, `chat.completion.chunk` frames, and errors in OpenAI's shape
+//! `{"error": {message, type, param, code}}` with turnkey's stable code as `code`.
+use crate::error::ApiError;
+use actix_web::http::{header, StatusCode};
+use actix_web::{HttpResponse, ResponseError};
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use std::fmt;
+
+/// Tells the official SDKs not to retry by themselves: the input was admitted and its turn
+/// ran, so a retry without the same `Idempotency-Key` would be a new input.
+const SHOULD_RETRY: &str = "x-should-retry";
+
+#[derive(Debug, Deserialize)]
+pub struct ChatRequest {
+    /// Any name is accepted; a configured provider's model selects that model for the turn.
+    pub model: Option<String>,
+    pub messages: Vec<ChatMessage>,
+    #[serde(default)]
+    pub stream: Option<bool>,
+    pub stream_options: Option<StreamOptions>,
+    /// Keys the session: one session per caller and `user`.
+    pub user: Option<String>,
+    pub n: Option<u64>,
+    pub tools: Option<Vec<Value>>,
+    pub functions: Option<Vec<Value>>,
+    /// Sampling and other parameters: accepted and not used (the gateway's provider
+    /// configuration decides), checked for privileged fields.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct StreamOptions {
+    #[serde(default)]
+    pub include_usage: bool,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ChatMessage {
+    pub role: String,
+    #[serde(default)]
+    pub content: Value,
+}
+
+impl ChatMessage {
+    /// The message's text: a string, or the text parts of a content array joined. Other parts
+    /// (images, audio, files) are refused rather than silently dropped.
+    pub fn text(&self, index: usize) -> Result<String, OpenAiError> {
+        match &self.content {
+            Value::String(s) => Ok(s.clone()),
+            Value::Null => Ok(String::new()),
+            Value::Array(parts) => {
+                let mut out = Vec::with_capacity(parts.len());
+                for (i, p) in parts.iter().enumerate() {
+                    match (p["type"].as_str(), p["text"].as_str()) {
+                        (Some("text"), Some(t)) => out.push(t),
+                        (kind, _) => {
+                            return Err(OpenAiError::invalid(
+                                "unsupported_content",
+                                format!(
+                                    "messages[{index}].content[{i}] is of type {}; only text \
+                                     parts are accepted",
+                                    kind.unwrap_or("(none)")
+                                ),
+                                Some(format!("messages[{index}].content")),
+                            ))
+                        }
+                    }
+                }
+                Ok(out.join("\n"))
+            }
+            _ => Err(OpenAiError::invalid(
+                "invalid_json",
+                format!("messages[{index}].content must be a string or an array of parts"),
+                Some(format!("messages[{index}].content")),
+            )),
+        }
+    }
+}
+
+/// An error in OpenAI's shape.
+#[derive(Debug)]
+pub struct OpenAiError {
+    pub status: StatusCode,
+    pub code: String,
+    pub message: String,
+    pub param: Option<String>,
+    pub retry_after: Option<u64>,
+    /// The input was admitted: the SDK must not retry on its own.
+    pub admitted: bool,
+    /// `X-Turnkey-Session`, once the session is known.
+    pub session: Option<String>,
+}
+
+impl OpenAiError {
+    pub fn new(status: StatusCode, code: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code: code.into(),
+            message: message.into(),
+            param: None,
+            retry_after: None,
+            admitted: false,
+            session: None,
+        }
+    }
+
+    pub fn invalid(code: &str, message: impl Into<String>, param: Option<String>) -> Self {
+        Self {
+            param,
+            ..Self::new(StatusCode::BAD_REQUEST, code, message)
+        }
+    }
+
+    pub fn in_session(mut self, session: impl fmt::Display) -> Self {
+        self.session = Some(session.to_string());
+        self
+    }
+
+    /// OpenAI's `type` for a status.
+    pub fn kind(&self) -> &'static str {
+        match self.status.as_u16() {
+            400 | 404 | 405 | 409 | 413 | 415 => "invalid_request_error",
+            401 => "authentication_error",
+            403 => "permission_error",
+            429 => "rate_limit_error",
+            _ => "api_error",
+        }
+    }
+
+    pub fn body(&self) -> Value {
+        json!({"error": {
+            "message": self.message,
+            "type": self.kind(),
+            "param": self.param,
+            "code": self.code,
+        }})
+    }
+
+    /// The error as one SSE frame, for a stream that already began.
+    pub fn frame(&self) -> Bytes {
+        Bytes::from(format!("data: {}\n\n", self.body()))
+    }
+}
+
+impl From<ApiError> for OpenAiError {
+    fn from(e: ApiError) -> Self {
+        Self {
+            retry_after: e.retry_after,
+            ..Self::new(e.status, e.code, e.message)
+        }
+    }
+}
+
+impl fmt::Display for OpenAiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}): {}", self.status, self.code, self.message)
+    }
+}
+
+impl ResponseError for OpenAiError {
+    fn status_code(&self) -> StatusCode {
+        self.status
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let mut res = HttpResponse::build(self.status);
+        if self.status == StatusCode::UNAUTHORIZED {
+            res.insert_header((header::WWW_AUTHENTICATE, "Bearer"));
+        }
+        if let Some(s) = self.retry_after {
+            res.insert_header((header::RETRY_AFTER, s.to_string()));
+        }
+        if self.admitted {
+            res.insert_header((SHOULD_RETRY, "false"));
+        }
+        if let Some(s) = &self.session {
+            res.insert_header((super::SESSION_HEADER, s.as_str()));
+        }
+        res.json(self.body())
+    }
+}
+
+/// What every answer and chunk of one completion shares.
+#[derive(Clone, Debug)]
+pub struct Completion {
+    pub id: String,
+    pub created: i64,
+    pub model: String,
+}
+
+/// OpenAI's `usage`.
+pub fn usage(prompt: u64, completion: u64) -> Value {
+    json!({
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    })
+}
+
+impl Completion {
+    /// The non-streamed answer.
+    pub fn answer(&self, text: &str, finish_reason: &str, usage: Value) -> Value {
+        json!({
+            "id": self.id,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{
+                "index": 0,
+                "message": {"role": "assistant", "content": text, "refusal": null},
+                "logprobs": null,
+                "finish_reason": finish_reason,
+            }],
+            "usage": usage,
+        })
+    }
+
+    /// One `chat.completion.chunk` frame with `delta` and `finish_reason`.
+    pub fn chunk(&self, delta: Value, finish_reason: Option<&str>) -> Bytes {
+        self.frame(
+            json!([{
+                "index": 0,
+                "delta": delta,
+                "logprobs": null,
+                "finish_reason": finish_reason,
+            }]),
+            None,
+        )
+    }
+
+    /// The last chunk when `stream_options.include_usage`: no choices, the usage.
+    pub fn usage_chunk(&self, usage: Value) -> Bytes {
+        self.frame(json!([]), Some(usage))
+    }
+
+    fn frame(&self, choices: Value, usage: Option<Value>) -> Bytes {
+        let mut c = json!({
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": choices,
+        });
+        if let Some(u) = usage {
+            c["usage"] = u;
+        }
+        Bytes::from(format!("data: {c}\n\n"))
+    }
+}
+
+/// The end of a stream.
+pub const DONE: &[u8] = b"data: [DONE]\n\n";
