@@ -5,6 +5,7 @@ pub mod chat_pty;
 pub mod harness;
 pub mod local_model;
 pub mod openai_sdk;
+pub mod openapi_validator;
 pub mod pg;
 pub mod scripted;
 mod scripted_server;

@@ -3,10 +3,11 @@
 use actix_web::error::{JsonPayloadError, PathError, PayloadError, QueryPayloadError};
 use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
-use serde_json::json;
+use serde::Serialize;
 use std::fmt;
 use turnkey_actors::GatewayError;
 use turnkey_storage::StoreError;
+use utoipa::ToSchema;
 
 /// What `Retry-After` says while the server stops: about the time a replacement takes to start.
 const SHUTTING_DOWN_RETRY_AFTER_S: u64 = 5;
@@ -18,6 +19,21 @@ pub struct ApiError {
     pub message: String,
     /// Seconds for a `Retry-After` header, when waiting helps.
     pub retry_after: Option<u64>,
+}
+
+/// The body of every error answer outside the OpenAI-compatible routes.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// A stable snake_case code (API.md "Error codes").
+    #[schema(example = "not_found")]
+    pub code: String,
+    /// The same in words, for people.
+    pub message: String,
 }
 
 impl ApiError {
@@ -110,7 +126,12 @@ impl ResponseError for ApiError {
         if let Some(s) = self.retry_after {
             res.insert_header((header::RETRY_AFTER, s.to_string()));
         }
-        res.json(json!({"error": {"code": self.code, "message": self.message}}))
+        res.json(ErrorBody {
+            error: ErrorDetail {
+                code: self.code.to_owned(),
+                message: self.message.clone(),
+            },
+        })
     }
 }
 

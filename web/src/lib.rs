@@ -8,6 +8,7 @@ pub mod configuration;
 pub mod doctor;
 pub mod error;
 pub mod follow;
+pub mod openapi;
 pub mod routes;
 pub mod startup;
 pub mod telemetry;

@@ -3,28 +3,58 @@
 //! `unknown` one.
 use super::parse_id;
 use crate::auth::AuthPrincipal;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
+use crate::openapi::mirrors::{AdmissionStatusName, ReceiptSchema};
 use crate::startup::AppState;
 use actix_web::{web, HttpResponse};
 use serde::Serialize;
 use serde_json::Value;
 use turnkey_storage::{AdmissionId, AdmissionStatus, SessionId};
+use utoipa::ToSchema;
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Admission)]
 pub struct AdmissionView {
+    #[schema(value_type = uuid::Uuid)]
     pub admission_id: AdmissionId,
+    #[schema(value_type = uuid::Uuid)]
     pub session_id: SessionId,
+    /// The input's place in the session's queue.
     pub seq: i64,
+    #[schema(value_type = AdmissionStatusName)]
     pub status: AdmissionStatus,
+    /// `null` until the turn ends; for `terminal` `{result, final_response, failure_reason,
+    /// failure_message, usage, cost}` (or `{result: "steered" | "coalesced", turn_id,
+    /// carried_by}`), for `unknown` `{reason, failure_reason, failure_message, partial_answer}`.
+    #[schema(value_type = Option<Object>)]
     pub outcome: Option<Value>,
     /// The `unknown` admission this one runs again.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<uuid::Uuid>)]
     pub retry_of: Option<AdmissionId>,
     /// The admission that runs this `unknown` one again, once someone asked for it.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<uuid::Uuid>)]
     pub retried_by: Option<AdmissionId>,
 }
 
+/// An admission: where an input is (`queued` → `started` → `terminal`, or `unknown` after a
+/// crash) and how its turn ended.
+#[utoipa::path(
+    get,
+    path = "/v1/admissions/{admission_id}",
+    operation_id = "get_admission",
+    tag = "submissions",
+    params(("admission_id" = uuid::Uuid, Path, description = "The admission's id")),
+    responses(
+        (status = 200, description = "The admission", body = AdmissionView),
+        (status = 400, description = "`invalid_id`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such admission, or someone else's", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn get(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -65,6 +95,23 @@ pub async fn get(
 /// `POST /v1/admissions/{id}/retry`: runs an `unknown` admission again as a new admission
 /// linked to it (202), the same receipt again on a repeat (200, `duplicate: true`), 409
 /// `not_unknown` for any other status.
+#[utoipa::path(
+    post,
+    path = "/v1/admissions/{admission_id}/retry",
+    operation_id = "retry_admission",
+    tag = "submissions",
+    params(("admission_id" = uuid::Uuid, Path, description = "The `unknown` admission's id")),
+    responses(
+        (status = 202, description = "The receipt of a new admission linked to the `unknown` one (`retry_of`)", body = ReceiptSchema),
+        (status = 200, description = "The same call again: the same receipt, `duplicate: true`", body = ReceiptSchema),
+        (status = 400, description = "`invalid_id`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such admission, or someone else's", body = ErrorBody),
+        (status = 409, description = "`not_unknown`: the admission is not `unknown`", body = ErrorBody),
+        (status = 503, description = "`no_provider`, `shutting_down` (with `Retry-After`), `store_unavailable`", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn retry(
     state: web::Data<AppState>,
     who: AuthPrincipal,

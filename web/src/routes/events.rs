@@ -2,20 +2,21 @@
 //! gap-free, duplicate-free SSE stream (`Accept: text/event-stream`, honours `Last-Event-ID`).
 use super::parse_id;
 use crate::auth::AuthPrincipal;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::follow::{EventFollower, PAGE};
+use crate::openapi::mirrors::EventSchema;
 use crate::startup::AppState;
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use bytes::Bytes;
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 use std::convert::Infallible;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::{interval_at, Instant, Interval, MissedTickBehavior};
 use tokio_stream::wrappers::ReceiverStream;
 use turnkey_storage::{Event, Seq, SessionId};
+use utoipa::{IntoParams, ToSchema};
 
 const DEFAULT_PAGE: u64 = PAGE;
 const MAX_PAGE: u64 = 1000;
@@ -23,10 +24,26 @@ const MAX_PAGE: u64 = 1000;
 /// hub's receiver may lag, which is repaired from the store.
 const STREAM_BUFFER: usize = 64;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct EventsQuery {
+    /// The events after this seq (default 0). On a stream, `Last-Event-ID` wins.
+    #[param(minimum = 0)]
     pub since: Option<i64>,
+    /// JSON pages only: default 500, at most 1000 (more is read as 1000).
+    #[param(minimum = 1)]
     pub limit: Option<u64>,
+}
+
+/// One JSON page of a session's events.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EventsPage {
+    /// In seq order, without gaps.
+    #[schema(value_type = Vec<EventSchema>)]
+    pub events: Vec<Event>,
+    /// The `since` to ask for next: the last event's seq, else the `since` asked for.
+    #[schema(value_type = i64)]
+    pub next_since: Seq,
 }
 
 fn wants_sse(req: &HttpRequest) -> bool {
@@ -56,6 +73,32 @@ fn last_event_id(req: &HttpRequest) -> Result<Option<Seq>, ApiError> {
     }
 }
 
+/// The session's event log after `since`: a JSON page, or with `Accept: text/event-stream` a
+/// live SSE stream (`id: SEQ`, `event: KIND`, `data: EVENT`; `: keepalive` comments while
+/// idle) that has no gaps and no repeats, also across reconnects with `Last-Event-ID`.
+#[utoipa::path(
+    get,
+    path = "/v1/sessions/{id}/events",
+    operation_id = "list_events",
+    tag = "events",
+    params(
+        ("id" = uuid::Uuid, Path, description = "The session's id (any id of a rotated lineage)"),
+        EventsQuery,
+        ("Last-Event-ID" = Option<i64>, Header, description = "SSE only: resume after this seq (wins over `since`)"),
+        ("Accept" = Option<String>, Header, description = "`text/event-stream` for the live stream"),
+    ),
+    responses(
+        (status = 200, description = "A page of events (JSON), or the SSE stream of every event after the cursor, then the new ones live; frames carry the event as `data`", content(
+            (EventsPage = "application/json"),
+            (String = "text/event-stream"),
+        )),
+        (status = 400, description = "`invalid_id`, `invalid_query`, `invalid_last_event_id`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such session, or someone else's", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn events(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -81,7 +124,7 @@ pub async fn events(
         return Ok(stream(state, session, cursor));
     }
     let (events, next_since) = page(&state, session, since, query.limit).await?;
-    Ok(HttpResponse::Ok().json(json!({ "events": events, "next_since": next_since })))
+    Ok(HttpResponse::Ok().json(EventsPage { events, next_since }))
 }
 
 /// One JSON page of a session's events after `since` (the caller has authorized the session):

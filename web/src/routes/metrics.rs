@@ -103,6 +103,21 @@ fn escape_label(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// The Prometheus text exposition of the process's gauges and counters.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    operation_id = "metrics",
+    tag = "health",
+    responses((
+        status = 200,
+        description = "Prometheus text: `turnkey_up`, `turnkey_ready`, `turnkey_shutting_down`, \
+                       `turnkey_uptime_seconds`, `turnkey_event_streams_open`, \
+                       `turnkey_build_info{version}`, `turnkey_http_requests_total{route,status}`",
+        body = String,
+        content_type = "text/plain; version=0.0.4; charset=utf-8",
+    )),
+)]
 pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     let ready = state.gateway.store().is_ready().await;
     let body = state.metrics.render(ready, state.shutting_down());

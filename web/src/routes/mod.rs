@@ -12,78 +12,143 @@ pub mod tools;
 pub mod ws;
 
 use crate::error::ApiError;
-use actix_web::http::StatusCode;
-use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
+use actix_web::http::{Method, StatusCode};
+use actix_web::{web, HttpRequest, HttpResponse, ResponseError, Route};
 use futures::StreamExt;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use std::str::FromStr;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(resource("/healthz").route(web::get().to(health::healthz)))
-        .service(resource("/readyz").route(web::get().to(health::readyz)))
-        .service(resource("/metrics").route(web::get().to(metrics::metrics)))
-        .service(
-            web::scope("/v1")
-                .service(
-                    resource("/sessions")
-                        .route(web::post().to(sessions::create))
-                        .route(web::get().to(sessions::list)),
-                )
-                .service(
-                    resource("/sessions/{id}")
-                        .route(web::get().to(sessions::get))
-                        .route(web::patch().to(sessions::update)),
-                )
-                .service(
-                    resource("/sessions/{id}/messages").route(web::get().to(sessions::messages)),
-                )
-                .service(
-                    resource("/sessions/{id}/submissions")
-                        .route(web::post().to(submissions::submit)),
-                )
-                .service(
-                    resource("/sessions/{id}/interrupt")
-                        .route(web::post().to(submissions::interrupt)),
-                )
-                .service(resource("/sessions/{id}/events").route(web::get().to(events::events)))
-                .service(
-                    resource("/sessions/{id}/approvals/{approval_id}")
-                        .route(web::post().to(tools::decide_approval)),
-                )
-                .service(
-                    resource("/sessions/{id}/tool_runs/{call_id}")
-                        .route(web::post().to(tools::decide_tool_run)),
-                )
-                .service(
-                    resource("/sessions/{id}/checkpoints/{turn_id}/restore")
-                        .route(web::post().to(tools::restore)),
-                )
-                .service(
-                    resource("/admissions/{admission_id}").route(web::get().to(admissions::get)),
-                )
-                .service(
-                    resource("/admissions/{admission_id}/retry")
-                        .route(web::post().to(admissions::retry)),
-                )
-                .service(resource("/tokens").route(web::post().to(tokens::create)))
-                .service(resource("/ws").route(web::get().to(ws::connect)))
-                .service(
-                    web::resource("/chat/completions")
-                        .route(web::post().to(openai::chat_completions))
-                        .default_service(web::to(openai::method_not_allowed)),
-                )
-                .service(
-                    web::resource("/models")
-                        .route(web::get().to(openai::models))
-                        .default_service(web::to(openai::method_not_allowed)),
-                ),
-        );
+/// The answer shape of a resource's 405 for a method it does not serve.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Refusal {
+    /// `{"error": {code, message}}`.
+    Api,
+    /// OpenAI's `{"error": {message, type, param, code}}`.
+    OpenAi,
 }
 
-/// A resource whose other methods answer 405 in the API's error shape.
-fn resource(path: &str) -> actix_web::Resource {
-    web::resource(path).default_service(web::to(method_not_allowed))
+/// One mounted path: its handlers by method, and how it refuses any other method.
+pub struct Mount {
+    pub path: &'static str,
+    refusal: Refusal,
+    routes: Vec<(Method, Route)>,
+}
+
+impl Mount {
+    fn api(path: &'static str, routes: Vec<(Method, Route)>) -> Self {
+        Self {
+            path,
+            refusal: Refusal::Api,
+            routes,
+        }
+    }
+
+    fn openai(path: &'static str, routes: Vec<(Method, Route)>) -> Self {
+        Self {
+            path,
+            refusal: Refusal::OpenAi,
+            routes,
+        }
+    }
+
+    pub fn methods(&self) -> impl Iterator<Item = &Method> {
+        self.routes.iter().map(|(m, _)| m)
+    }
+}
+
+/// Every route the server serves, in one table: [`configure`] mounts exactly this, and
+/// [`mounted`] lists it, so a test can hold the OpenAPI document (`crate::openapi`) to it.
+pub fn table() -> Vec<Mount> {
+    use Method as M;
+    vec![
+        Mount::api("/healthz", vec![(M::GET, web::to(health::healthz))]),
+        Mount::api("/readyz", vec![(M::GET, web::to(health::readyz))]),
+        Mount::api("/metrics", vec![(M::GET, web::to(metrics::metrics))]),
+        Mount::api(
+            "/v1/openapi.json",
+            vec![(M::GET, web::to(crate::openapi::openapi_json))],
+        ),
+        Mount::api(
+            "/v1/sessions",
+            vec![
+                (M::POST, web::to(sessions::create)),
+                (M::GET, web::to(sessions::list)),
+            ],
+        ),
+        Mount::api(
+            "/v1/sessions/{id}",
+            vec![
+                (M::GET, web::to(sessions::get)),
+                (M::PATCH, web::to(sessions::update)),
+            ],
+        ),
+        Mount::api(
+            "/v1/sessions/{id}/messages",
+            vec![(M::GET, web::to(sessions::messages))],
+        ),
+        Mount::api(
+            "/v1/sessions/{id}/submissions",
+            vec![(M::POST, web::to(submissions::submit))],
+        ),
+        Mount::api(
+            "/v1/sessions/{id}/interrupt",
+            vec![(M::POST, web::to(submissions::interrupt))],
+        ),
+        Mount::api(
+            "/v1/sessions/{id}/events",
+            vec![(M::GET, web::to(events::events))],
+        ),
+        Mount::api(
+            "/v1/sessions/{id}/approvals/{approval_id}",
+            vec![(M::POST, web::to(tools::decide_approval))],
+        ),
+        Mount::api(
+            "/v1/sessions/{id}/tool_runs/{call_id}",
+            vec![(M::POST, web::to(tools::decide_tool_run))],
+        ),
+        Mount::api(
+            "/v1/sessions/{id}/checkpoints/{turn_id}/restore",
+            vec![(M::POST, web::to(tools::restore))],
+        ),
+        Mount::api(
+            "/v1/admissions/{admission_id}",
+            vec![(M::GET, web::to(admissions::get))],
+        ),
+        Mount::api(
+            "/v1/admissions/{admission_id}/retry",
+            vec![(M::POST, web::to(admissions::retry))],
+        ),
+        Mount::api("/v1/tokens", vec![(M::POST, web::to(tokens::create))]),
+        Mount::api("/v1/ws", vec![(M::GET, web::to(ws::connect))]),
+        Mount::openai(
+            "/v1/chat/completions",
+            vec![(M::POST, web::to(openai::chat_completions))],
+        ),
+        Mount::openai("/v1/models", vec![(M::GET, web::to(openai::models))]),
+    ]
+}
+
+/// Mounts [`table`]: each path with its methods; any other method on it answers 405.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    for mount in table() {
+        let mut resource = web::resource(mount.path);
+        for (method, route) in mount.routes {
+            resource = resource.route(route.method(method));
+        }
+        cfg.service(match mount.refusal {
+            Refusal::Api => resource.default_service(web::to(method_not_allowed)),
+            Refusal::OpenAi => resource.default_service(web::to(openai::method_not_allowed)),
+        });
+    }
+}
+
+/// Every (method, path template) [`configure`] mounts, in mounting order.
+pub fn mounted() -> Vec<(Method, &'static str)> {
+    table()
+        .iter()
+        .flat_map(|m| m.methods().map(|method| (method.clone(), m.path)))
+        .collect()
 }
 
 pub async fn not_found(req: HttpRequest) -> HttpResponse {

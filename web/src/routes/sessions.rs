@@ -2,45 +2,64 @@
 //! its live state, and read its transcript.
 use super::{parse_id, reject_privileged_fields};
 use crate::auth::AuthPrincipal;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
+use crate::openapi::mirrors::{BusyPolicyName, UsageTotalsSchema};
 use crate::startup::AppState;
 use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use turnkey_actors::config::BusyPolicy;
 use turnkey_actors::{Gateway, NewSessionRequest};
-use turnkey_storage::{rfc3339, Approval, Message, Principal, Session, SessionId, UsageTotals};
+use turnkey_storage::{
+    rfc3339, Approval, Message, Principal, Session, SessionId, ToolRun, UsageTotals,
+};
+use utoipa::{IntoParams, ToSchema};
 
 const DEFAULT_LIST_LIMIT: u64 = 50;
 const MAX_LIST_LIMIT: u64 = 200;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct CreateSession {
+    /// At most 200 characters.
     pub title: Option<String>,
+    /// At most 32 000 characters.
     pub system_message: Option<String>,
+    /// At most 128 bytes of visible ASCII; else the primary provider's model.
     pub model: Option<String>,
     /// Anything else the body carried; checked for privileged fields, otherwise ignored.
     #[serde(flatten)]
+    #[schema(ignore)]
     pub extra: Map<String, Value>,
 }
 
 /// A session as the API shows it (API.md `GET /v1/sessions/{id}`).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Session)]
 pub struct SessionView {
+    #[schema(value_type = uuid::Uuid)]
     pub id: SessionId,
     pub title: Option<String>,
+    /// The session a rotated child continues.
+    #[schema(value_type = Option<uuid::Uuid>)]
     pub parent_session_id: Option<SessionId>,
-    /// The session the id resolves to; the same id until rotation is served.
+    /// The session holding the lineage's live transcript now; `id` until a rotation.
+    #[schema(value_type = uuid::Uuid)]
     pub canonical_id: SessionId,
+    /// `idle` or `running`.
+    #[schema(example = "idle")]
     pub state: &'static str,
+    /// Inputs waiting.
     pub queue_depth: u64,
     pub last_event_seq: i64,
     /// The session's own model, else the primary provider's: what its turns run on.
     pub model: Option<String>,
+    #[schema(example = "api")]
     pub platform: String,
     /// What a new input does while a turn runs: the session's own policy, else the
     /// platform's `agent.busy_policy` (SPEC R13.4).
+    #[schema(value_type = BusyPolicyName)]
     pub busy_policy: &'static str,
+    #[schema(value_type = UsageTotalsSchema)]
     pub usage: UsageTotals,
     pub created_at: String,
     pub updated_at: String,
@@ -50,16 +69,54 @@ pub struct SessionView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pending_approvals: Option<Vec<ApprovalView>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub unknown_tool_runs: Option<Vec<Value>>,
+    pub unknown_tool_runs: Option<Vec<UnknownToolRunView>>,
+}
+
+/// A tool run a crash left `unknown`, waiting for a person's `retry` or `skip`.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = UnknownToolRun)]
+pub struct UnknownToolRunView {
+    pub call_id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments exactly as the model sent them (JSON text).
+    pub args: String,
+    #[schema(value_type = uuid::Uuid)]
+    pub turn_id: turnkey_storage::TurnId,
+    pub started_at: Option<String>,
+    /// The path to `POST` the decision to.
+    #[schema(example = "/v1/sessions/{id}/tool_runs/{call_id}")]
+    pub decide: String,
+}
+
+impl UnknownToolRunView {
+    fn new(session: SessionId, r: ToolRun) -> Self {
+        Self {
+            decide: format!("/v1/sessions/{session}/tool_runs/{}", r.call_id),
+            call_id: r.call_id,
+            name: r.tool,
+            args: r.args,
+            turn_id: r.turn_id,
+            started_at: r.started_at.map(rfc3339),
+        }
+    }
 }
 
 /// A pending approval as `approval.requested` announced it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = PendingApproval)]
 pub struct ApprovalView {
+    #[schema(format = Uuid)]
     pub approval_id: String,
     pub call_id: String,
+    /// The tool's name.
+    #[schema(value_type = String)]
     pub name: Value,
+    /// The call's arguments.
+    #[schema(value_type = Object)]
     pub args: Value,
+    /// Why the call needs a person's approval.
+    #[schema(value_type = Option<String>)]
     pub reason: Value,
     pub expires_at: String,
 }
@@ -122,16 +179,7 @@ impl SessionView {
         view.pending_approvals = Some(approvals.into_iter().map(ApprovalView::from).collect());
         view.unknown_tool_runs = Some(
             runs.into_iter()
-                .map(|r| {
-                    serde_json::json!({
-                        "call_id": r.call_id,
-                        "name": r.tool,
-                        "args": r.args,
-                        "turn_id": r.turn_id,
-                        "started_at": r.started_at.map(rfc3339),
-                        "decide": format!("/v1/sessions/{id}/tool_runs/{}", r.call_id),
-                    })
-                })
+                .map(|r| UnknownToolRunView::new(id, r))
                 .collect(),
         );
         Ok(view)
@@ -142,6 +190,23 @@ fn non_blank(v: Option<String>) -> Option<String> {
     v.filter(|s| !s.trim().is_empty())
 }
 
+/// Creates a session owned by the caller.
+#[utoipa::path(
+    post,
+    path = "/v1/sessions",
+    operation_id = "create_session",
+    tag = "sessions",
+    request_body = CreateSession,
+    responses(
+        (status = 201, description = "The new session", body = SessionView),
+        (status = 400, description = "`field_too_long`, `invalid_field`, `forbidden_field`, `invalid_json`, `invalid_body`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`", body = ErrorBody),
+        (status = 415, description = "`unsupported_media_type`", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn create(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -174,11 +239,28 @@ pub async fn create_view(
     SessionView::load(&state.gateway, session).await
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
+    /// 1–200, default 50.
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u64>,
     /// RFC 3339 time or milliseconds since the epoch: only sessions created before it.
     pub before: Option<String>,
+}
+
+/// `GET /v1/sessions`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SessionList {
+    /// Newest first.
+    pub sessions: Vec<SessionView>,
+}
+
+/// `GET /v1/sessions/{id}/messages`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MessageList {
+    /// The transcript in order; a rotated lineage's whole history, oldest segment first.
+    pub messages: Vec<MessageView>,
 }
 
 /// Parses `before` as milliseconds or an RFC 3339 time.
@@ -196,6 +278,22 @@ pub fn parse_before(raw: &str) -> Result<i64, ApiError> {
         })
 }
 
+/// Lists the caller's sessions (all of them for the operator), newest first, each rotated
+/// lineage once by its root.
+#[utoipa::path(
+    get,
+    path = "/v1/sessions",
+    operation_id = "list_sessions",
+    tag = "sessions",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "The sessions", body = SessionList),
+        (status = 400, description = "`invalid_query`: `limit` out of range, `before` unreadable", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn list(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -220,9 +318,26 @@ pub async fn list(
             .map(|s| SessionView::load(&state.gateway, s)),
     )
     .await?;
-    Ok(HttpResponse::Ok().json(serde_json::json!({ "sessions": views })))
+    Ok(HttpResponse::Ok().json(SessionList { sessions: views }))
 }
 
+/// A session with its live state and the questions it waits on a person for
+/// (`pending_approvals`, `unknown_tool_runs`).
+#[utoipa::path(
+    get,
+    path = "/v1/sessions/{id}",
+    operation_id = "get_session",
+    tag = "sessions",
+    params(("id" = uuid::Uuid, Path, description = "The session's id (any id of a rotated lineage)")),
+    responses(
+        (status = 200, description = "The session", body = SessionView),
+        (status = 400, description = "`invalid_id`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such session, or someone else's", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn get(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -233,8 +348,43 @@ pub async fn get(
     Ok(HttpResponse::Ok().json(SessionView::load_with_questions(&state.gateway, session).await?))
 }
 
+/// The body of `PATCH /v1/sessions/{id}`. The handler reads it as a JSON object, since an
+/// absent field and `null` mean different things; these are the fields it takes.
+#[derive(Debug, ToSchema)]
+#[allow(dead_code)] // the schema of the body, read field by field by `update`
+pub struct SessionPatch {
+    /// A new title; `null` clears it.
+    #[schema(nullable = true)]
+    title: Option<String>,
+    /// The session's own busy policy; `null` clears it (the session then follows
+    /// `agent.busy_policy`).
+    #[schema(nullable = true, value_type = Option<BusyPolicyName>)]
+    busy_policy: Option<String>,
+}
+
+/// The fields [`update`] accepts (the properties of [`SessionPatch`]).
+pub const PATCH_FIELDS: [&str; 2] = ["title", "busy_policy"];
+
 /// `PATCH /v1/sessions/{id}` `{title?, busy_policy?}`: a field that is absent stays as it was;
 /// `null` clears it (a cleared busy policy follows the platform's `agent.busy_policy` again).
+#[utoipa::path(
+    patch,
+    path = "/v1/sessions/{id}",
+    operation_id = "update_session",
+    tag = "sessions",
+    params(("id" = uuid::Uuid, Path, description = "The session's id (any id of a rotated lineage)")),
+    request_body = SessionPatch,
+    responses(
+        (status = 200, description = "The session as it is now", body = SessionView),
+        (status = 400, description = "`invalid_id`, `invalid_busy_policy`, `invalid_title`, `invalid_field` (any other field), `field_too_long`, `forbidden_field`, `invalid_json`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such session, or someone else's", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`", body = ErrorBody),
+        (status = 415, description = "`unsupported_media_type`", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn update(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -244,10 +394,7 @@ pub async fn update(
     let id: SessionId = parse_id(&path, "session")?;
     let body = body.into_inner();
     reject_privileged_fields(&body)?;
-    if let Some(k) = body
-        .keys()
-        .find(|k| !matches!(k.as_str(), "title" | "busy_policy"))
-    {
+    if let Some(k) = body.keys().find(|k| !PATCH_FIELDS.contains(&k.as_str())) {
         return Err(ApiError::bad_request(
             "invalid_field",
             format!("{k} cannot be changed; PATCH takes title and busy_policy"),
@@ -296,15 +443,21 @@ pub async fn update(
 }
 
 /// A transcript row as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Message)]
 pub struct MessageView {
+    #[schema(format = Uuid)]
     pub id: String,
     /// The segment of the lineage that holds the row (the session itself unless it rotated).
+    #[schema(format = Uuid)]
     pub session_id: String,
     pub idx: i64,
+    /// `user`, `assistant`, `tool` or `system` (a compression summary).
+    #[schema(example = "assistant")]
     pub role: &'static str,
     pub content: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
     pub tool_calls: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
@@ -314,6 +467,7 @@ pub struct MessageView {
     /// How to show the row: the input's own `display`, or for a row that closes a turn
     /// without an answer `{boundary: true, closed_as, failure_reason, partial}`.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
     pub display: Option<Value>,
     /// Set when compression took the row out of what the model sees: the compression epoch.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -344,6 +498,22 @@ impl From<Message> for MessageView {
     }
 }
 
+/// The session's transcript in order.
+#[utoipa::path(
+    get,
+    path = "/v1/sessions/{id}/messages",
+    operation_id = "list_messages",
+    tag = "sessions",
+    params(("id" = uuid::Uuid, Path, description = "The session's id (any id of a rotated lineage)")),
+    responses(
+        (status = 200, description = "The transcript", body = MessageList),
+        (status = 400, description = "`invalid_id`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such session, or someone else's", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn messages(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -358,5 +528,5 @@ pub async fn messages(
         .lineage_messages(session.lineage())
         .await?;
     let messages: Vec<MessageView> = rows.into_iter().map(MessageView::from).collect();
-    Ok(HttpResponse::Ok().json(serde_json::json!({ "messages": messages })))
+    Ok(HttpResponse::Ok().json(MessageList { messages }))
 }

@@ -2,25 +2,39 @@
 //! and interrupts of the running turn.
 use super::{parse_id, read_optional_json, reject_privileged_fields};
 use crate::auth::AuthPrincipal;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
+use crate::openapi::mirrors::ReceiptSchema;
 use crate::startup::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
-use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 use turnkey_actors::{Receipt, Submission};
 use turnkey_storage::{Principal, SessionId};
+use utoipa::ToSchema;
 
 pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[schema(as = Submission)]
 pub struct SubmitBody {
+    /// The input; required unless `attachments` is not empty. At most 200 000 characters.
     pub text: Option<String>,
+    /// Names the input for idempotency: 1–255 bytes of visible ASCII. Equal to the
+    /// `Idempotency-Key` header when both are given.
+    #[schema(min_length = 1, max_length = 255)]
     pub request_id: Option<String>,
+    /// At most 16 JSON objects of at most 64 KiB each.
     #[serde(default)]
+    #[schema(value_type = Vec<Object>, max_items = 16)]
     pub attachments: Vec<Value>,
+    /// A JSON object (at most 16 KiB) kept with the input for a UI, not sent to the model.
+    #[schema(value_type = Option<Object>)]
     pub display: Option<Value>,
+    /// Overrides the session's model for this input's turn.
     pub model: Option<String>,
+    /// Other fields: refused when they name a right (`400 forbidden_field`), else ignored.
     #[serde(flatten)]
+    #[schema(ignore)]
     pub extra: Map<String, Value>,
 }
 
@@ -37,6 +51,31 @@ pub fn request_id(header: Option<&str>, body: Option<&str>) -> Result<Option<Str
     }
 }
 
+/// Submits an input to the session. It is durable once answered; its turn runs later, in
+/// order with the session's other inputs.
+#[utoipa::path(
+    post,
+    path = "/v1/sessions/{id}/submissions",
+    operation_id = "submit",
+    tag = "submissions",
+    params(
+        ("id" = uuid::Uuid, Path, description = "The session's id"),
+        ("Idempotency-Key" = Option<String>, Header, description = "The input's `request_id`"),
+    ),
+    request_body = SubmitBody,
+    responses(
+        (status = 202, description = "Admitted: the receipt of a new input", body = ReceiptSchema),
+        (status = 200, description = "The same key with the same input again: the original receipt, `duplicate: true`", body = ReceiptSchema),
+        (status = 400, description = "`invalid_id`, `invalid_request_id`, `idempotency_key_mismatch`, `empty_input`, `input_too_large`, `field_too_long`, `too_many_attachments`, `invalid_attachment`, `invalid_display`, `invalid_field`, `forbidden_field`, `invalid_json`, `invalid_body`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such session, or someone else's", body = ErrorBody),
+        (status = 409, description = "`idempotency_conflict`: the request id was already used with another input", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`", body = ErrorBody),
+        (status = 415, description = "`unsupported_media_type`", body = ErrorBody),
+        (status = 503, description = "`no_provider`, `shutting_down` (with `Retry-After`), `store_unavailable`", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn submit(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -100,11 +139,40 @@ pub async fn admit(
         .await?)
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[schema(as = Interrupt)]
 pub struct InterruptBody {
+    /// At most 500 characters.
+    #[schema(max_length = 500)]
     pub reason: Option<String>,
 }
 
+/// The answer of `POST /v1/sessions/{id}/interrupt`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Interrupted {
+    /// Whether a running turn of this process was signalled.
+    pub interrupted: bool,
+}
+
+/// Interrupts the session's running turn, which settles as `interrupted`. The body may be
+/// absent.
+#[utoipa::path(
+    post,
+    path = "/v1/sessions/{id}/interrupt",
+    operation_id = "interrupt",
+    tag = "submissions",
+    params(("id" = uuid::Uuid, Path, description = "The session's id")),
+    request_body(content = Option<InterruptBody>, description = "Optional"),
+    responses(
+        (status = 202, description = "Whether a running turn was signalled", body = Interrupted),
+        (status = 400, description = "`invalid_id`, `field_too_long`, `invalid_json`, `invalid_body`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such session, or someone else's", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn interrupt(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -115,7 +183,7 @@ pub async fn interrupt(
     let body: InterruptBody = read_optional_json(payload, state.max_body_bytes).await?;
     let reason = body.reason.filter(|r| !r.trim().is_empty());
     let interrupted = state.gateway.interrupt(&who.0, session, reason).await?;
-    Ok(HttpResponse::Accepted().json(json!({ "interrupted": interrupted })))
+    Ok(HttpResponse::Accepted().json(Interrupted { interrupted }))
 }
 
 #[cfg(test)]

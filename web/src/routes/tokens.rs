@@ -2,22 +2,54 @@
 //! for it. The token is shown once; only its hash is stored.
 use super::reject_privileged_fields;
 use crate::auth::{generate_token, AuthPrincipal};
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::startup::AppState;
 use actix_web::{web, HttpResponse};
-use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
 
 pub const TOKEN_PRINCIPAL_KIND: &str = "token";
 const MAX_NAME_CHARS: usize = 200;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct CreateToken {
+    /// 1–200 characters (`400 invalid_name` otherwise).
+    #[schema(min_length = 1, max_length = 200, required = true)]
     pub name: Option<String>,
+    /// Other fields: refused when they name a right (`400 forbidden_field`), else ignored.
     #[serde(flatten)]
+    #[schema(ignore)]
     pub extra: Map<String, Value>,
 }
 
+/// A new API token. The token itself is shown only in this answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CreatedToken {
+    pub token: String,
+    pub token_id: String,
+    pub principal_id: String,
+    pub name: String,
+}
+
+/// Creates an API token for a principal of its own (operator only).
+#[utoipa::path(
+    post,
+    path = "/v1/tokens",
+    operation_id = "create_token",
+    tag = "tokens",
+    request_body = CreateToken,
+    responses(
+        (status = 201, description = "The token, shown only here", body = CreatedToken),
+        (status = 400, description = "`invalid_name`, `forbidden_field`, `invalid_json`, `invalid_body`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        (status = 403, description = "`forbidden`: only the operator may create tokens", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`", body = ErrorBody),
+        (status = 415, description = "`unsupported_media_type`", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn create(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -48,10 +80,10 @@ pub async fn create(
         .create_token(&principal_id, &token, Some(name.clone()))
         .await?;
     tracing::info!(%principal_id, %token_id, %name, "token created");
-    Ok(HttpResponse::Created().json(json!({
-        "token": token,
-        "token_id": token_id,
-        "principal_id": principal_id,
-        "name": name,
-    })))
+    Ok(HttpResponse::Created().json(CreatedToken {
+        token,
+        token_id,
+        principal_id,
+        name,
+    }))
 }

@@ -3,22 +3,60 @@
 //! checkpoint restore (R9.6).
 use super::parse_id;
 use crate::auth::AuthPrincipal;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
+use crate::openapi::mirrors::{
+    ApprovalDecisionName, ApprovalStatusName, ToolRunDecisionName, ToolRunStatusName,
+};
 use crate::startup::AppState;
 use actix_web::{web, HttpResponse};
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
 use turnkey_storage::{
-    ApprovalDecision, ApprovalId, Principal, SessionId, ToolRunDecision, TurnId,
+    ApprovalDecision, ApprovalId, ApprovalStatus, Principal, SessionId, ToolRunDecision,
+    ToolRunStatus, TurnId,
 };
+use utoipa::ToSchema;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(as = ApprovalDecisionBody)]
 pub struct ApprovalBody {
+    #[schema(value_type = ApprovalDecisionName)]
     pub decision: ApprovalDecision,
+}
+
+/// A decided approval.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ApprovalDecided {
+    #[schema(value_type = uuid::Uuid)]
+    pub approval_id: ApprovalId,
+    pub call_id: String,
+    #[schema(value_type = ApprovalStatusName)]
+    pub status: ApprovalStatus,
 }
 
 /// `POST /v1/sessions/{id}/approvals/{approval_id}` `{decision: approve|deny}`: 200, or 409
 /// `approval_closed` when it was already decided or has expired.
+#[utoipa::path(
+    post,
+    path = "/v1/sessions/{id}/approvals/{approval_id}",
+    operation_id = "decide_approval",
+    tag = "tools",
+    params(
+        ("id" = uuid::Uuid, Path, description = "The session's id"),
+        ("approval_id" = uuid::Uuid, Path, description = "The approval's id (`approval.requested`)"),
+    ),
+    request_body = ApprovalBody,
+    responses(
+        (status = 200, description = "The approval as decided", body = ApprovalDecided),
+        (status = 400, description = "`invalid_id`, `invalid_json`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such session (or someone else's) or no such approval/run/turn in it", body = ErrorBody),
+        (status = 409, description = "`approval_closed`: already decided or expired", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`", body = ErrorBody),
+        (status = 415, description = "`unsupported_media_type`", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn decide_approval(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -39,25 +77,59 @@ pub async fn approve(
     session: SessionId,
     approval: ApprovalId,
     decision: ApprovalDecision,
-) -> Result<Value, ApiError> {
+) -> Result<ApprovalDecided, ApiError> {
     let decided = state
         .gateway
         .decide_approval(who, session, approval, decision)
         .await?;
-    Ok(json!({
-        "approval_id": decided.id,
-        "call_id": decided.call_id,
-        "status": decided.status,
-    }))
+    Ok(ApprovalDecided {
+        approval_id: decided.id,
+        call_id: decided.call_id,
+        status: decided.status,
+    })
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(as = ToolRunDecisionBody)]
 pub struct ToolRunBody {
+    #[schema(value_type = ToolRunDecisionName)]
     pub decision: ToolRunDecision,
+}
+
+/// A decided tool run.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ToolRunDecided {
+    pub call_id: String,
+    #[schema(value_type = ToolRunStatusName)]
+    pub status: ToolRunStatus,
+    #[schema(value_type = Option<ToolRunDecisionName>)]
+    pub decision: Option<ToolRunDecision>,
 }
 
 /// `POST /v1/sessions/{id}/tool_runs/{call_id}` `{decision: retry|skip}`: 200, or 409
 /// `not_unknown` when the run is not waiting for a decision.
+#[utoipa::path(
+    post,
+    path = "/v1/sessions/{id}/tool_runs/{call_id}",
+    operation_id = "decide_tool_run",
+    tag = "tools",
+    params(
+        ("id" = uuid::Uuid, Path, description = "The session's id"),
+        ("call_id" = String, Path, description = "The tool call's id (`unknown_tool_runs` of the session)"),
+    ),
+    request_body = ToolRunBody,
+    responses(
+        (status = 200, description = "The run with its decision", body = ToolRunDecided),
+        (status = 400, description = "`invalid_id`, `invalid_json`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such session (or someone else's) or no such approval/run/turn in it", body = ErrorBody),
+        (status = 409, description = "`not_unknown`: the run is not waiting for a decision", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`", body = ErrorBody),
+        (status = 415, description = "`unsupported_media_type`", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn decide_tool_run(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -73,15 +145,44 @@ pub async fn decide_tool_run(
         .gateway
         .decide_tool_run(&who.0, session, &call_id, body.decision)
         .await?;
-    Ok(HttpResponse::Ok().json(json!({
-        "call_id": run.call_id,
-        "status": run.status,
-        "decision": run.decision,
-    })))
+    Ok(HttpResponse::Ok().json(ToolRunDecided {
+        call_id: run.call_id,
+        status: run.status,
+        decision: run.decision,
+    }))
+}
+
+/// The answer of a checkpoint restore.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Restored {
+    #[schema(value_type = uuid::Uuid)]
+    pub turn_id: TurnId,
+    /// The paths put back (or removed, for files the turn created).
+    pub restored: Vec<String>,
 }
 
 /// `POST /v1/sessions/{id}/checkpoints/{turn_id}/restore`: puts back the files that turn
 /// changed; 409 `session_busy` while a turn of the session runs.
+#[utoipa::path(
+    post,
+    path = "/v1/sessions/{id}/checkpoints/{turn_id}/restore",
+    operation_id = "restore_checkpoint",
+    tag = "tools",
+    params(
+        ("id" = uuid::Uuid, Path, description = "The session's id"),
+        ("turn_id" = uuid::Uuid, Path, description = "The turn whose file changes to undo"),
+    ),
+    responses(
+        (status = 200, description = "The files put back", body = Restored),
+        (status = 400, description = "`invalid_id`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such session (or someone else's) or no such approval/run/turn in it", body = ErrorBody),
+        (status = 409, description = "`session_busy`: a turn of the session runs", body = ErrorBody),
+        (status = 500, description = "`io_error`: a checkpoint could not be restored (the message says which file)", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn restore(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -94,5 +195,8 @@ pub async fn restore(
         .gateway
         .restore_checkpoint(&who.0, session, turn)
         .await?;
-    Ok(HttpResponse::Ok().json(json!({ "turn_id": turn, "restored": restored })))
+    Ok(HttpResponse::Ok().json(Restored {
+        turn_id: turn,
+        restored,
+    }))
 }

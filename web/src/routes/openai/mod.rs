@@ -10,7 +10,7 @@
 //! else, with an `Idempotency-Key`, one per caller and key (so a retried call lands where the
 //! first did); else a new session. Every answer names it in `X-Turnkey-Session`.
 mod turn;
-mod wire;
+pub mod wire;
 
 use super::events::{keepalive_timer, sse_response, KEEPALIVE_FRAME};
 use super::submissions::{admit, idempotency_header, SubmitBody};
@@ -20,6 +20,7 @@ use crate::startup::AppState;
 use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse};
 use bytes::Bytes;
+use serde::Serialize;
 use serde_json::json;
 use std::collections::BTreeSet;
 use std::convert::Infallible;
@@ -28,7 +29,8 @@ use tokio::sync::mpsc;
 use turn::{TurnEnd, TurnNews, TurnWatch};
 use turnkey_actors::NewSessionRequest;
 use turnkey_storage::{AdmissionId, Session, SessionId};
-use wire::{usage, ChatRequest, Completion, OpenAiError, DONE};
+use utoipa::ToSchema;
+use wire::{usage, ChatCompletion, ChatRequest, Completion, OpenAiError, OpenAiErrorBody, DONE};
 
 /// Names the session a completion ran in, on every answer; picks it on a request.
 pub const SESSION_HEADER: &str = "X-Turnkey-Session";
@@ -45,7 +47,39 @@ const STREAM_BUFFER: usize = 64;
 /// same `Idempotency-Key`.
 const WAIT_MARGIN: Duration = Duration::from_secs(60);
 
+/// `GET /v1/models`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ModelList {
+    #[schema(example = "list")]
+    pub object: &'static str,
+    pub data: Vec<ModelEntry>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ModelEntry {
+    /// The model's name, as a configured provider names it.
+    pub id: String,
+    #[schema(example = "model")]
+    pub object: &'static str,
+    /// Always 0.
+    pub created: i64,
+    #[schema(example = "turnkey")]
+    pub owned_by: &'static str,
+}
+
 /// `GET /v1/models`: the configured providers' models, in OpenAI's list shape.
+#[utoipa::path(
+    get,
+    path = "/v1/models",
+    operation_id = "list_models",
+    tag = "openai",
+    responses(
+        (status = 200, description = "The configured providers' models", body = ModelList),
+        (status = 401, description = "`unauthorized` (`authentication_error`)", body = OpenAiErrorBody),
+        (status = 405, description = "`method_not_allowed` (OpenAI's shape)", body = OpenAiErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn models(
     state: web::Data<AppState>,
     req: HttpRequest,
@@ -58,14 +92,55 @@ pub async fn models(
         .iter()
         .map(|p| p.model.as_str())
         .collect();
-    let data: Vec<_> = names
+    let data = names
         .into_iter()
-        .map(|m| json!({"id": m, "object": "model", "created": 0, "owned_by": OWNED_BY}))
+        .map(|m| ModelEntry {
+            id: m.to_owned(),
+            object: "model",
+            created: 0,
+            owned_by: OWNED_BY,
+        })
         .collect();
-    Ok(HttpResponse::Ok().json(json!({"object": "list", "data": data})))
+    Ok(HttpResponse::Ok().json(ModelList {
+        object: "list",
+        data,
+    }))
 }
 
-/// `POST /v1/chat/completions`.
+/// `POST /v1/chat/completions`: submits the last user message to a turnkey session and
+/// answers with its turn, as OpenAI's Chat Completions API does. Errors are in OpenAI's shape
+/// with turnkey's code as `code`; once the input was admitted they carry
+/// `x-should-retry: false`, and a stream that already began ends with one `data: {"error"}`
+/// frame instead.
+#[utoipa::path(
+    post,
+    path = "/v1/chat/completions",
+    operation_id = "create_chat_completion",
+    tag = "openai",
+    params(
+        ("X-Turnkey-Session" = Option<uuid::Uuid>, Header, description = "The caller's session to submit to; without it, one session per `user`, else per `Idempotency-Key`, else a new one"),
+        ("Idempotency-Key" = Option<String>, Header, description = "The input's `request_id`: the same key again answers from the same admission"),
+    ),
+    request_body = ChatRequest,
+    responses(
+        (status = 200, description = "`stream` false: the completion. `stream` true: `text/event-stream` of `data: {chat.completion.chunk}` frames, then `data: [DONE]`", content(
+            (ChatCompletion = "application/json"),
+            (String = "text/event-stream"),
+        ), headers(("X-Turnkey-Session" = String, description = "The session the completion ran in"))),
+        (status = 400, description = "`invalid_messages`, `unsupported_content`, `unsupported_parameter`, `empty_input`, the submission's 400s, `invalid_json`; a turn that failed with `context_overflow` or `compression_failed`", body = OpenAiErrorBody),
+        (status = 401, description = "`unauthorized`", body = OpenAiErrorBody),
+        (status = 404, description = "`not_found`: the `X-Turnkey-Session` is not the caller's", body = OpenAiErrorBody),
+        (status = 405, description = "`method_not_allowed`", body = OpenAiErrorBody),
+        (status = 409, description = "`idempotency_conflict`; a turn that ended `interrupted`", body = OpenAiErrorBody),
+        (status = 413, description = "`payload_too_large`", body = OpenAiErrorBody),
+        (status = 415, description = "`unsupported_media_type`", body = OpenAiErrorBody),
+        (status = 429, description = "A turn that failed with `rate_limited`", body = OpenAiErrorBody),
+        (status = 502, description = "A turn that ended without an answer: its `failure_reason` (provider errors, `owner_died`, …)", body = OpenAiErrorBody),
+        (status = 503, description = "`no_provider`, `shutting_down`, `store_unavailable`; a turn ended by `shutdown`", body = OpenAiErrorBody),
+        (status = 504, description = "`turn_pending`: the turn goes on; ask again with the same `Idempotency-Key`", body = OpenAiErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn chat_completions(
     state: web::Data<AppState>,
     req: HttpRequest,

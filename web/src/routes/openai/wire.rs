@@ -5,43 +5,62 @@ use crate::error::ApiError;
 use actix_web::http::{header, StatusCode};
 use actix_web::{HttpResponse, ResponseError};
 use bytes::Bytes;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use std::fmt;
+use utoipa::ToSchema;
 
 /// Tells the official SDKs not to retry by themselves: the input was admitted and its turn
 /// ran, so a retry without the same `Idempotency-Key` would be a new input.
 const SHOULD_RETRY: &str = "x-should-retry";
 
-#[derive(Debug, Deserialize)]
+/// An OpenAI Chat Completions request. Only the last message, the user's, is submitted; the
+/// session keeps its own history. Sampling parameters (`temperature`, `max_tokens`, …) are
+/// accepted and not used.
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(as = ChatCompletionRequest)]
 pub struct ChatRequest {
     /// Any name is accepted; a configured provider's model selects that model for the turn.
     pub model: Option<String>,
+    #[schema(min_items = 1)]
     pub messages: Vec<ChatMessage>,
     #[serde(default)]
     pub stream: Option<bool>,
     pub stream_options: Option<StreamOptions>,
     /// Keys the session: one session per caller and `user`.
     pub user: Option<String>,
+    /// 1 only (`400 unsupported_parameter` otherwise).
+    #[schema(minimum = 1, maximum = 1)]
     pub n: Option<u64>,
+    /// Refused (`400 unsupported_parameter`): the agent's own tools run inside the gateway.
+    #[schema(value_type = Option<Vec<Object>>)]
     pub tools: Option<Vec<Value>>,
+    /// Refused, as `tools`.
+    #[schema(value_type = Option<Vec<Object>>)]
     pub functions: Option<Vec<Value>>,
     /// Sampling and other parameters: accepted and not used (the gateway's provider
     /// configuration decides), checked for privileged fields.
     #[serde(flatten)]
+    #[schema(ignore)]
     pub extra: Map<String, Value>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 pub struct StreamOptions {
+    /// Send a last chunk with `choices: []` and `usage`.
     #[serde(default)]
     pub include_usage: bool,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(as = ChatCompletionMessage)]
 pub struct ChatMessage {
+    /// `system`, `developer`, `user`, `assistant`, `tool`; the last one must be `user`.
+    #[schema(example = "user")]
     pub role: String,
+    /// A string, or an array of parts of which only `{type: "text", text}` is accepted.
     #[serde(default)]
+    #[schema(value_type = Value)]
     pub content: Value,
 }
 
@@ -79,6 +98,27 @@ impl ChatMessage {
             )),
         }
     }
+}
+
+/// The body of an error on the OpenAI-compatible routes.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct OpenAiErrorBody {
+    pub error: OpenAiErrorDetail,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct OpenAiErrorDetail {
+    pub message: String,
+    /// `invalid_request_error`, `authentication_error`, `permission_error`,
+    /// `rate_limit_error` or `api_error`.
+    #[serde(rename = "type")]
+    #[schema(example = "invalid_request_error")]
+    pub kind: &'static str,
+    /// The request field at fault, when one is.
+    pub param: Option<String>,
+    /// turnkey's stable code (API.md "Error codes"), or a failed turn's `failure_reason`.
+    #[schema(example = "invalid_messages")]
+    pub code: String,
 }
 
 /// An error in OpenAI's shape.
@@ -131,18 +171,20 @@ impl OpenAiError {
         }
     }
 
-    pub fn body(&self) -> Value {
-        json!({"error": {
-            "message": self.message,
-            "type": self.kind(),
-            "param": self.param,
-            "code": self.code,
-        }})
+    pub fn body(&self) -> OpenAiErrorBody {
+        OpenAiErrorBody {
+            error: OpenAiErrorDetail {
+                message: self.message.clone(),
+                kind: self.kind(),
+                param: self.param.clone(),
+                code: self.code.clone(),
+            },
+        }
     }
 
     /// The error as one SSE frame, for a stream that already began.
     pub fn frame(&self) -> Bytes {
-        Bytes::from(format!("data: {}\n\n", self.body()))
+        Bytes::from(format!("data: {}\n\n", json!(self.body())))
     }
 }
 
@@ -193,30 +235,79 @@ pub struct Completion {
 }
 
 /// OpenAI's `usage`.
-pub fn usage(prompt: u64, completion: u64) -> Value {
-    json!({
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
-    })
+#[derive(Clone, Copy, Debug, Serialize, ToSchema)]
+#[schema(as = CompletionUsage)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+}
+
+pub fn usage(prompt: u64, completion: u64) -> Usage {
+    Usage {
+        prompt_tokens: prompt,
+        completion_tokens: completion,
+        total_tokens: prompt + completion,
+    }
+}
+
+/// The non-streamed answer: `chat.completion`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChatCompletion {
+    /// `chatcmpl-ADMISSION_ID`.
+    pub id: String,
+    #[schema(example = "chat.completion")]
+    pub object: &'static str,
+    /// Unix seconds.
+    pub created: i64,
+    /// The model that ran.
+    pub model: String,
+    pub choices: Vec<ChatChoice>,
+    pub usage: Usage,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChatChoice {
+    pub index: u32,
+    pub message: AssistantMessage,
+    /// Always `null`.
+    #[schema(value_type = Option<Object>)]
+    pub logprobs: Option<Value>,
+    /// `stop`, or `length` for a turn that ran out of its iteration budget.
+    #[schema(example = "stop")]
+    pub finish_reason: &'static str,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AssistantMessage {
+    #[schema(example = "assistant")]
+    pub role: &'static str,
+    /// The turn's authoritative final answer.
+    pub content: String,
+    /// Always `null`.
+    pub refusal: Option<String>,
 }
 
 impl Completion {
     /// The non-streamed answer.
-    pub fn answer(&self, text: &str, finish_reason: &str, usage: Value) -> Value {
-        json!({
-            "id": self.id,
-            "object": "chat.completion",
-            "created": self.created,
-            "model": self.model,
-            "choices": [{
-                "index": 0,
-                "message": {"role": "assistant", "content": text, "refusal": null},
-                "logprobs": null,
-                "finish_reason": finish_reason,
+    pub fn answer(&self, text: &str, finish_reason: &'static str, usage: Usage) -> ChatCompletion {
+        ChatCompletion {
+            id: self.id.clone(),
+            object: "chat.completion",
+            created: self.created,
+            model: self.model.clone(),
+            choices: vec![ChatChoice {
+                index: 0,
+                message: AssistantMessage {
+                    role: "assistant",
+                    content: text.to_owned(),
+                    refusal: None,
+                },
+                logprobs: None,
+                finish_reason,
             }],
-            "usage": usage,
-        })
+            usage,
+        }
     }
 
     /// One `chat.completion.chunk` frame with `delta` and `finish_reason`.
@@ -233,11 +324,11 @@ impl Completion {
     }
 
     /// The last chunk when `stream_options.include_usage`: no choices, the usage.
-    pub fn usage_chunk(&self, usage: Value) -> Bytes {
+    pub fn usage_chunk(&self, usage: Usage) -> Bytes {
         self.frame(json!([]), Some(usage))
     }
 
-    fn frame(&self, choices: Value, usage: Option<Value>) -> Bytes {
+    fn frame(&self, choices: Value, usage: Option<Usage>) -> Bytes {
         let mut c = json!({
             "id": self.id,
             "object": "chat.completion.chunk",
@@ -246,7 +337,7 @@ impl Completion {
             "choices": choices,
         });
         if let Some(u) = usage {
-            c["usage"] = u;
+            c["usage"] = json!(u);
         }
         Bytes::from(format!("data: {c}\n\n"))
     }

@@ -116,7 +116,8 @@ pub async fn approval_respond(
     let p: ApprovalParams = params("approval.respond", p)?;
     let session: SessionId = parse_id(&p.session_id, "session")?;
     let approval: ApprovalId = parse_id(&p.approval_id, "approval")?;
-    Ok(tools::approve(state, who, session, approval, p.decision).await?)
+    let decided = tools::approve(state, who, session, approval, p.decision).await?;
+    Ok(json!(decided))
 }
 
 #[derive(Debug, Deserialize)]

@@ -14,7 +14,7 @@ mod methods;
 mod rpc;
 
 use crate::auth::authenticate;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::follow::EventFollower;
 use crate::startup::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -42,7 +42,24 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Keep-alive intervals without any frame from the client before it is dropped.
 const MISSED_PINGS: u32 = 3;
 
-/// Upgrades to a WebSocket and serves JSON-RPC on it.
+/// Upgrades to a WebSocket that speaks JSON-RPC 2.0 in text frames (API.md "WebSocket
+/// JSON-RPC"). No bearer header: the first message must be `auth {token}`.
+#[utoipa::path(
+    get,
+    path = "/v1/ws",
+    operation_id = "websocket",
+    tag = "websocket",
+    params(
+        ("Upgrade" = String, Header, description = "`websocket`"),
+        ("Connection" = String, Header, description = "`Upgrade`"),
+        ("Sec-WebSocket-Key" = String, Header, description = "The client's handshake key"),
+        ("Sec-WebSocket-Version" = String, Header, description = "`13`"),
+    ),
+    responses(
+        (status = 101, description = "Switching Protocols: the WebSocket is open; JSON-RPC 2.0 text frames follow"),
+        (status = 400, description = "`websocket_required`: not a WebSocket upgrade", body = ErrorBody),
+    ),
+)]
 pub async fn connect(
     state: web::Data<AppState>,
     req: HttpRequest,

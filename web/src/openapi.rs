@@ -1,0 +1,194 @@
+//! `GET /v1/openapi.json`: the OpenAPI 3.1 document of every route the server mounts, generated
+//! from the handlers' `#[utoipa::path]` annotations and the `ToSchema` types they answer with.
+//! A test holds it to the route table (`routes::mounted`), both ways.
+pub mod mirrors;
+
+use crate::error::ErrorBody;
+use crate::routes::{
+    admissions, events, health, metrics, openai, sessions, submissions, tokens, tools, ws,
+};
+use actix_web::HttpResponse;
+use std::sync::OnceLock;
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+/// The name of the bearer scheme the operations' `security` refers to.
+pub const BEARER: &str = "bearer";
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "turnkey",
+        version = env!("CARGO_PKG_VERSION"),
+        description = "A durable AI-agent gateway: no input is lost, no tool side effect runs \
+                       twice, a crash never corrupts a session. Generated from the handlers; \
+                       docs/api.md describes the same interface in prose.",
+        license(name = "Apache-2.0", identifier = "Apache-2.0"),
+    ),
+    paths(
+        health::healthz,
+        health::readyz,
+        metrics::metrics,
+        openapi_json,
+        tokens::create,
+        sessions::create,
+        sessions::list,
+        sessions::get,
+        sessions::update,
+        sessions::messages,
+        submissions::submit,
+        submissions::interrupt,
+        events::events,
+        admissions::get,
+        admissions::retry,
+        tools::decide_approval,
+        tools::decide_tool_run,
+        tools::restore,
+        ws::connect,
+        openai::chat_completions,
+        openai::models,
+    ),
+    components(schemas(ErrorBody)),
+    modifiers(&BearerScheme),
+    tags(
+        (name = "health", description = "Liveness, readiness, metrics"),
+        (name = "meta", description = "This document"),
+        (name = "tokens", description = "API tokens (operator only)"),
+        (name = "sessions", description = "Sessions and their transcripts"),
+        (name = "submissions", description = "Inputs: idempotent submissions, admissions, retries, interrupts"),
+        (name = "events", description = "A session's event log, as JSON pages or SSE"),
+        (name = "tools", description = "A person's answers: approvals, tool runs a crash left unknown, checkpoint restore"),
+        (name = "openai", description = "The OpenAI-compatible endpoint (errors in OpenAI's shape)"),
+        (name = "websocket", description = "JSON-RPC 2.0 over a WebSocket"),
+    ),
+)]
+pub struct ApiDoc;
+
+/// Adds the bearer scheme: the operator token or an API token (`POST /v1/tokens`).
+struct BearerScheme;
+
+impl Modify for BearerScheme {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        let components = doc.components.get_or_insert_with(Default::default);
+        let mut http = Http::new(HttpAuthScheme::Bearer);
+        http.description =
+            Some("The operator token, or an API token made with `POST /v1/tokens`".into());
+        components.add_security_scheme(BEARER, SecurityScheme::Http(http));
+    }
+}
+
+/// The document, built once.
+pub fn document() -> &'static utoipa::openapi::OpenApi {
+    static DOC: OnceLock<utoipa::openapi::OpenApi> = OnceLock::new();
+    DOC.get_or_init(ApiDoc::openapi)
+}
+
+/// This document. It describes public shapes only, so it needs no token.
+#[utoipa::path(
+    get,
+    path = "/v1/openapi.json",
+    operation_id = "openapi_document",
+    tag = "meta",
+    responses((status = 200, description = "The OpenAPI 3.1 document of this server", body = Object)),
+)]
+pub async fn openapi_json() -> HttpResponse {
+    HttpResponse::Ok().json(document())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::routes::mounted;
+    use std::collections::BTreeSet;
+    use utoipa::openapi::{RefOr, Schema};
+
+    /// Every (method, path) the document lists.
+    fn documented() -> BTreeSet<(String, String)> {
+        const METHODS: [&str; 8] = [
+            "get", "put", "post", "delete", "options", "head", "patch", "trace",
+        ];
+        let doc = serde_json::to_value(document()).unwrap_or_default();
+        let mut out = BTreeSet::new();
+        for (path, item) in doc["paths"].as_object().into_iter().flatten() {
+            for (key, _) in item.as_object().into_iter().flatten() {
+                if METHODS.contains(&key.as_str()) {
+                    out.insert((key.to_uppercase(), path.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_mounted_route_is_documented_and_every_documented_one_is_mounted() {
+        let mounted: BTreeSet<(String, String)> = mounted()
+            .into_iter()
+            .map(|(m, p)| (m.as_str().to_owned(), p.to_owned()))
+            .collect();
+        let documented = documented();
+        let undocumented: Vec<_> = mounted.difference(&documented).collect();
+        let unmounted: Vec<_> = documented.difference(&mounted).collect();
+        assert!(
+            undocumented.is_empty(),
+            "mounted, not in the document: {undocumented:?}"
+        );
+        assert!(
+            unmounted.is_empty(),
+            "in the document, not mounted: {unmounted:?}"
+        );
+        assert!(
+            mounted.len() >= 21,
+            "the route table lost routes: {mounted:?}"
+        );
+    }
+
+    #[test]
+    fn operation_ids_are_given_and_unique() {
+        let doc = serde_json::to_value(document()).unwrap_or_default();
+        let mut seen = BTreeSet::new();
+        for (path, item) in doc["paths"].as_object().into_iter().flatten() {
+            for (m, op) in item.as_object().into_iter().flatten() {
+                let id = op["operationId"].as_str().unwrap_or_default();
+                assert!(!id.is_empty(), "{m} {path} has no operationId");
+                assert!(
+                    seen.insert(id.to_owned()),
+                    "{m} {path}: operationId {id} again"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_bearer_operation_names_the_documented_scheme() {
+        let doc = serde_json::to_value(document()).unwrap_or_default();
+        assert_eq!(
+            doc["components"]["securitySchemes"][BEARER]["scheme"],
+            "bearer"
+        );
+        assert_eq!(doc["info"]["title"], "turnkey");
+        assert_eq!(doc["info"]["version"], env!("CARGO_PKG_VERSION"));
+        for (path, item) in doc["paths"].as_object().into_iter().flatten() {
+            for (m, op) in item.as_object().into_iter().flatten() {
+                let secured = op["security"]
+                    .as_array()
+                    .is_some_and(|s| s.iter().any(|r| r.get(BEARER).is_some()));
+                // The health routes, this document and the WebSocket (token in its first
+                // message) take no bearer header; everything else under /v1 does.
+                let public =
+                    !path.starts_with("/v1/") || path == "/v1/openapi.json" || path == "/v1/ws";
+                assert_eq!(secured, !public, "{m} {path}: security {}", op["security"]);
+            }
+        }
+    }
+
+    #[test]
+    fn the_patch_schema_lists_the_fields_the_handler_takes() {
+        let RefOr::T(Schema::Object(o)) =
+            <sessions::SessionPatch as utoipa::PartialSchema>::schema()
+        else {
+            panic!("SessionPatch is not an object schema");
+        };
+        let props: BTreeSet<&str> = o.properties.keys().map(String::as_str).collect();
+        assert_eq!(props, sessions::PATCH_FIELDS.into_iter().collect());
+    }
+}
