@@ -6,5 +6,6 @@ pub mod configuration;
 pub mod doctor;
 pub mod error;
 pub mod routes;
+pub mod security;
 pub mod startup;
 pub mod telemetry;
