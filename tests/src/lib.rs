@@ -2,6 +2,7 @@
 //! `turnkey` binary, a typed API client and fresh PostgreSQL databases.
 pub mod api;
 pub mod browser;
+pub mod cut_proxy;
 pub mod harness;
 pub mod local_model;
 pub mod pg;

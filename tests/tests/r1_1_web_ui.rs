@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use tokio::sync::Mutex;
 use turnkey_tests::browser::{Browser, DESKTOP, PAGE_WAIT, PHONE};
+use turnkey_tests::cut_proxy::CutProxy;
 use turnkey_tests::{Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
 /// One browser at a time: the machine has two cores, and Chromium is heavy.
@@ -402,5 +403,87 @@ async fn r1_1_ui_model_output_never_runs_script() {
         "the title is text too: {verdict}"
     );
     b.screenshot("ui-xss").await;
+    b.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r11_1_ui_reconnects_after_a_dropped_stream_without_repeating_a_word() {
+    let _serial = SERIAL.lock().await;
+    let Some(b) = Browser::start_or_skip("r11_1_ui_reconnects…").await else {
+        return;
+    };
+    let provider = ScriptedProvider::start();
+    let words: Vec<String> = (1..=40).map(|i| format!("r{i:02} ")).collect();
+    let full = words.concat();
+    let chunks: Vec<&str> = words.iter().map(String::as_str).collect();
+    provider.on_user_text("story", Reply::chunks(&chunks, Duration::from_millis(150)));
+    let tk =
+        Turnkey::start(TurnkeyOptions::new(&provider).extra_toml("[agent]\ndelta_flush_ms = 50\n"))
+            .await;
+    // The browser reaches turnkey only through a proxy that can drop every connection.
+    let proxy = CutProxy::start(&tk.url).await;
+    b.goto(&format!("{}/", proxy.url)).await;
+    b.wait_visible("#signin-form", PAGE_WAIT).await;
+    b.type_into("#token", &tk.token).await;
+    b.click("#signin-form button[type=submit]").await;
+    b.wait_visible("#new-session", PAGE_WAIT).await;
+    let session = new_session(&b).await;
+    send(&b, "tell me a story").await;
+    b.wait_js(
+        "the first words",
+        BOUND,
+        &format!("{ANSWER_JS_FN} return answer().includes('r04');"),
+    )
+    .await;
+
+    // The network drops mid-answer: the page reconnects by itself and goes on from the last
+    // seq it showed; every view is a prefix of the answer.
+    proxy.cut_all();
+    let deadline = Instant::now() + BOUND;
+    loop {
+        let text = b.js(ANSWER_JS, vec![]).await;
+        let text = text.as_str().unwrap_or_default().trim_end().to_owned();
+        assert!(
+            full.starts_with(&text),
+            "after the drop the answer reads {text:?}, not a prefix of {full:?}"
+        );
+        if text == full.trim_end() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the answer never completed: {text:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+    // The reconnect asked for the events after what was shown, not for the whole log again.
+    let path = format!("GET /v1/sessions/{session}/events?since=");
+    let sinces: Vec<i64> = proxy
+        .client_bytes()
+        .iter()
+        .flat_map(|c| {
+            c.match_indices(&path)
+                .map(|(i, _)| &c[i + path.len()..])
+                .collect::<Vec<_>>()
+        })
+        .filter_map(|rest| {
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().ok()
+        })
+        .collect();
+    assert!(
+        sinces.len() >= 2,
+        "one stream, then a reconnect: {sinces:?}"
+    );
+    assert!(
+        sinces[1..].iter().any(|&s| s > sinces[0]),
+        "the reconnect resumed from the last seq shown: {sinces:?}"
+    );
+    let events = tk.api().all_events(&session, 0).await;
+    let deltas = events
+        .iter()
+        .filter(|e| e["kind"] == "message.delta")
+        .count();
+    assert!(deltas > 2, "the answer streamed in pieces: {deltas}");
     b.close().await;
 }
