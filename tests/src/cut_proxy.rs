@@ -17,6 +17,7 @@ struct Recorded {
 pub struct CutProxy {
     /// `http://127.0.0.1:PORT` of the proxy.
     pub url: String,
+    target: Arc<Mutex<SocketAddr>>,
     cuts: watch::Sender<u64>,
     recorded: Arc<Mutex<Recorded>>,
     task: tokio::task::JoinHandle<()>,
@@ -25,10 +26,7 @@ pub struct CutProxy {
 impl CutProxy {
     /// Forwards connections to `target` (`http://127.0.0.1:PORT`) until dropped.
     pub async fn start(target: &str) -> Self {
-        let target: SocketAddr = target
-            .trim_start_matches("http://")
-            .parse()
-            .unwrap_or_else(|e| panic!("cut proxy target {target}: {e}"));
+        let target = Arc::new(Mutex::new(parse_target(target)));
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .unwrap_or_else(|e| panic!("cut proxy bind: {e}"));
@@ -37,9 +35,15 @@ impl CutProxy {
             .unwrap_or_else(|e| panic!("cut proxy address: {e}"));
         let cuts = watch::channel(0).0;
         let recorded = Arc::new(Mutex::new(Recorded::default()));
-        let task = tokio::spawn(accept(listener, target, cuts.clone(), recorded.clone()));
+        let task = tokio::spawn(accept(
+            listener,
+            target.clone(),
+            cuts.clone(),
+            recorded.clone(),
+        ));
         Self {
             url: format!("http://{addr}"),
+            target,
             cuts,
             recorded,
             task,
@@ -49,6 +53,13 @@ impl CutProxy {
     /// Drops every connection open now; later ones are forwarded as before.
     pub fn cut_all(&self) {
         self.cuts.send_modify(|n| *n += 1);
+    }
+
+    /// Sends later connections to `target` instead (a restarted server on another port).
+    pub fn retarget(&self, target: &str) {
+        if let Ok(mut t) = self.target.lock() {
+            *t = parse_target(target);
+        }
     }
 
     /// Every chunk clients sent so far, each connection's chunks joined, in accept order.
@@ -67,14 +78,24 @@ impl Drop for CutProxy {
     }
 }
 
+fn parse_target(target: &str) -> SocketAddr {
+    target
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap_or_else(|e| panic!("cut proxy target {target}: {e}"))
+}
+
 async fn accept(
     listener: TcpListener,
-    target: SocketAddr,
+    target: Arc<Mutex<SocketAddr>>,
     cuts: watch::Sender<u64>,
     recorded: Arc<Mutex<Recorded>>,
 ) {
     loop {
         let Ok((client, _)) = listener.accept().await else {
+            return;
+        };
+        let Ok(to) = target.lock().map(|t| *t) else {
             return;
         };
         let index = match recorded.lock() {
@@ -84,13 +105,7 @@ async fn accept(
             }
             Err(_) => return,
         };
-        tokio::spawn(pipe(
-            client,
-            target,
-            cuts.subscribe(),
-            recorded.clone(),
-            index,
-        ));
+        tokio::spawn(pipe(client, to, cuts.subscribe(), recorded.clone(), index));
     }
 }
 

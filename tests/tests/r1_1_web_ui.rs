@@ -487,3 +487,90 @@ async fn r11_1_ui_reconnects_after_a_dropped_stream_without_repeating_a_word() {
     assert!(deltas > 2, "the answer streamed in pieces: {deltas}");
     b.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r2_4_ui_shows_a_turn_left_unknown_by_a_crash_and_retries_it() {
+    let _serial = SERIAL.lock().await;
+    let Some(b) = Browser::start_or_skip("r2_4_ui_shows_a_turn_left_unknown…").await else {
+        return;
+    };
+    let provider = ScriptedProvider::start();
+    let story: Vec<String> = (1..=30).map(|i| format!("s{i:02} ")).collect();
+    let story: Vec<&str> = story.iter().map(String::as_str).collect();
+    provider.on_user_text_times(
+        "long story",
+        Reply::chunks(&story, Duration::from_millis(300)),
+        1,
+    );
+    provider.on_user_text("long story", Reply::text("The story, told again in full."));
+    let mut tk =
+        Turnkey::start(TurnkeyOptions::new(&provider).extra_toml("[agent]\ndelta_flush_ms = 50\n"))
+            .await;
+    let proxy = CutProxy::start(&tk.url).await;
+    b.goto(&format!("{}/", proxy.url)).await;
+    b.wait_visible("#signin-form", PAGE_WAIT).await;
+    b.type_into("#token", &tk.token).await;
+    b.click("#signin-form button[type=submit]").await;
+    b.wait_visible("#new-session", PAGE_WAIT).await;
+    let session = new_session(&b).await;
+    send(&b, "tell me a long story").await;
+    b.wait_js(
+        "the first words",
+        BOUND,
+        &format!("{ANSWER_JS_FN} return answer().includes('s03');"),
+    )
+    .await;
+
+    // The process dies mid-answer; a new one starts on the same database (another port,
+    // behind the same proxy address). The page reconnects and learns the outcome is unknown.
+    tk.kill();
+    tk.restart().await;
+    proxy.retarget(&tk.url);
+    proxy.cut_all();
+    let banner = b.wait_visible(".banner button.retry", BOUND).await;
+    assert_eq!(banner, "Retry the turn");
+    let text = b.text("#banners").await.unwrap();
+    assert!(text.contains("outcome is unknown"), "{text}");
+    b.screenshot("ui-unknown-turn").await;
+
+    // A reload finds it again from the transcript, and Retry runs the input once more.
+    b.client.refresh().await.expect("reload");
+    b.wait_visible(".banner button.retry", BOUND).await;
+    let note = b
+        .wait_js(
+            "the boundary note",
+            PAGE_WAIT,
+            "const n = document.querySelector('.turn-note.warn'); return n ? n.textContent : null;",
+        )
+        .await;
+    assert!(
+        note.as_str().unwrap().starts_with("Outcome unknown"),
+        "{note}"
+    );
+    b.click(".banner button.retry").await;
+    b.wait_js(
+        "the retried answer",
+        BOUND,
+        &format!("{ANSWER_JS_FN} return answer().includes('The story, told again in full.');"),
+    )
+    .await;
+    assert_eq!(b.count(".banner").await, 0, "the banner is gone");
+    let events = tk.api().all_events(&session, 0).await;
+    let unknown: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "turn.unknown")
+        .collect();
+    assert_eq!(unknown.len(), 1, "{events:?}");
+    let original = unknown[0]["data"]["admission_id"]
+        .as_str()
+        .or(unknown[0]["admission_id"].as_str())
+        .unwrap();
+    let adm = tk.api().admission(original).await;
+    assert!(adm.body["retried_by"].is_string(), "{}", adm.text);
+    assert_eq!(
+        provider.request_count_for("long story"),
+        2,
+        "run once, retried once"
+    );
+    b.close().await;
+}

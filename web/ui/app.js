@@ -501,6 +501,7 @@ class SessionView {
         this.refreshUsage();
         break;
       case "turn.unknown":
+        this.turn(e.turn_id).finish({});
         this.turn(e.turn_id).note(BOUNDARY.unknown, "warn");
         this.unknownTurn({ ...d, admission_id: d.admission_id || e.admission_id });
         break;
@@ -619,8 +620,8 @@ class SessionView {
     const admissionId = d.admission_id;
     if (!admissionId) return;
     const key = `turn:${admissionId}`;
-    const why = d.failure_message ? ` ${preview(d.failure_message, 200)}` : "";
-    this.banner(key, `A turn's outcome is unknown: the gateway stopped while it ran.${why}`, (error) => [
+    const why = d.failure_message ? ` (${preview(d.failure_message, 200)})` : "";
+    this.banner(key, `A turn's outcome is unknown: the gateway stopped while it ran${why}.`, (error) => [
       button("Retry the turn", async (ev) => {
         ev.target.disabled = true;
         try {
@@ -630,7 +631,7 @@ class SessionView {
           showError(error, `Could not retry: ${describe(e)}`);
           ev.target.disabled = false;
         }
-      }),
+      }, { class: "retry" }),
       button("Dismiss", () => this.dropBanner(key), { class: "secondary" }),
     ]);
   }
@@ -644,15 +645,17 @@ class SessionView {
         this.dropBanner(key);
       } catch (e) {
         ev.target.disabled = false;
-        this.banners.get(key)?.querySelector(".error")?.replaceChildren(`Could not decide: ${describe(e)}`);
         const err = this.banners.get(key)?.querySelector(".error");
-        if (err) err.hidden = false;
+        if (err) showError(err, `Could not decide: ${describe(e)}`);
       }
     };
     this.banner(
       key,
       `The tool call ${name || callId} may or may not have run (the gateway stopped while it ran). Run it again, or skip it?`,
-      () => [button("Retry the tool", decide("retry")), button("Skip it", decide("skip"), { class: "secondary" })],
+      () => [
+        button("Retry the tool", decide("retry"), { class: "retry" }),
+        button("Skip it", decide("skip"), { class: "secondary skip" }),
+      ],
     );
   }
 
