@@ -574,3 +574,76 @@ async fn r2_4_ui_shows_a_turn_left_unknown_by_a_crash_and_retries_it() {
     );
     b.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r13_1_ui_offers_retry_or_skip_for_a_tool_run_left_unknown() {
+    let _serial = SERIAL.lock().await;
+    let Some(b) = Browser::start_or_skip("r13_1_ui_offers_retry_or_skip…").await else {
+        return;
+    };
+    let provider = ScriptedProvider::start();
+    provider.push(Reply::tool_call(
+        "call_side",
+        "terminal",
+        json!({"command": "echo ran >> side_effect.txt"}),
+    ));
+    provider.push(Reply::text("Finished without running it again."));
+    // The process dies after the command ran and before its result was stored.
+    let mut tk = Turnkey::start(
+        TurnkeyOptions::new(&provider)
+            .extra_toml("[tools]\napproval = \"off\"\n")
+            .env("FAILPOINTS", "tool.before_result=return"),
+    )
+    .await;
+    let proxy = CutProxy::start(&tk.url).await;
+    b.goto(&format!("{}/", proxy.url)).await;
+    b.wait_visible("#signin-form", PAGE_WAIT).await;
+    b.type_into("#token", &tk.token).await;
+    b.click("#signin-form button[type=submit]").await;
+    b.wait_visible("#new-session", PAGE_WAIT).await;
+    let session = new_session(&b).await;
+    send(&b, "append once").await;
+    assert!(
+        tk.wait_exit(BOUND).await.is_some(),
+        "turnkey did not die at tool.before_result"
+    );
+    let effects_file = tk.dir.path().join("workspace").join("side_effect.txt");
+    let side_effects = || {
+        std::fs::read_to_string(&effects_file)
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    };
+    assert_eq!(side_effects(), 1);
+    tk.restart_with_env(&[]).await;
+    proxy.retarget(&tk.url);
+    proxy.cut_all();
+
+    // The card says the outcome is unknown and a banner asks a person to decide.
+    b.wait_visible(".banner button.skip", BOUND).await;
+    let banner = b.text("#banners").await.unwrap();
+    assert!(
+        banner.contains("terminal") && banner.contains("may or may not have run"),
+        "{banner}"
+    );
+    let status = b.text(".tool-card .tool-status").await.unwrap();
+    assert!(status.starts_with("outcome unknown"), "{status}");
+    b.wait_js(
+        "the session list back",
+        PAGE_WAIT,
+        "return document.querySelector('#chat-error').hidden;",
+    )
+    .await;
+    b.screenshot("ui-unknown-tool-run").await;
+    b.click(".banner button.skip").await;
+    b.wait_js(
+        "the answer after the skip",
+        BOUND,
+        &format!("{ANSWER_JS_FN} return answer().includes('Finished without running it again.');"),
+    )
+    .await;
+    assert_eq!(b.count(".banner").await, 0, "the banner is gone");
+    assert_eq!(side_effects(), 1, "skipped, never run again");
+    let view = tk.api().session(&session).await;
+    assert_eq!(view.body["unknown_tool_runs"], json!([]), "{}", view.text);
+    b.close().await;
+}

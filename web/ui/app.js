@@ -52,6 +52,7 @@ let view = null;
 function showError(node, message) {
   node.textContent = message;
   node.hidden = !message;
+  delete node.dataset.source;
 }
 
 function describe(e) {
@@ -120,8 +121,11 @@ async function refreshSessions() {
     list = (await api.listSessions()).sessions;
   } catch (e) {
     showError(ui.chatError, `Could not list sessions: ${describe(e)}`);
+    ui.chatError.dataset.source = "sessions";
     return;
   }
+  // A failure to list, shown earlier, is over.
+  if (ui.chatError.dataset.source === "sessions") showError(ui.chatError, "");
   const current = view ? view.id : null;
   ui.sessions.replaceChildren(
     ...list.map((s) => {
