@@ -9,5 +9,6 @@ pub mod doctor;
 pub mod error;
 pub mod follow;
 pub mod routes;
+pub mod security;
 pub mod startup;
 pub mod telemetry;

@@ -9,6 +9,7 @@ pub mod sessions;
 pub mod submissions;
 pub mod tokens;
 pub mod tools;
+pub mod ui;
 pub mod ws;
 
 use crate::error::ApiError;
@@ -20,7 +21,9 @@ use serde_json::{Map, Value};
 use std::str::FromStr;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(resource("/healthz").route(web::get().to(health::healthz)))
+    cfg.service(resource("/").route(web::get().to(ui::index)))
+        .service(resource("/ui/{file}").route(web::get().to(ui::asset)))
+        .service(resource("/healthz").route(web::get().to(health::healthz)))
         .service(resource("/readyz").route(web::get().to(health::readyz)))
         .service(resource("/metrics").route(web::get().to(metrics::metrics)))
         .service(
