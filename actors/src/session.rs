@@ -296,6 +296,7 @@ async fn coalesce(
     let mut joined = head.clone();
     match deps.store.coalesce(fence, head, turn_id, burst).await {
         Ok((payload, events)) => {
+            crate::kill_point!("coalesce.after_commit");
             events.into_iter().for_each(|e| deps.hub.publish(e));
             joined.payload = payload;
         }

@@ -460,7 +460,11 @@ fn sources_newer_than(binary: &Path) -> bool {
     ]
     .iter()
     .map(|c| workspace.join(c).join("src"))
-    .chain([workspace.join("Cargo.lock")])
+    // The web UI's files are compiled into the binary.
+    .chain([
+        workspace.join("web").join("ui"),
+        workspace.join("Cargo.lock"),
+    ])
     .collect();
     while let Some(p) = stack.pop() {
         let Ok(meta) = std::fs::metadata(&p) else {

@@ -1,7 +1,9 @@
 //! End-to-end test support for turnkey: a scripted model provider, a harness that runs the real
 //! `turnkey` binary, a typed API client and fresh PostgreSQL databases.
 pub mod api;
+pub mod browser;
 pub mod chat_pty;
+pub mod cut_proxy;
 pub mod harness;
 pub mod local_model;
 pub mod openai_sdk;

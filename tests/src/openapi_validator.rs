@@ -7,6 +7,8 @@ use std::time::Duration;
 
 /// One validation may run this long.
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);
+/// A line of the validator's report is cut after this many characters.
+const REPORT_LINE_CHARS: usize = 600;
 
 pub struct OpenApiValidator {
     program: String,
@@ -73,13 +75,21 @@ impl OpenApiValidator {
         .map_err(|_| format!("{} ran longer than {RUN_TIMEOUT:?}", self.program))?
         .map_err(|e| format!("cannot run {}: {e}", self.program))?;
         if out.status.success() {
-            Ok(())
-        } else {
-            Err(format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ))
+            return Ok(());
         }
+        // The validator may quote the whole document; its first lines say what is wrong.
+        let report = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Err(report
+            .lines()
+            .map(|l| match l.char_indices().nth(REPORT_LINE_CHARS) {
+                Some((cut, _)) => format!("{}…", &l[..cut]),
+                None => l.to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n"))
     }
 }

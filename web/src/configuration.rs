@@ -51,6 +51,9 @@ pub struct ServerSettings {
     /// An idle event stream (SSE) gets a `: keepalive` comment after this many seconds without
     /// a frame; a WebSocket gets a ping as often. Also how soon a vanished client is noticed.
     pub sse_keepalive_s: u64,
+    /// Origins (`scheme://host[:port]`, exactly) whose pages may call the API from a browser
+    /// (CORS). Empty: no CORS headers, only the UI served at `/` (same origin) can.
+    pub cors_origins: Vec<String>,
 }
 
 impl Default for ServerSettings {
@@ -64,6 +67,7 @@ impl Default for ServerSettings {
             shutdown_grace_s: 20,
             http_shutdown_grace_s: 5,
             sse_keepalive_s: 15,
+            cors_origins: Vec::new(),
         }
     }
 }
@@ -106,6 +110,11 @@ impl Settings {
 
     fn validate(&self) -> Result<(), InvalidConfig> {
         validate_bind(&self.server.bind)?;
+        for (i, origin) in self.server.cors_origins.iter().enumerate() {
+            validate_origin(origin).map_err(|reason| {
+                InvalidConfig::new(format!("server.cors_origins[{i}]"), reason)
+            })?;
+        }
         if self.server.max_body_bytes == 0 {
             return Err(InvalidConfig::new(
                 "server.max_body_bytes",
@@ -168,6 +177,28 @@ fn validate_bind(bind: &str) -> Result<(), InvalidConfig> {
     } else {
         Err(bad())
     }
+}
+
+/// A CORS origin must be what a browser sends in `Origin`: `http` or `https`, a host, an
+/// optional port, and nothing else (no path, not even `/`; no wildcard), so that matching it is
+/// a plain string comparison.
+pub fn validate_origin(origin: &str) -> Result<(), String> {
+    let url = reqwest::Url::parse(origin).map_err(|e| {
+        format!("{origin:?} is not an origin ({e}); write scheme://host[:port], e.g. https://ui.example.com")
+    })?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!(
+            "{origin:?} is not an origin: the scheme must be http or https"
+        ));
+    }
+    let canonical = url.origin().ascii_serialization();
+    if canonical != origin {
+        return Err(format!(
+            "{origin:?} is not an origin as browsers send it; write {canonical:?} (no path, \
+             no trailing slash, lower-case host, no default port)"
+        ));
+    }
+    Ok(())
 }
 
 /// Refuses, by name, any key of [`NOT_IN_THIS_BUILD`] that a layer sets.
@@ -295,22 +326,29 @@ fn layered(
         .filter(|(k, _)| k.to_ascii_uppercase().starts_with(&prefix))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    // The one list-valued key: comma separated in the environment. Values stay strings
+    // The list-valued keys are comma separated in the environment. Values stay strings
     // otherwise, so that a token such as "1e5" is not read as a number.
-    let list_key = format!("{prefix}TOOLS{ENV_SEPARATOR}ENABLED");
-    let enabled = ours
-        .remove(&list_key)
-        .map(|v| comma_list(&v))
-        .unwrap_or_default();
+    let lists: Vec<(String, Vec<String>)> = LIST_KEYS
+        .iter()
+        .filter_map(|&(section, key)| {
+            let var = format!(
+                "{prefix}{}{ENV_SEPARATOR}{}",
+                section.to_ascii_uppercase(),
+                key.to_ascii_uppercase()
+            );
+            let items = comma_list(&ours.remove(&var)?);
+            Some((format!("{section}.{key}"), items))
+        })
+        .collect();
     builder = builder.add_source(
         Environment::with_prefix(ENV_PREFIX)
             .prefix_separator(ENV_SEPARATOR)
             .separator(ENV_SEPARATOR)
             .source(Some(ours)),
     );
-    if !enabled.is_empty() || env.contains_key(&list_key) {
+    for (path, items) in lists {
         builder = builder
-            .set_override("tools.enabled", enabled)
+            .set_override(path, items)
             .map_err(InvalidConfig::from)?;
     }
     builder = builder
@@ -319,6 +357,9 @@ fn layered(
         .map_err(InvalidConfig::from)?;
     builder.build().map_err(InvalidConfig::from)
 }
+
+/// The keys whose `TURNKEY__SECTION__KEY` variable is a comma list.
+const LIST_KEYS: &[(&str, &str)] = &[("tools", "enabled"), ("server", "cors_origins")];
 
 fn comma_list(v: &str) -> Vec<String> {
     v.split(',')

@@ -10,5 +10,6 @@ pub mod error;
 pub mod follow;
 pub mod openapi;
 pub mod routes;
+pub mod security;
 pub mod startup;
 pub mod telemetry;

@@ -5,7 +5,7 @@ pub mod mirrors;
 
 use crate::error::ErrorBody;
 use crate::routes::{
-    admissions, events, health, metrics, openai, sessions, submissions, tokens, tools, ws,
+    admissions, events, health, metrics, openai, sessions, submissions, tokens, tools, ui, ws,
 };
 use actix_web::HttpResponse;
 use std::sync::OnceLock;
@@ -26,6 +26,8 @@ pub const BEARER: &str = "bearer";
         license(name = "Apache-2.0", identifier = "Apache-2.0"),
     ),
     paths(
+        ui::index,
+        ui::asset,
         health::healthz,
         health::readyz,
         metrics::metrics,
@@ -48,9 +50,11 @@ pub const BEARER: &str = "bearer";
         openai::chat_completions,
         openai::models,
     ),
-    components(schemas(ErrorBody)),
+    // Schemas only parameters refer to (the document collects the bodies' on its own).
+    components(schemas(ErrorBody, ui::UiFileName)),
     modifiers(&BearerScheme),
     tags(
+        (name = "ui", description = "The web UI's page and files"),
         (name = "health", description = "Liveness, readiness, metrics"),
         (name = "meta", description = "This document"),
         (name = "tokens", description = "API tokens (operator only)"),
@@ -137,9 +141,37 @@ mod tests {
             "in the document, not mounted: {unmounted:?}"
         );
         assert!(
-            mounted.len() >= 21,
+            mounted.len() >= 23,
             "the route table lost routes: {mounted:?}"
         );
+    }
+
+    /// Every `$ref` in `v`.
+    fn references<'a>(v: &'a serde_json::Value, out: &mut Vec<&'a str>) {
+        match v {
+            serde_json::Value::Object(o) => {
+                for (k, v) in o {
+                    match (k.as_str(), v.as_str()) {
+                        ("$ref", Some(r)) => out.push(r),
+                        _ => references(v, out),
+                    }
+                }
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|v| references(v, out)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn every_reference_resolves() {
+        let doc = serde_json::to_value(document()).unwrap_or_default();
+        let mut refs = Vec::new();
+        references(&doc, &mut refs);
+        assert!(!refs.is_empty());
+        for r in refs {
+            let pointer = r.strip_prefix('#').unwrap_or(r);
+            assert!(doc.pointer(pointer).is_some(), "{r} does not resolve");
+        }
     }
 
     #[test]

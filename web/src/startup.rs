@@ -5,6 +5,7 @@ use crate::auth::{self, OPERATOR_ID, OPERATOR_KIND};
 use crate::configuration::{InvalidConfig, Settings};
 use crate::error;
 use crate::routes::{self, metrics::Metrics};
+use crate::security::{self, CorsPolicy};
 use actix_web::body::MessageBody;
 use actix_web::dev::{Server, Service, ServiceFactory, ServiceRequest, ServiceResponse};
 use actix_web::{web, App, HttpServer};
@@ -49,6 +50,8 @@ pub struct AppState {
     pub max_body_bytes: usize,
     /// `server.sse_keepalive_s`: an idle event stream's comment, a WebSocket's ping interval.
     pub keepalive: Duration,
+    /// `server.cors_origins`, read by the security middleware.
+    pub cors: Arc<CorsPolicy>,
     shutdown: watch::Sender<bool>,
 }
 
@@ -60,6 +63,7 @@ impl AppState {
             metrics: Arc::new(Metrics::new()),
             max_body_bytes,
             keepalive: DEFAULT_KEEPALIVE,
+            cors: Arc::new(CorsPolicy::default()),
             shutdown: watch::channel(false).0,
         }
     }
@@ -67,6 +71,12 @@ impl AppState {
     /// With another keep-alive interval (`server.sse_keepalive_s`).
     pub fn with_keepalive(mut self, keepalive: Duration) -> Self {
         self.keepalive = keepalive;
+        self
+    }
+
+    /// Lets pages of these exact origins call the API from a browser (CORS).
+    pub fn with_cors_origins(mut self, origins: Vec<String>) -> Self {
+        self.cors = Arc::new(CorsPolicy::new(origins));
         self
     }
 
@@ -173,11 +183,13 @@ pub async fn prepare(settings: &Settings) -> Result<(AppState, OperatorToken), S
     let token = resolve_operator_token(settings)?;
     let gateway = Gateway::start(settings.runtime(), store).await?;
     let state = AppState::new(gateway, token.value.clone(), settings.server.max_body_bytes)
-        .with_keepalive(Duration::from_secs(settings.server.sse_keepalive_s));
+        .with_keepalive(Duration::from_secs(settings.server.sse_keepalive_s))
+        .with_cors_origins(settings.server.cors_origins.clone());
     Ok((state, token))
 }
 
-/// The actix-web application: routes, extractor error shapes, request metrics.
+/// The actix-web application: routes, extractor error shapes, security headers and CORS,
+/// request metrics.
 pub fn build_app(
     state: web::Data<AppState>,
 ) -> App<
@@ -199,6 +211,7 @@ pub fn build_app(
         .app_data(web::PayloadConfig::new(limit))
         .configure(routes::configure)
         .default_service(web::to(routes::not_found))
+        .wrap(actix_web::middleware::from_fn(security::secure))
         .wrap_fn(move |req, srv| {
             let metrics = metrics.clone();
             let started = Instant::now();

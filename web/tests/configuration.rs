@@ -631,3 +631,56 @@ fn r10_4_pricing_overrides_load_and_bad_prices_are_named() {
     let e = refused("[pricing]\n\"m\" = { input = 1.0 }\n");
     assert!(e.key.starts_with("pricing"), "{e}");
 }
+
+#[test]
+fn r1_1_cors_origins_load_from_the_file_and_the_environment() {
+    let d = dir_with_file(None);
+    assert!(
+        ok(&d, &[]).server.cors_origins.is_empty(),
+        "no CORS by default"
+    );
+    let d = dir_with_file(Some(
+        "[server]\ncors_origins = [\"https://ui.example.com\", \"http://127.0.0.1:5173\"]\n",
+    ));
+    assert_eq!(
+        ok(&d, &[]).server.cors_origins,
+        vec!["https://ui.example.com", "http://127.0.0.1:5173"]
+    );
+    let s = ok(
+        &d,
+        &[(
+            "TURNKEY__SERVER__CORS_ORIGINS",
+            "https://a.example.com, http://[::1]:8080",
+        )],
+    );
+    assert_eq!(
+        s.server.cors_origins,
+        vec!["https://a.example.com", "http://[::1]:8080"]
+    );
+    let s = ok(&d, &[("TURNKEY__SERVER__CORS_ORIGINS", "")]);
+    assert!(
+        s.server.cors_origins.is_empty(),
+        "an empty variable clears the list"
+    );
+}
+
+#[test]
+fn r1_1_cors_origins_that_are_not_origins_are_named() {
+    for (bad, hint) in [
+        ("https://ui.example.com/", "no trailing slash"),
+        ("https://ui.example.com/app", "no path"),
+        ("https://UI.example.com", "lower-case"),
+        ("https://ui.example.com:443", "default port"),
+        ("*", "not an origin"),
+        ("ui.example.com", "not an origin"),
+        ("ftp://ui.example.com", "http or https"),
+        ("null", "not an origin"),
+    ] {
+        let d = dir_with_file(Some(&format!(
+            "[server]\ncors_origins = [\"https://fine.example.com\", \"{bad}\"]\n"
+        )));
+        let e = err(&d, &[]);
+        assert_eq!(e.key, "server.cors_origins[1]", "{bad}: {e}");
+        assert!(e.reason.contains(hint), "{bad}: {e}");
+    }
+}

@@ -48,6 +48,7 @@ pub async fn absorb(deps: &Deps, ctx: &mut TurnContext) -> Result<(), TurnFailur
             .await
         {
             Ok((row, events)) => {
+                crate::kill_point!("steer.after_carry");
                 ctx.turn_rows.extend(row);
                 events.into_iter().for_each(|e| deps.hub.publish(e));
             }

@@ -9,6 +9,7 @@ pub mod sessions;
 pub mod submissions;
 pub mod tokens;
 pub mod tools;
+pub mod ui;
 pub mod ws;
 
 use crate::error::ApiError;
@@ -62,6 +63,8 @@ impl Mount {
 pub fn table() -> Vec<Mount> {
     use Method as M;
     vec![
+        Mount::api("/", vec![(M::GET, web::to(ui::index))]),
+        Mount::api("/ui/{file}", vec![(M::GET, web::to(ui::asset))]),
         Mount::api("/healthz", vec![(M::GET, web::to(health::healthz))]),
         Mount::api("/readyz", vec![(M::GET, web::to(health::readyz))]),
         Mount::api("/metrics", vec![(M::GET, web::to(metrics::metrics))]),

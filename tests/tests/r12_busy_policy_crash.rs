@@ -1,0 +1,147 @@
+//! SPEC R12 with the busy policy (R13.4): the process is SIGKILLed right after a steered or
+//! coalesced input was settled as carried by the running turn. After a restart the carrying
+//! turn is `unknown` (not re-run), the carried inputs point at it, and none of their text is
+//! lost: a steered text stays in the transcript before the row that closes the dead turn, and
+//! a coalesced burst stays in the head's stored input, so retrying it carries every text once.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+use turnkey_tests::wire::assert_closed_wire;
+use turnkey_tests::{Api, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
+
+const BOUND: Duration = Duration::from_secs(30);
+/// Long enough for a wrong re-run to reach the provider.
+const SETTLE: Duration = Duration::from_secs(2);
+
+async fn start(provider: &ScriptedProvider, toml: &str, failpoint: &str) -> Turnkey {
+    Turnkey::start(
+        TurnkeyOptions::new(provider)
+            .extra_toml(&format!("{toml}\n[tools]\napproval = \"off\"\n"))
+            .env("FAILPOINTS", &format!("{failpoint}=return")),
+    )
+    .await
+}
+
+async fn wait_event(api: &Api, session: &str, kind: &str) {
+    let deadline = Instant::now() + BOUND;
+    while !api
+        .all_events(session, 0)
+        .await
+        .iter()
+        .any(|e| e["kind"] == kind)
+    {
+        assert!(Instant::now() < deadline, "no {kind} within {BOUND:?}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+async fn settled(api: &Api, id: &str) -> Value {
+    api.wait_admission(id, |s| s != "started" && s != "queued", BOUND)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r12_killed_after_a_steered_input_joined_the_turn() {
+    let provider = ScriptedProvider::start();
+    provider.push(Reply::tool_call(
+        "call_wait",
+        "terminal",
+        json!({"command": "sleep 1; echo waited"}),
+    ));
+    let mut tk = start(
+        &provider,
+        "[agent]\nbusy_policy = \"steer\"\n",
+        "steer.after_carry",
+    )
+    .await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    let a = api.submit_accepted(&s, "do the slow thing").await;
+    wait_event(&api, &s, "tool.started").await;
+    let b = api.submit_accepted(&s, "and also mind this").await;
+    assert!(
+        tk.wait_exit(BOUND).await.is_some(),
+        "turnkey died at steer.after_carry"
+    );
+    tk.restart_with_env(&[]).await;
+    let api = tk.api();
+
+    let adm_a = settled(&api, &a).await;
+    assert_eq!(adm_a["status"], "unknown", "not re-run: {adm_a}");
+    let adm_b = settled(&api, &b).await;
+    assert_eq!(adm_b["status"], "terminal", "{adm_b}");
+    assert_eq!(adm_b["outcome"]["result"], "steered", "{adm_b}");
+    assert_eq!(adm_b["outcome"]["carried_by"], a.as_str(), "{adm_b}");
+
+    // The steered text is in the transcript once, in the dead turn, followed by its closing row.
+    let rows = api.messages(&s).await;
+    let roles: Vec<&str> = rows.iter().filter_map(|m| m["role"].as_str()).collect();
+    assert_eq!(
+        roles,
+        ["user", "assistant", "tool", "user", "assistant"],
+        "{rows:?}"
+    );
+    assert_eq!(rows[3]["content"], "and also mind this");
+    assert_eq!(rows[4]["display"]["closed_as"], "unknown", "{}", rows[4]);
+
+    // The next input runs on that transcript: the steered text is answered history, not an
+    // unanswered question, and nothing ran twice.
+    tokio::time::sleep(SETTLE).await;
+    assert_eq!(provider.request_count(), 1, "the dead turn was not re-run");
+    provider.push(Reply::text("fine"));
+    let c = api.submit_accepted(&s, "what now?").await;
+    let adm_c = api.wait_terminal(&c, BOUND).await;
+    assert_eq!(adm_c["outcome"]["result"], "completed", "{adm_c}");
+    let request = &provider.requests()[1];
+    assert_closed_wire(&request.body, "and also mind this");
+    assert_eq!(request.last_user_text, "what now?");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r12_killed_after_a_burst_was_coalesced() {
+    let provider = ScriptedProvider::start();
+    let mut tk = start(
+        &provider,
+        "[agent]\ncoalesce_ms = 500\n",
+        "coalesce.after_commit",
+    )
+    .await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    let a = api.submit_accepted(&s, "part one").await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let b = api.submit_accepted(&s, "part two").await;
+    assert!(
+        tk.wait_exit(BOUND).await.is_some(),
+        "turnkey died at coalesce.after_commit"
+    );
+    tk.restart_with_env(&[]).await;
+    let api = tk.api();
+
+    let adm_a = settled(&api, &a).await;
+    assert_eq!(adm_a["status"], "unknown", "not re-run: {adm_a}");
+    let adm_b = settled(&api, &b).await;
+    assert_eq!(adm_b["outcome"]["result"], "coalesced", "{adm_b}");
+    assert_eq!(adm_b["outcome"]["carried_by"], a.as_str(), "{adm_b}");
+    tokio::time::sleep(SETTLE).await;
+    assert_eq!(
+        provider.request_count(),
+        0,
+        "nothing ran before or after the crash"
+    );
+
+    // Retrying the head runs the whole burst once: its stored input holds both texts.
+    provider.push(Reply::text("both seen"));
+    let retry = api
+        .post(&format!("/v1/admissions/{a}/retry"), &json!({}))
+        .await;
+    assert_eq!(retry.status, 202, "{}", retry.text);
+    let again = retry.str_field("admission_id");
+    let adm = api.wait_terminal(&again, BOUND).await;
+    assert_eq!(adm["outcome"]["final_response"], "both seen", "{adm}");
+    let requests = provider.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].last_user_text, "part one\npart two");
+}

@@ -1,0 +1,156 @@
+// The UI's client of the public API (docs/api.md): every call is a plain /v1 request with
+// `Authorization: Bearer`, and every failure becomes an ApiError with the API's stable code.
+
+/** A failed call: `status` 0 means the request never got an answer (network error). */
+export class ApiError extends Error {
+  constructor(status, code, message, retryAfter = null) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.retryAfter = retryAfter;
+  }
+}
+
+/** A random UUID v4; `crypto.randomUUID` exists only in secure contexts, getRandomValues everywhere. */
+export function newKey() {
+  if (globalThis.crypto && typeof crypto.randomUUID === "function") {
+    return crypto.randomUUID();
+  }
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  b[6] = (b[6] & 0x0f) | 0x40;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  const h = Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const SUBMIT_ATTEMPTS = 4;
+
+export class Api {
+  /**
+   * @param {string} token the bearer token
+   * @param {() => void} onUnauthorized called on any 401 (the token is no longer valid)
+   */
+  constructor(token, onUnauthorized = () => {}) {
+    this.token = token;
+    this.onUnauthorized = onUnauthorized;
+  }
+
+  headers(extra = {}) {
+    return { Authorization: `Bearer ${this.token}`, ...extra };
+  }
+
+  /** One request; resolves to the JSON body (null when there is none), rejects with ApiError. */
+  async request(method, path, { body, headers = {}, signal } = {}) {
+    const init = { method, headers: this.headers(headers), signal, cache: "no-store" };
+    if (body !== undefined) {
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    let res;
+    try {
+      res = await fetch(path, init);
+    } catch (e) {
+      if (e && e.name === "AbortError") throw e;
+      throw new ApiError(0, "network_error", "the server could not be reached");
+    }
+    const text = await res.text().catch(() => "");
+    let json = null;
+    if (text) {
+      try {
+        json = JSON.parse(text);
+      } catch {
+        json = null;
+      }
+    }
+    if (!res.ok) {
+      const err = (json && json.error) || {};
+      const retry = Number(res.headers.get("Retry-After"));
+      const error = new ApiError(
+        res.status,
+        err.code || `http_${res.status}`,
+        err.message || `${method} ${path} answered ${res.status}`,
+        Number.isFinite(retry) && retry > 0 ? retry : null,
+      );
+      if (res.status === 401) this.onUnauthorized(error);
+      throw error;
+    }
+    return json;
+  }
+
+  get(path, opts) {
+    return this.request("GET", path, opts);
+  }
+
+  post(path, body, opts = {}) {
+    return this.request("POST", path, { ...opts, body });
+  }
+
+  listSessions(limit = 50) {
+    return this.get(`/v1/sessions?limit=${limit}`);
+  }
+
+  createSession(title) {
+    return this.post("/v1/sessions", title ? { title } : {});
+  }
+
+  session(id) {
+    return this.get(`/v1/sessions/${encodeURIComponent(id)}`);
+  }
+
+  renameSession(id, title) {
+    return this.request("PATCH", `/v1/sessions/${encodeURIComponent(id)}`, { body: { title } });
+  }
+
+  messages(id) {
+    return this.get(`/v1/sessions/${encodeURIComponent(id)}/messages`);
+  }
+
+  eventsPage(id, since, limit = 500) {
+    return this.get(`/v1/sessions/${encodeURIComponent(id)}/events?since=${since}&limit=${limit}`);
+  }
+
+  /**
+   * Submits `text` under one Idempotency-Key for every attempt: an attempt whose answer was
+   * lost (network error) or that met a stopping server (503 with Retry-After) is sent again
+   * with the same key, so the server admits the input once whatever happened.
+   */
+  async submit(id, text, key = newKey()) {
+    const path = `/v1/sessions/${encodeURIComponent(id)}/submissions`;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.post(path, { text }, { headers: { "Idempotency-Key": key } });
+      } catch (e) {
+        const again = e instanceof ApiError && (e.status === 0 || (e.status === 503 && e.retryAfter));
+        if (!again || attempt >= SUBMIT_ATTEMPTS) throw e;
+        await sleep(e.retryAfter ? Math.min(e.retryAfter, 10) * 1000 : 500 * 2 ** attempt);
+      }
+    }
+  }
+
+  interrupt(id) {
+    return this.post(`/v1/sessions/${encodeURIComponent(id)}/interrupt`, { reason: "interrupted from the web UI" });
+  }
+
+  decideApproval(id, approvalId, decision) {
+    return this.post(
+      `/v1/sessions/${encodeURIComponent(id)}/approvals/${encodeURIComponent(approvalId)}`,
+      { decision },
+    );
+  }
+
+  decideToolRun(id, callId, decision) {
+    return this.post(
+      `/v1/sessions/${encodeURIComponent(id)}/tool_runs/${encodeURIComponent(callId)}`,
+      { decision },
+    );
+  }
+
+  admission(admissionId) {
+    return this.get(`/v1/admissions/${encodeURIComponent(admissionId)}`);
+  }
+
+  retryAdmission(admissionId) {
+    return this.post(`/v1/admissions/${encodeURIComponent(admissionId)}/retry`);
+  }
+}
