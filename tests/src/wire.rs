@@ -39,3 +39,42 @@ pub fn assert_closed_wire(body: &Value, killed_text: &str) {
         }
     }
 }
+
+/// A well-formed Chat Completions message list: no two user (or two assistant) messages in a
+/// row, every assistant tool call followed by all its results, and no result without its call.
+pub fn assert_well_formed(msgs: &[Value]) {
+    for pair in msgs.windows(2) {
+        let (a, b) = (&pair[0]["role"], &pair[1]["role"]);
+        assert!(
+            !(a == b && (a == "user" || a == "assistant")),
+            "two {a} messages in a row: {pair:?}"
+        );
+    }
+    let mut i = 0;
+    while i < msgs.len() {
+        assert_ne!(
+            msgs[i]["role"], "tool",
+            "a tool result without its call at {i}: {}",
+            msgs[i]
+        );
+        let calls = msgs[i]["tool_calls"].as_array().cloned();
+        i += 1;
+        if let Some(calls) = calls {
+            let ids: std::collections::HashSet<String> = calls
+                .iter()
+                .filter_map(|c| c["id"].as_str().map(str::to_owned))
+                .collect();
+            let mut seen = std::collections::HashSet::new();
+            while i < msgs.len() && msgs[i]["role"] == "tool" {
+                seen.insert(
+                    msgs[i]["tool_call_id"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                );
+                i += 1;
+            }
+            assert_eq!(ids, seen, "a call without all its results");
+        }
+    }
+}

@@ -9,6 +9,7 @@ use sea_orm::{ConnectionTrait, Database, Statement};
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::time::Duration;
+use turnkey_tests::wire::assert_well_formed;
 use turnkey_tests::{pg, Api, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
 const BOUND: Duration = Duration::from_secs(60);
@@ -39,40 +40,6 @@ fn wire(req: &turnkey_tests::RecordedRequest) -> Vec<Value> {
 
 fn text(v: &Value) -> String {
     v["content"].as_str().unwrap_or_default().to_owned()
-}
-
-/// No two user (or assistant) messages in a row; every call followed by all its results.
-fn assert_well_formed(msgs: &[Value]) {
-    for pair in msgs.windows(2) {
-        let (a, b) = (&pair[0]["role"], &pair[1]["role"]);
-        assert!(
-            !(a == b && (a == "user" || a == "assistant")),
-            "two {a} messages in a row: {pair:?}"
-        );
-    }
-    let mut i = 0;
-    while i < msgs.len() {
-        assert_ne!(msgs[i]["role"], "tool", "a result without its call at {i}");
-        let calls = msgs[i]["tool_calls"].as_array().cloned();
-        i += 1;
-        if let Some(calls) = calls {
-            let ids: HashSet<String> = calls
-                .iter()
-                .filter_map(|c| c["id"].as_str().map(str::to_owned))
-                .collect();
-            let mut seen = HashSet::new();
-            while i < msgs.len() && msgs[i]["role"] == "tool" {
-                seen.insert(
-                    msgs[i]["tool_call_id"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_owned(),
-                );
-                i += 1;
-            }
-            assert_eq!(ids, seen, "a call without all its results");
-        }
-    }
 }
 
 async fn submit_and_finish(api: &Api, session: &str, text: &str, tk: &Turnkey) {

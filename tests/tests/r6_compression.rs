@@ -6,8 +6,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::{json, Value};
-use std::collections::HashSet;
 use std::time::Duration;
+use turnkey_tests::wire::assert_well_formed;
 use turnkey_tests::{pg, Api, RecordedRequest, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
 const BOUND: Duration = Duration::from_secs(60);
@@ -39,36 +39,6 @@ fn messages(req: &RecordedRequest) -> Vec<Value> {
 /// Bytes/4 of the request body: an over-estimate of its tokens (JSON framing included).
 fn body_tokens(req: &RecordedRequest) -> usize {
     req.body.to_string().len() / 4
-}
-
-/// No two user (or two assistant) messages in a row, every call followed by all its results,
-/// and no result without its call.
-fn assert_well_formed(msgs: &[Value]) {
-    for pair in msgs.windows(2) {
-        let (a, b) = (&pair[0]["role"], &pair[1]["role"]);
-        assert!(
-            !(a == b && (a == "user" || a == "assistant")),
-            "two {a} messages in a row: {pair:?}"
-        );
-    }
-    let mut i = 0;
-    while i < msgs.len() {
-        let m = &msgs[i];
-        assert_ne!(
-            m["role"], "tool",
-            "a tool result without its call at {i}: {m}"
-        );
-        i += 1;
-        if let Some(calls) = m["tool_calls"].as_array() {
-            let ids: HashSet<&str> = calls.iter().filter_map(|c| c["id"].as_str()).collect();
-            let mut seen = HashSet::new();
-            while i < msgs.len() && msgs[i]["role"] == "tool" {
-                seen.insert(msgs[i]["tool_call_id"].as_str().unwrap_or_default());
-                i += 1;
-            }
-            assert_eq!(ids, seen, "a call without all its results");
-        }
-    }
 }
 
 /// The text the wire shows for a stored row.
