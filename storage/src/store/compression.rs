@@ -15,7 +15,7 @@ use sea_orm::{
 };
 
 /// Bound on the ids in one `IN (…)` list (SQLite allows 32,766 parameters a statement).
-const IDS_PER_STATEMENT: usize = 500;
+pub(super) const IDS_PER_STATEMENT: usize = 500;
 
 /// One row a compression takes out of the wire copy.
 #[derive(Clone, Copy, Debug)]

@@ -5,6 +5,7 @@
 //! transaction. The parent's rows are not touched: its history stays readable as it was.
 //! Admissions, events, the lease and the counters stay keyed on the lineage root, so a client
 //! holding any id of the lineage reaches the same queue and replays one gap-free event log.
+use super::compression::IDS_PER_STATEMENT;
 use super::log::{insert_message, insert_row};
 use super::{check_fence, convert, insert_event, Result, Store, StoreError};
 use crate::entity::{message, session};
@@ -13,9 +14,6 @@ use crate::model::*;
 use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use std::collections::HashMap;
-
-/// Bound on the ids in one `IN (…)` list.
-const IDS_PER_STATEMENT: usize = 500;
 
 /// One rotation, planned against `base_epoch`.
 #[derive(Clone, Debug)]

@@ -142,11 +142,6 @@ impl Store {
             .transpose()
     }
 
-    /// The session whose rows are the live transcript of `root`'s lineage.
-    pub async fn canonical_session(&self, root: SessionId) -> Result<SessionId> {
-        canonical_of(self.connection(), root).await
-    }
-
     /// Newest first; `owner` limits to one principal's sessions, `before` pages by created_at.
     pub async fn list_sessions(
         &self,
