@@ -2,7 +2,8 @@
 //! excluded (issue 7). Each stage the CompressionActor and the preflight gate run is timed on a
 //! fresh SQLite file: read the transcript, estimate every row's tokens (tiktoken for an OpenAI
 //! model, bytes/4 for others), plan the cut, render the bounded summary request, and commit the
-//! swap (mark ~975 rows, write the summary and its event, one fsynced transaction). Prints
+//! swap (mark ~975 rows, write the summary and its event, one fsynced transaction); and, on a
+//! twin session, the same cut committed as a rotation (`compression.mode = "rotate"`). Prints
 //! figures; it is a measurement, not a test.
 //!
 //! `cargo bench -p turnkey-actors --bench compression` (env: BENCH_SESSIONS, default 5;
@@ -36,6 +37,62 @@ async fn store() -> Store {
     s
 }
 
+/// A fresh session of `MESSAGES` alternating rows, with its lease held.
+async fn session_of(s: &Store) -> (SessionId, Fence) {
+    let sid = SessionId::new();
+    s.create_session(NewSession {
+        id: sid,
+        owner: "operator".into(),
+        platform: "api".into(),
+        chat_key: None,
+        title: None,
+        model: None,
+        system_message: None,
+        system_prompt: "sys".into(),
+        workspace_snapshot: None,
+    })
+    .await
+    .unwrap();
+    let owner = Owner {
+        instance: InstanceId::new(),
+        pid: i64::from(std::process::id()),
+        host: "bench".into(),
+    };
+    let fence = s
+        .try_acquire_lease(
+            LeaseClaim {
+                session: sid,
+                owner: &owner,
+                platform: "bench",
+                ttl_ms: 600_000,
+            },
+            &|_| false,
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    for i in 0..MESSAGES {
+        let role = if i % 2 == 0 {
+            MessageRole::User
+        } else {
+            MessageRole::Assistant
+        };
+        s.append_message(
+            &fence,
+            &NewMessage {
+                id: MessageId::new(),
+                role: Some(role),
+                content: Some(text(i)),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    }
+
+    (sid, fence)
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
@@ -48,60 +105,11 @@ async fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(5);
     let s = store().await;
-    let mut stages: [Vec<f64>; 6] = Default::default();
+    let mut stages: [Vec<f64>; 7] = Default::default();
     let mut compressed = 0;
+    let mut kept = 0;
     for _ in 0..sessions {
-        let sid = SessionId::new();
-        s.create_session(NewSession {
-            id: sid,
-            owner: "operator".into(),
-            platform: "api".into(),
-            chat_key: None,
-            title: None,
-            model: None,
-            system_message: None,
-            system_prompt: "sys".into(),
-            workspace_snapshot: None,
-        })
-        .await
-        .unwrap();
-        let owner = Owner {
-            instance: InstanceId::new(),
-            pid: i64::from(std::process::id()),
-            host: "bench".into(),
-        };
-        let fence = s
-            .try_acquire_lease(
-                LeaseClaim {
-                    session: sid,
-                    owner: &owner,
-                    platform: "bench",
-                    ttl_ms: 600_000,
-                },
-                &|_| false,
-            )
-            .await
-            .unwrap()
-            .unwrap();
-        for i in 0..MESSAGES {
-            let role = if i % 2 == 0 {
-                MessageRole::User
-            } else {
-                MessageRole::Assistant
-            };
-            s.append_message(
-                &fence,
-                &NewMessage {
-                    id: MessageId::new(),
-                    role: Some(role),
-                    content: Some(text(i)),
-                    ..Default::default()
-                },
-            )
-            .await
-            .unwrap();
-        }
-
+        let (sid, fence) = session_of(&s).await;
         let t = Instant::now();
         let rows = s.list_messages(sid).await.unwrap();
         stages[0].push(t.elapsed().as_secs_f64() * 1e3);
@@ -171,6 +179,37 @@ async fn main() {
         stages[5].push(t.elapsed().as_secs_f64() * 1e3);
         assert_eq!(done.epoch, 1);
         compressed = middle.len();
+
+        // The same cut in `rotate` mode, on a twin session: a child with copies of the kept
+        // rows and the summary, the root pointed at it, two events; one transaction.
+        let (twin, twin_fence) = session_of(&s).await;
+        let twin_rows = s.list_messages(twin).await.unwrap();
+        let ids = |r: std::ops::Range<usize>| twin_rows[r].iter().map(|m| m.id).collect();
+        let t = Instant::now();
+        let rotated = s
+            .commit_rotation(
+                &twin_fence,
+                &Rotation {
+                    session_id: twin,
+                    turn_id: TurnId::new(),
+                    admission_id: AdmissionId::new(),
+                    base_epoch: 0,
+                    child_id: SessionId::new(),
+                    head: ids(0..cut.head_end),
+                    tail: ids(cut.tail_start..twin_rows.len()),
+                    summary: NewMessage {
+                        id: MessageId::new(),
+                        role: Some(MessageRole::System),
+                        content: Some("summary ".repeat(200)),
+                        ..Default::default()
+                    },
+                    event_data: serde_json::json!({"before_tokens": 1, "after_tokens": 1}),
+                },
+            )
+            .await
+            .unwrap();
+        stages[6].push(t.elapsed().as_secs_f64() * 1e3);
+        kept = rotated.rows.len() - 1;
     }
     let names = [
         "read 1,000 rows",
@@ -179,6 +218,7 @@ async fn main() {
         "plan the cut",
         "render the summary request",
         "commit the swap",
+        "commit a rotation instead (rotate mode)",
     ];
     let backend = if std::env::var("BENCH_DATABASE_URL").is_ok() {
         "PostgreSQL"
@@ -189,7 +229,7 @@ async fn main() {
     let mut total = 0.0;
     for (name, v) in names.iter().zip(stages) {
         let m = median(v);
-        if !name.contains("bytes/4") {
+        if !name.contains("bytes/4") && !name.contains("rotation") {
             total += m;
         }
         println!("  {name:<42} {m:>8.2} ms");
@@ -198,4 +238,5 @@ async fn main() {
         "  {:<42} {total:>8.2} ms",
         "total (tiktoken path, provider call excluded)"
     );
+    println!("  (the rotation copies {kept} kept rows into the child)");
 }
