@@ -124,14 +124,19 @@ impl Gateway {
         session: SessionId,
     ) -> Result<Session, GatewayError> {
         let named = self.authorize(principal, session).await?;
-        match named.root_id {
-            None => Ok(named),
+        self.lineage_root(named).await
+    }
+
+    /// The lineage root of `session` (itself unless a rotation made it a child, SPEC R6.4).
+    pub async fn lineage_root(&self, session: Session) -> Result<Session, GatewayError> {
+        match session.root_id {
+            None => Ok(session),
             Some(root) => self
                 .deps
                 .store
                 .get_session(root)
                 .await?
-                .ok_or_else(|| GatewayError::NotFound(format!("session {session}"))),
+                .ok_or_else(|| GatewayError::NotFound(format!("session {root}"))),
         }
     }
 

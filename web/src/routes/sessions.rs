@@ -138,14 +138,7 @@ impl SessionView {
     /// The view of `s`. A rotated lineage's queue, events, counters, title and policy live on
     /// its root (SPEC R6.4), so a child shows the root's, and every id names the canonical one.
     pub async fn load(gateway: &Gateway, s: Session) -> Result<Self, ApiError> {
-        let root = match s.root_id {
-            Some(r) => gateway
-                .store()
-                .get_session(r)
-                .await?
-                .ok_or_else(|| ApiError::not_found(format!("session {r}")))?,
-            None => s.clone(),
-        };
+        let root = gateway.lineage_root(s.clone()).await?;
         let live = gateway.session_state(root.id).await?;
         let model = gateway.model_in_use(&root);
         Ok(Self {
