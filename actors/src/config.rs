@@ -17,6 +17,8 @@ pub struct RuntimeConfig {
     pub compression: CompressionConfig,
     /// `[pricing]`: USD per million tokens by model, over the built-in table.
     pub pricing: BTreeMap<String, Price>,
+    /// `[[schedules]]`: inputs admitted on a cron schedule (SPEC R1.5).
+    pub schedules: Vec<crate::schedule::ScheduleConfig>,
 }
 
 /// What a new message does while a turn runs (SPEC R13.4).
@@ -306,6 +308,7 @@ impl RuntimeConfig {
                 );
             }
         }
+        crate::schedule::check_config(&self.schedules)?;
         for (i, p) in self.providers.iter().enumerate() {
             if p.base_url.is_empty() {
                 return bad(&format!("providers[{i}].base_url"), "must not be empty");

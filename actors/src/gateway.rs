@@ -12,6 +12,7 @@ use crate::instance::Instance;
 use crate::limits;
 use crate::recovery;
 use crate::registry::SessionRegistry;
+use crate::scheduler::{self, ScheduleRequest, SchedulerActor};
 use crate::session::{Interrupt, SessionState, Status};
 use crate::tool_exec::ToolExecActor;
 use crate::toolbox;
@@ -35,6 +36,8 @@ pub struct Gateway {
     workspace: std::path::PathBuf,
     admission: Addr<AdmissionActor>,
     registry: SessionRegistry,
+    /// Admits scheduled inputs when they fall due (SPEC R1.5).
+    scheduler: Addr<SchedulerActor>,
 }
 
 impl Gateway {
@@ -84,15 +87,39 @@ impl Gateway {
         });
         let registry = SessionRegistry::new(deps.clone());
         let admission = AdmissionActor::new(deps.clone(), registry.clone()).start();
-        let gw = Self {
+        recovery::recover_at_start(&deps, &registry).await?;
+        recovery::spawn_sweeper(deps.clone(), registry.clone());
+        let scheduler = scheduler::start(deps.clone(), admission.clone()).await?;
+        Ok(Self {
             deps,
             workspace,
             admission,
             registry,
-        };
-        recovery::recover_at_start(&gw.deps, &gw.registry).await?;
-        recovery::spawn_sweeper(gw.deps.clone(), gw.registry.clone());
-        Ok(gw)
+            scheduler,
+        })
+    }
+
+    /// `POST /v1/schedules`: a schedule on a session `principal` may act on (SPEC R1.5).
+    pub async fn create_schedule(
+        &self,
+        principal: &Principal,
+        req: ScheduleRequest,
+    ) -> Result<Schedule, GatewayError> {
+        scheduler::create(&self.deps, &self.scheduler, principal, req).await
+    }
+
+    /// `GET /v1/schedules`: all for the operator, else those on `principal`'s sessions.
+    pub async fn schedules(&self, principal: &Principal) -> Result<Vec<Schedule>, GatewayError> {
+        scheduler::list(&self.deps, principal).await
+    }
+
+    /// `DELETE /v1/schedules/{id}`: stops its future due times.
+    pub async fn delete_schedule(
+        &self,
+        principal: &Principal,
+        id: ScheduleId,
+    ) -> Result<(), GatewayError> {
+        scheduler::delete(&self.deps, &self.scheduler, principal, id).await
     }
 
     pub fn store(&self) -> &Store {

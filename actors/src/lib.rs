@@ -16,6 +16,8 @@ pub mod limits;
 pub mod provider_health;
 pub mod recovery;
 pub mod registry;
+pub mod schedule;
+pub mod scheduler;
 pub mod session;
 pub mod tool_exec;
 pub mod toolbox;

@@ -63,6 +63,10 @@ uuid_id!(
     /// One pending human approval.
     ApprovalId
 );
+uuid_id!(
+    /// One scheduled job (SPEC R1.5).
+    ScheduleId
+);
 
 /// A per-session event sequence number: unique and increasing, without gaps.
 #[derive(

@@ -16,3 +16,4 @@ pub use status::{
 pub use store::{
     Compaction, CompactionDone, LeaseClaim, Replaced, Rotation, RotationDone, Store, StoreError,
 };
+pub use store::{ConfigSchedulesSynced, MissedPolicy, NewSchedule, Schedule, ScheduleSource};

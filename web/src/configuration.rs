@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use turnkey_actors::config::{AgentConfig, CompressionConfig, LeaseConfig, ToolsConfig};
+use turnkey_actors::schedule::ScheduleConfig;
 use turnkey_actors::RuntimeConfig;
 use turnkey_providers::{Price, ProviderConfig};
 
@@ -34,6 +35,8 @@ pub struct Settings {
     pub compression: CompressionConfig,
     /// Overrides of the built-in price table, USD per million tokens, by model name.
     pub pricing: BTreeMap<String, Price>,
+    /// `[[schedules]]`: inputs admitted into a session on a cron schedule (SPEC R1.5).
+    pub schedules: Vec<ScheduleConfig>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -90,7 +93,6 @@ pub struct AuthSettings {
 /// rather than accepted and ignored; a later build that serves one removes it from here.
 const NOT_IN_THIS_BUILD: &[(&str, &str)] = &[
     ("platforms", "no chat platform is served yet"),
-    ("schedules", "schedules are not run yet"),
     ("telemetry", "OpenTelemetry export is not built in yet"),
 ];
 
@@ -105,6 +107,7 @@ impl Settings {
             lease: self.lease.clone(),
             compression: self.compression.clone(),
             pricing: self.pricing.clone(),
+            schedules: self.schedules.clone(),
         }
     }
 

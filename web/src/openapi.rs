@@ -5,7 +5,8 @@ pub mod mirrors;
 
 use crate::error::ErrorBody;
 use crate::routes::{
-    admissions, events, health, metrics, openai, sessions, submissions, tokens, tools, ui, ws,
+    admissions, events, health, metrics, openai, schedules, sessions, submissions, tokens, tools,
+    ui, ws,
 };
 use actix_web::HttpResponse;
 use std::sync::OnceLock;
@@ -46,6 +47,9 @@ pub const BEARER: &str = "bearer";
         tools::decide_approval,
         tools::decide_tool_run,
         tools::restore,
+        schedules::create,
+        schedules::list,
+        schedules::delete,
         ws::connect,
         openai::chat_completions,
         openai::models,
@@ -62,6 +66,7 @@ pub const BEARER: &str = "bearer";
         (name = "submissions", description = "Inputs: idempotent submissions, admissions, retries, interrupts"),
         (name = "events", description = "A session's event log, as JSON pages or SSE"),
         (name = "tools", description = "A person's answers: approvals, tool runs a crash left unknown, checkpoint restore"),
+        (name = "schedules", description = "Scheduled inputs: a session's text admitted whenever a cron expression (UTC) falls due"),
         (name = "openai", description = "The OpenAI-compatible endpoint (errors in OpenAI's shape)"),
         (name = "websocket", description = "JSON-RPC 2.0 over a WebSocket"),
     ),

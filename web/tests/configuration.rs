@@ -326,10 +326,6 @@ fn sections_this_build_does_not_serve_are_refused_by_name() {
             "platforms.slack",
         ),
         ("[platforms.webhook]\nsecret = \"s\"\n", "platforms.webhook"),
-        (
-            "[[schedules]]\nsession_id = \"x\"\ncron = \"0 8 * * *\"\ntext = \"hi\"\n",
-            "schedules",
-        ),
         ("[telemetry]\notlp_endpoint = \"\"\n", "telemetry"),
     ] {
         let e = refused(toml);
@@ -493,6 +489,19 @@ fn the_example_file_loads_and_shows_the_defaults() {
     assert_eq!(on.providers.len(), 1, "the example shows one provider");
     let provider = serde_json::to_value(on.providers.remove(0)).expect("provider json");
     let mcp = std::mem::take(&mut on.tools.mcp);
+    let schedules = std::mem::take(&mut on.schedules);
+    assert_eq!(schedules.len(), 1, "the example shows one schedule");
+    let required = serde_json::json!({
+        "session_id": schedules[0].session_id,
+        "cron": schedules[0].cron,
+        "text": schedules[0].text,
+    });
+    let with_defaults: turnkey_actors::schedule::ScheduleConfig =
+        serde_json::from_value(required).expect("session_id, cron and text make a schedule");
+    assert_eq!(
+        with_defaults, schedules[0],
+        "a schedule key in the example does not show its default"
+    );
     let pricing = std::mem::take(&mut on.pricing);
     assert_eq!(pricing.len(), 1, "the example shows one price");
     let models = std::mem::take(&mut on.compression.models);
@@ -555,6 +564,11 @@ fn the_example_file_shows_every_key_the_build_accepts() {
     let provider = serde_json::to_value(&provider[0]).expect("provider json");
     for key in provider.as_object().expect("a table").keys() {
         accepted.insert(format!("providers.{key}"));
+    }
+    let schedule = ok(&dir_with_file(Some(&example_uncommented())), &[]).schedules;
+    let schedule = serde_json::to_value(&schedule[0]).expect("schedule json");
+    for key in schedule.as_object().expect("a table").keys() {
+        accepted.insert(format!("schedules.{key}"));
     }
     let shown = example_keys();
     let missing: Vec<_> = accepted.difference(&shown).collect();
@@ -683,4 +697,68 @@ fn r1_1_cors_origins_that_are_not_origins_are_named() {
         assert_eq!(e.key, "server.cors_origins[1]", "{bad}: {e}");
         assert!(e.reason.contains(hint), "{bad}: {e}");
     }
+}
+
+#[test]
+fn r1_5_schedules_load_with_their_default_and_bad_ones_are_named_by_key() {
+    let session = "0190b5c2-7d4e-7cc0-8a1e-3f1f2b3c4d5e";
+    let s = ok(
+        &dir_with_file(Some(&format!(
+            "[[schedules]]\nsession_id = \"{session}\"\ncron = \"0 8 * * *\"\ntext = \"hi\"\n\n\
+             [[schedules]]\nsession_id = \"{session}\"\ncron = \"*/2 * * * * *\"\ntext = \"tick\"\nmissed = \"skip\"\n"
+        ))),
+        &[],
+    );
+    assert_eq!(s.schedules.len(), 2);
+    assert_eq!(s.schedules[0].missed, turnkey_storage::MissedPolicy::RunOnce);
+    assert_eq!(s.schedules[1].missed, turnkey_storage::MissedPolicy::Skip);
+    assert_eq!(s.runtime().schedules, s.schedules);
+
+    let table = |body: &str| format!("[[schedules]]\n{body}\n");
+    for (body, key, says) in [
+        (
+            format!("session_id = \"{session}\"\ncron = \"0 8 * *\"\ntext = \"hi\""),
+            "schedules[0].cron",
+            "4 fields",
+        ),
+        (
+            format!("session_id = \"{session}\"\ncron = \"0 25 * * *\"\ntext = \"hi\""),
+            "schedules[0].cron",
+            "not a cron expression",
+        ),
+        (
+            "session_id = \"not-a-uuid\"\ncron = \"0 8 * * *\"\ntext = \"hi\"".to_owned(),
+            "schedules[0].session_id",
+            "not a session id",
+        ),
+        (
+            format!("session_id = \"{session}\"\ncron = \"0 8 * * *\"\ntext = \"  \""),
+            "schedules[0].text",
+            "empty",
+        ),
+        (
+            format!("session_id = \"{session}\"\ncron = \"0 8 * * *\"\ntext = \"hi\"\nmissed = \"twice\""),
+            "schedules[0].missed",
+            "must be one of run_once, skip",
+        ),
+        (
+            format!("session_id = \"{session}\"\ncron = \"0 8 * * *\""),
+            "schedules[0].text",
+            "missing",
+        ),
+        (
+            format!("session_id = \"{session}\"\ncron = \"0 8 * * *\"\ntext = \"hi\"\nevery = \"day\""),
+            "schedules[0].every",
+            "unknown key",
+        ),
+    ] {
+        let e = refused(&table(&body));
+        assert_eq!(e.key, key, "{body}: {e}");
+        assert!(e.reason.contains(says), "{body}: {e}");
+    }
+    let twice = table(&format!(
+        "session_id = \"{session}\"\ncron = \"0 8 * * *\"\ntext = \"hi\""
+    ));
+    let e = refused(&format!("{twice}\n{twice}"));
+    assert_eq!(e.key, "schedules[1]", "{e}");
 }

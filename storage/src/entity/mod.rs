@@ -9,6 +9,7 @@ pub mod lease;
 pub mod message;
 pub mod outbox;
 pub mod principal;
+pub mod schedule;
 pub mod session;
 pub mod session_key;
 pub mod tool_run;

@@ -10,6 +10,8 @@ pub use leases::LeaseClaim;
 mod log;
 mod rotation;
 pub use rotation::{Rotation, RotationDone};
+mod schedules;
+pub use schedules::{ConfigSchedulesSynced, MissedPolicy, NewSchedule, Schedule, ScheduleSource};
 mod sessions;
 mod tail;
 mod tokens;

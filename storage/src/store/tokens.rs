@@ -39,6 +39,18 @@ impl Store {
         })
     }
 
+    /// The principal with this id, if there is one.
+    pub async fn get_principal(&self, id: &str) -> Result<Option<Principal>> {
+        Ok(principal::Entity::find_by_id(id.to_owned())
+            .one(self.connection())
+            .await?
+            .map(|p| Principal {
+                id: p.id,
+                name: p.name,
+                kind: p.kind,
+            }))
+    }
+
     /// Stores the hash of `raw` as a token of `principal_id`.
     pub async fn create_token(
         &self,

@@ -123,6 +123,7 @@ fn enum_values(enum_name: &str) -> Option<String> {
         "ApprovalMode" => probe::<ApprovalMode>(),
         "CompressionMode" => probe::<CompressionMode>(),
         "ProviderKind" => probe::<ProviderKind>(),
+        "MissedPolicy" => probe::<turnkey_storage::MissedPolicy>(),
         _ => None,
     }
 }
@@ -201,6 +202,7 @@ mod tests {
             ("ApprovalMode", "off, dangerous, always"),
             ("CompressionMode", "in_place, rotate"),
             ("ProviderKind", "openai, anthropic"),
+            ("MissedPolicy", "run_once, skip"),
         ] {
             assert_eq!(enum_values(name).as_deref(), Some(values), "{name}");
         }

@@ -5,6 +5,7 @@ pub mod events;
 pub mod health;
 pub mod metrics;
 pub mod openai;
+pub mod schedules;
 pub mod sessions;
 pub mod submissions;
 pub mod tokens;
@@ -123,6 +124,17 @@ pub fn table() -> Vec<Mount> {
             vec![(M::POST, web::to(admissions::retry))],
         ),
         Mount::api("/v1/tokens", vec![(M::POST, web::to(tokens::create))]),
+        Mount::api(
+            "/v1/schedules",
+            vec![
+                (M::POST, web::to(schedules::create)),
+                (M::GET, web::to(schedules::list)),
+            ],
+        ),
+        Mount::api(
+            "/v1/schedules/{id}",
+            vec![(M::DELETE, web::to(schedules::delete))],
+        ),
         Mount::api("/v1/ws", vec![(M::GET, web::to(ws::connect))]),
         Mount::openai(
             "/v1/chat/completions",
