@@ -175,14 +175,18 @@ impl ScheduleConfig {
 }
 
 /// Checks every `[[schedules]]` entry; two entries that are the same schedule are refused.
-pub fn check_config(entries: &[ScheduleConfig]) -> Result<Vec<CheckedScheduleConfig>, (String, String)> {
+pub fn check_config(
+    entries: &[ScheduleConfig],
+) -> Result<Vec<CheckedScheduleConfig>, (String, String)> {
     let mut checked: Vec<CheckedScheduleConfig> = Vec::with_capacity(entries.len());
     for (i, entry) in entries.iter().enumerate() {
         let c = entry.check(i)?;
         if let Some(j) = checked.iter().position(|o| o.id == c.id) {
             return Err((
                 format!("schedules[{i}]"),
-                format!("the same schedule as schedules[{j}] (same session, cron, text and missed)"),
+                format!(
+                    "the same schedule as schedules[{j}] (same session, cron, text and missed)"
+                ),
             ));
         }
         checked.push(c);
@@ -268,6 +272,11 @@ mod tests {
         assert_eq!(spec("0 8 * * 7").next_after(T0), Some(T0 + 86_400_000));
         assert_eq!(spec("0 8 * * 6").latest_until(T0), Some(T0));
         assert_eq!(spec("30 8 * * *").next_after(T0), Some(T0 + 1_800_000));
+        // Names and nicknames, as API.md lists them.
+        assert_eq!(spec("0 8 * * SAT").latest_until(T0), Some(T0));
+        assert_eq!(spec("0 8 5 DEC *").latest_until(T0), Some(T0));
+        assert_eq!(spec("@daily").next_after(T0), Some(T0 + 16 * 3_600_000));
+        assert_eq!(spec("@hourly").next_after(T0), Some(T0 + 3_600_000));
     }
 
     #[test]
@@ -332,12 +341,26 @@ mod tests {
         // T0+2, T0+4 and T0+6 were missed.
         let started = T0 + 7_500;
         assert_eq!(
-            step(&every_2s, MissedPolicy::RunOnce, T0 - 60_000, Some(T0), started, started),
+            step(
+                &every_2s,
+                MissedPolicy::RunOnce,
+                T0 - 60_000,
+                Some(T0),
+                started,
+                started
+            ),
             Step::Fire { due: T0 + 6_000 },
             "run_once: one run, for the latest missed due time"
         );
         assert_eq!(
-            step(&every_2s, MissedPolicy::Skip, T0 - 60_000, Some(T0), started, started),
+            step(
+                &every_2s,
+                MissedPolicy::Skip,
+                T0 - 60_000,
+                Some(T0),
+                started,
+                started
+            ),
             Step::Skip { due: T0 + 6_000 },
             "skip: passed over"
         );
@@ -345,14 +368,28 @@ mod tests {
         // missed window, never one per missed due time.
         for missed in [MissedPolicy::RunOnce, MissedPolicy::Skip] {
             assert_eq!(
-                step(&every_2s, missed, T0 - 60_000, Some(T0 + 6_000), started, started),
+                step(
+                    &every_2s,
+                    missed,
+                    T0 - 60_000,
+                    Some(T0 + 6_000),
+                    started,
+                    started
+                ),
                 Step::Wait {
                     next_due: Some(T0 + 8_000)
                 }
             );
             // A due time after the start is on time, whatever `missed` says, even late.
             assert_eq!(
-                step(&every_2s, missed, T0 - 60_000, Some(T0 + 6_000), started, T0 + 8_900),
+                step(
+                    &every_2s,
+                    missed,
+                    T0 - 60_000,
+                    Some(T0 + 6_000),
+                    started,
+                    T0 + 8_900
+                ),
                 Step::Fire { due: T0 + 8_000 }
             );
         }
@@ -364,7 +401,14 @@ mod tests {
         // one run for the latest due time, none for the ones in between.
         let every_2s = spec("*/2 * * * * *");
         assert_eq!(
-            step(&every_2s, MissedPolicy::Skip, T0 - 60_000, Some(T0), T0 - 1, T0 + 9_000),
+            step(
+                &every_2s,
+                MissedPolicy::Skip,
+                T0 - 60_000,
+                Some(T0),
+                T0 - 1,
+                T0 + 9_000
+            ),
             Step::Fire { due: T0 + 8_000 }
         );
     }

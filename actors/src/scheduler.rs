@@ -263,12 +263,14 @@ pub async fn start(
         .map_err(|(key, reason)| GatewayError::Config { key, reason })?;
     let mut wanted = Vec::with_capacity(checked.len());
     for (i, c) in checked.into_iter().enumerate() {
-        let session = deps.store.get_session(c.session_id).await?.ok_or_else(|| {
-            GatewayError::Config {
-                key: format!("schedules[{i}].session_id"),
-                reason: format!("there is no session {}", c.session_id),
-            }
-        })?;
+        let session =
+            deps.store
+                .get_session(c.session_id)
+                .await?
+                .ok_or_else(|| GatewayError::Config {
+                    key: format!("schedules[{i}].session_id"),
+                    reason: format!("there is no session {}", c.session_id),
+                })?;
         wanted.push(NewSchedule {
             id: c.id,
             session_id: c.session_id,

@@ -68,7 +68,10 @@ async fn r1_5_the_handled_due_time_moves_by_compare_and_set(s: Store) {
     let read = |s: Store| async move { s.get_schedule(sched.id).await.expect("get").unwrap() };
     assert_eq!(read(s.clone()).await.last_due_at, Some(2_000));
     // A stale reader changes nothing, and it never moves backwards.
-    assert!(!s.advance_schedule(sched.id, None, 4_000).await.expect("stale"));
+    assert!(!s
+        .advance_schedule(sched.id, None, 4_000)
+        .await
+        .expect("stale"));
     assert!(!s
         .advance_schedule(sched.id, Some(2_000), 1_000)
         .await
@@ -108,7 +111,10 @@ async fn r1_5_config_schedules_are_synchronized_and_keep_their_history(s: Store)
             removed: 0
         }
     );
-    assert!(s.advance_schedule(a.id, None, 8_000).await.expect("advance"));
+    assert!(s
+        .advance_schedule(a.id, None, 8_000)
+        .await
+        .expect("advance"));
 
     // The next start: a is kept with its history, b was removed from the file, c is new.
     let second = s
@@ -128,7 +134,11 @@ async fn r1_5_config_schedules_are_synchronized_and_keep_their_history(s: Store)
     assert!(ids.contains(&api.id), "API schedules are not touched");
     assert!(ids.contains(&a.id) && ids.contains(&c.id) && !ids.contains(&b.id));
     let kept = listed.iter().find(|x| x.id == a.id).unwrap();
-    assert_eq!(kept.last_due_at, Some(8_000), "a kept schedule keeps its history");
+    assert_eq!(
+        kept.last_due_at,
+        Some(8_000),
+        "a kept schedule keeps its history"
+    );
     assert_eq!(kept.source, ScheduleSource::Config);
 
     // Two replicas starting with the same file at once: no duplicate, no error.

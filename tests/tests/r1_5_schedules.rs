@@ -202,7 +202,12 @@ async fn api_and_auth(database: Option<&str>) {
             &json!({"session_id": mine, "cron": "0 8 * * *", "text": "x"}),
         )
         .await;
-    assert_eq!((r.status, r.error_code()), (404, Some("not_found")), "{}", r.text);
+    assert_eq!(
+        (r.status, r.error_code()),
+        (404, Some("not_found")),
+        "{}",
+        r.text
+    );
     let weekly = create(
         &other,
         json!({"session_id": theirs, "cron": "30 9 * * 1", "text": "weekly", "missed": "skip"}),
@@ -213,7 +218,10 @@ async fn api_and_auth(database: Option<&str>) {
     // Each sees its own; the operator sees all.
     let daily_id = daily["id"].as_str().unwrap().to_owned();
     let weekly_id = weekly["id"].as_str().unwrap().to_owned();
-    assert_eq!(ids(&list(&other).await), BTreeSet::from([weekly_id.clone()]));
+    assert_eq!(
+        ids(&list(&other).await),
+        BTreeSet::from([weekly_id.clone()])
+    );
     assert_eq!(
         ids(&list(&op).await),
         BTreeSet::from([daily_id.clone(), weekly_id.clone()])
@@ -223,9 +231,18 @@ async fn api_and_auth(database: Option<&str>) {
 
     // Bad input: a stable code, never a 5xx.
     for (body, code) in [
-        (json!({"session_id": mine, "cron": "61 * * * *", "text": "x"}), "invalid_cron"),
-        (json!({"session_id": mine, "cron": "* * * *", "text": "x"}), "invalid_cron"),
-        (json!({"session_id": mine, "cron": "0 0 30 2 *", "text": "x"}), "invalid_cron"),
+        (
+            json!({"session_id": mine, "cron": "61 * * * *", "text": "x"}),
+            "invalid_cron",
+        ),
+        (
+            json!({"session_id": mine, "cron": "* * * *", "text": "x"}),
+            "invalid_cron",
+        ),
+        (
+            json!({"session_id": mine, "cron": "0 0 30 2 *", "text": "x"}),
+            "invalid_cron",
+        ),
         (json!({"session_id": mine, "text": "x"}), "invalid_cron"),
         (
             json!({"session_id": mine, "cron": "0 8 * * *", "text": "x", "missed": "twice"}),
@@ -235,10 +252,19 @@ async fn api_and_auth(database: Option<&str>) {
             json!({"session_id": mine, "cron": "0 8 * * *", "text": "x", "missed": 1}),
             "invalid_missed",
         ),
-        (json!({"session_id": "abc", "cron": "0 8 * * *", "text": "x"}), "invalid_id"),
+        (
+            json!({"session_id": "abc", "cron": "0 8 * * *", "text": "x"}),
+            "invalid_id",
+        ),
         (json!({"cron": "0 8 * * *", "text": "x"}), "invalid_id"),
-        (json!({"session_id": mine, "cron": "0 8 * * *", "text": " "}), "empty_input"),
-        (json!({"session_id": mine, "cron": "0 8 * * *"}), "empty_input"),
+        (
+            json!({"session_id": mine, "cron": "0 8 * * *", "text": " "}),
+            "empty_input",
+        ),
+        (
+            json!({"session_id": mine, "cron": "0 8 * * *"}),
+            "empty_input",
+        ),
         (
             json!({"session_id": mine, "cron": "0 8 * * *", "text": "x", "every": "day"}),
             "invalid_field",
@@ -262,22 +288,45 @@ async fn api_and_auth(database: Option<&str>) {
             &json!({"session_id": uuid::Uuid::new_v4(), "cron": "0 8 * * *", "text": "x"}),
         )
         .await;
-    assert_eq!((r.status, r.error_code()), (404, Some("not_found")), "{}", r.text);
-    let r = op.send_raw("/v1/schedules", "application/json", b"[1]".to_vec()).await;
-    assert_eq!((r.status, r.error_code()), (400, Some("invalid_json")), "{}", r.text);
     assert_eq!(
-        ids(&list(&op).await).len(),
-        2,
-        "nothing refused was stored"
+        (r.status, r.error_code()),
+        (404, Some("not_found")),
+        "{}",
+        r.text
     );
+    let r = op
+        .send_raw("/v1/schedules", "application/json", b"[1]".to_vec())
+        .await;
+    assert_eq!(
+        (r.status, r.error_code()),
+        (400, Some("invalid_json")),
+        "{}",
+        r.text
+    );
+    assert_eq!(ids(&list(&op).await).len(), 2, "nothing refused was stored");
 
     // Delete: someone else's is not found, a malformed id is 400, a missing one 404.
     let r = delete(&other, &daily_id).await;
-    assert_eq!((r.status, r.error_code()), (404, Some("not_found")), "{}", r.text);
+    assert_eq!(
+        (r.status, r.error_code()),
+        (404, Some("not_found")),
+        "{}",
+        r.text
+    );
     let r = delete(&op, "abc").await;
-    assert_eq!((r.status, r.error_code()), (400, Some("invalid_id")), "{}", r.text);
+    assert_eq!(
+        (r.status, r.error_code()),
+        (400, Some("invalid_id")),
+        "{}",
+        r.text
+    );
     let r = delete(&op, &uuid::Uuid::new_v4().to_string()).await;
-    assert_eq!((r.status, r.error_code()), (404, Some("not_found")), "{}", r.text);
+    assert_eq!(
+        (r.status, r.error_code()),
+        (404, Some("not_found")),
+        "{}",
+        r.text
+    );
     let r = delete(&other, &weekly_id).await;
     assert_eq!(r.status, 204, "{}", r.text);
     assert_eq!(r.text, "");
@@ -452,7 +501,8 @@ async fn restart_across_missed_due_times(missed: &str, database: Option<&str>) {
         other => panic!("{other}"),
     };
     assert_eq!(
-        dues, expected,
+        dues,
+        expected,
         "missed = {missed}: due times admitted (relative to D0: {:?})",
         dues.iter().map(|d| d - d0).collect::<Vec<_>>()
     );
@@ -521,7 +571,12 @@ async fn configured_schedule(database: Option<&str>) {
 
     // It cannot be deleted through the API: it would come back with the file.
     let r = delete(&api, &id).await;
-    assert_eq!((r.status, r.error_code()), (409, Some("config_schedule")), "{}", r.text);
+    assert_eq!(
+        (r.status, r.error_code()),
+        (409, Some("config_schedule")),
+        "{}",
+        r.text
+    );
 
     // A restart finds the same schedule (same id, one row) and its history: no due time twice.
     tk.restart().await;

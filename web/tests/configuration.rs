@@ -710,7 +710,10 @@ fn r1_5_schedules_load_with_their_default_and_bad_ones_are_named_by_key() {
         &[],
     );
     assert_eq!(s.schedules.len(), 2);
-    assert_eq!(s.schedules[0].missed, turnkey_storage::MissedPolicy::RunOnce);
+    assert_eq!(
+        s.schedules[0].missed,
+        turnkey_storage::MissedPolicy::RunOnce
+    );
     assert_eq!(s.schedules[1].missed, turnkey_storage::MissedPolicy::Skip);
     assert_eq!(s.runtime().schedules, s.schedules);
 

@@ -253,7 +253,10 @@ pub async fn create(
     ),
     security(("bearer" = [])),
 )]
-pub async fn list(state: web::Data<AppState>, who: AuthPrincipal) -> Result<HttpResponse, ApiError> {
+pub async fn list(
+    state: web::Data<AppState>,
+    who: AuthPrincipal,
+) -> Result<HttpResponse, ApiError> {
     let now = now_ms();
     let schedules = state
         .gateway
@@ -312,7 +315,10 @@ mod tests {
 
     #[test]
     fn r1_5_each_field_has_its_own_code() {
-        assert_eq!(code(json!({"cron": "0 8 * * *", "text": "hi"})), "invalid_id");
+        assert_eq!(
+            code(json!({"cron": "0 8 * * *", "text": "hi"})),
+            "invalid_id"
+        );
         assert_eq!(
             code(json!({"session_id": "abc", "cron": "0 8 * * *", "text": "hi"})),
             "invalid_id"
@@ -321,7 +327,10 @@ mod tests {
             code(json!({"session_id": 5, "cron": "0 8 * * *", "text": "hi"})),
             "invalid_id"
         );
-        assert_eq!(code(json!({"session_id": SESSION, "text": "hi"})), "invalid_cron");
+        assert_eq!(
+            code(json!({"session_id": SESSION, "text": "hi"})),
+            "invalid_cron"
+        );
         assert_eq!(
             code(json!({"session_id": SESSION, "cron": 8, "text": "hi"})),
             "invalid_cron"
@@ -335,7 +344,9 @@ mod tests {
             "invalid_json"
         );
         assert_eq!(
-            code(json!({"session_id": SESSION, "cron": "0 8 * * *", "text": "hi", "missed": "never"})),
+            code(
+                json!({"session_id": SESSION, "cron": "0 8 * * *", "text": "hi", "missed": "never"})
+            ),
             "invalid_missed"
         );
         assert_eq!(
@@ -350,6 +361,43 @@ mod tests {
             code(json!({"session_id": SESSION, "cron": "0 8 * * *", "text": "hi", "owner": "x"})),
             "forbidden_field"
         );
+    }
+
+    #[test]
+    fn r1_5_the_create_schema_lists_the_fields_the_handler_takes() {
+        use utoipa::openapi::{RefOr, Schema};
+        let RefOr::T(Schema::Object(o)) = <CreateSchedule as PartialSchema>::schema() else {
+            panic!("CreateSchedule is not an object schema");
+        };
+        let props: std::collections::BTreeSet<&str> =
+            o.properties.keys().map(String::as_str).collect();
+        assert_eq!(props, CREATE_FIELDS.into_iter().collect());
+        assert_eq!(o.required, vec!["session_id", "cron", "text"]);
+    }
+
+    #[test]
+    fn r1_5_the_documented_enums_are_the_stored_ones() {
+        use utoipa::openapi::{RefOr, Schema};
+        let values = |schema: RefOr<Schema>| -> Vec<String> {
+            let RefOr::T(Schema::Object(o)) = schema else {
+                panic!("not an object schema");
+            };
+            o.enum_values
+                .unwrap_or_default()
+                .iter()
+                .map(|v| v.as_str().unwrap_or_default().to_owned())
+                .collect()
+        };
+        let missed = values(MissedName::schema());
+        assert_eq!(missed, ["run_once", "skip"]);
+        for m in &missed {
+            assert_eq!(MissedPolicy::parse(m).map(MissedPolicy::as_str), Some(m.as_str()));
+        }
+        let sources = values(SourceName::schema());
+        assert_eq!(sources, ["api", "config"]);
+        for s in &sources {
+            assert_eq!(ScheduleSource::parse(s).map(ScheduleSource::as_str), Some(s.as_str()));
+        }
     }
 
     #[test]
