@@ -391,12 +391,18 @@ mod tests {
         let missed = values(MissedName::schema());
         assert_eq!(missed, ["run_once", "skip"]);
         for m in &missed {
-            assert_eq!(MissedPolicy::parse(m).map(MissedPolicy::as_str), Some(m.as_str()));
+            assert_eq!(
+                MissedPolicy::parse(m).map(MissedPolicy::as_str),
+                Some(m.as_str())
+            );
         }
         let sources = values(SourceName::schema());
         assert_eq!(sources, ["api", "config"]);
         for s in &sources {
-            assert_eq!(ScheduleSource::parse(s).map(ScheduleSource::as_str), Some(s.as_str()));
+            assert_eq!(
+                ScheduleSource::parse(s).map(ScheduleSource::as_str),
+                Some(s.as_str())
+            );
         }
     }
 
