@@ -108,7 +108,6 @@ impl Actor for SchedulerActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        tracing::info!(watching_since = self.watching_since, "scheduler started");
         self.pass(ctx);
     }
 }
@@ -288,7 +287,10 @@ pub async fn start(
         removed = synced.removed,
         "configured schedules synchronized"
     );
-    Ok(SchedulerActor::new(deps, admission).start())
+    let actor = SchedulerActor::new(deps, admission);
+    // Logged here, before the server listens, so that the line is there once it does.
+    tracing::info!(watching_since = actor.watching_since, "scheduler started");
+    Ok(actor.start())
 }
 
 /// What `POST /v1/schedules` asks for, its session id already parsed.

@@ -541,6 +541,121 @@ async fn r1_5_missed_due_times_are_skipped_after_a_restart_postgres() {
 }
 
 // ---------------------------------------------------------------------------------------
+// A refused admission is not recorded as done.
+
+/// Without a provider every admission is refused (`no_provider`): the due times are logged
+/// with the reason and tried again, and none is recorded as handled. Started again with a
+/// provider, the schedule runs once for them (they fell due before this start: `run_once`).
+async fn refused_admissions_stay_open(database: Option<&str>) {
+    let provider = ScriptedProvider::start();
+    let mut tk = start(&provider, database).await;
+    let with_provider = std::fs::read_to_string(&tk.config_path).expect("read turnkey.toml");
+    let head = with_provider
+        .find("[[providers]]")
+        .expect("a provider table");
+    let tail = with_provider.find("[lease]").expect("a lease table");
+    let without_provider = format!("{}{}", &with_provider[..head], &with_provider[tail..]);
+    let session = tk.api().create_session_id().await;
+    let made = create(
+        &tk.api(),
+        json!({"session_id": session, "cron": "*/2 * * * * *", "text": "refused at first"}),
+    )
+    .await;
+    let id = made["id"].as_str().unwrap().to_owned();
+    std::fs::write(&tk.config_path, &without_provider).expect("write turnkey.toml");
+    tk.restart().await;
+    let refused_from = now_ms();
+    // Two attempts at least: the first due time, and its retry 5 s later.
+    tokio::time::sleep(Duration::from_millis(7_500)).await;
+    let log = stderr_of_start(&tk, 2);
+    let refusals: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("scheduled input not admitted") && l.contains("no_provider"))
+        .collect();
+    assert!(
+        refusals.len() >= 2,
+        "refusals are logged with the reason and tried again: {refusals:?}"
+    );
+    let before_restore: Vec<i64> = due_times(&tk.database_url, &id)
+        .await
+        .into_iter()
+        .filter(|d| *d > refused_from)
+        .collect();
+    assert!(
+        before_restore.is_empty(),
+        "admitted without a provider: {before_restore:?}"
+    );
+    let shown = list(&tk.api()).await;
+    let recorded = shown[0]["last_due_at"].clone();
+    assert!(
+        recorded.is_null() || ms(&recorded) < refused_from,
+        "a refused due time was recorded as handled: {}",
+        shown[0]
+    );
+
+    std::fs::write(&tk.config_path, &with_provider).expect("write turnkey.toml");
+    tk.restart().await;
+    // The new process watches from its start: the due times before it were refused or missed.
+    let since = watching_since(&stderr_of_start(&tk, 3));
+    let catch_up = wait_fired(&tk, &id, refused_from, Duration::from_secs(10)).await;
+    assert_eq!(
+        catch_up.due,
+        since - since.rem_euclid(2_000),
+        "the first admission is for the latest due time before the start: {catch_up:?}"
+    );
+    let api = tk.api();
+    let done = api.wait_terminal(&catch_up.id, BOUND).await;
+    assert_eq!(done["outcome"]["result"], "completed", "{done}");
+    // Once for the whole window without a provider, not once per due time in it.
+    let in_window: Vec<i64> = due_times(&tk.database_url, &id)
+        .await
+        .into_iter()
+        .filter(|d| *d > refused_from && *d <= since)
+        .collect();
+    assert_eq!(in_window, vec![catch_up.due]);
+}
+
+/// The stderr lines of the `n`th start of `tk` (the harness marks each start).
+fn stderr_of_start(tk: &Turnkey, n: u32) -> String {
+    let log = std::fs::read_to_string(tk.dir.path().join("turnkey.stderr.log")).expect("log");
+    let from = log
+        .find(&format!("=== start #{n} env"))
+        .unwrap_or_else(|| panic!("no start #{n} in the log"));
+    let rest = &log[from..];
+    let to = rest[1..].find("=== start #").map_or(rest.len(), |i| i + 1);
+    rest[..to].to_owned()
+}
+
+/// `watching_since` of the scheduler's start line in `log`.
+fn watching_since(log: &str) -> i64 {
+    let line = log
+        .lines()
+        .find(|l| l.contains("scheduler started"))
+        .unwrap_or_else(|| panic!("no scheduler start in:\n{log}"));
+    let digits: String = line
+        .split("watching_since=")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no watching_since in {line:?}"))
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().expect("watching_since ms")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r1_5_a_refused_admission_is_not_recorded_and_runs_once_later_sqlite() {
+    refused_admissions_stay_open(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r1_5_a_refused_admission_is_not_recorded_and_runs_once_later_postgres() {
+    let Some(db) = pg::fresh_database().await else {
+        return;
+    };
+    refused_admissions_stay_open(Some(db.url())).await;
+}
+
+// ---------------------------------------------------------------------------------------
 // [[schedules]] in the configuration.
 
 /// `turnkey.toml` as the harness wrote it, with this appended.
