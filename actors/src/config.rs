@@ -17,6 +17,8 @@ pub struct RuntimeConfig {
     pub compression: CompressionConfig,
     /// `[pricing]`: USD per million tokens by model, over the built-in table.
     pub pricing: BTreeMap<String, Price>,
+    /// `[platforms.*]`: the chat platforms served; each is off unless configured.
+    pub platforms: crate::platforms::PlatformsConfig,
 }
 
 /// What a new message does while a turn runs (SPEC R13.4).
@@ -287,6 +289,7 @@ impl RuntimeConfig {
         if self.tools.max_workers == 0 {
             return bad("tools.max_workers", "must be greater than 0");
         }
+        self.platforms.validate()?;
         for (model, price) in &self.pricing {
             if let Some(field) = price.invalid_field() {
                 return bad(

@@ -9,6 +9,7 @@ mod m20261203_000003_compression;
 mod m20261203_000004_busy_policy;
 mod m20261203_000005_rotation;
 mod m20261204_000001_session_keys;
+mod m20261205_000001_platforms;
 
 pub struct Migrator;
 
@@ -23,6 +24,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261203_000004_busy_policy::Migration),
             Box::new(m20261203_000005_rotation::Migration),
             Box::new(m20261204_000001_session_keys::Migration),
+            Box::new(m20261205_000001_platforms::Migration),
         ]
     }
 }

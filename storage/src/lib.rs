@@ -10,9 +10,10 @@ mod store;
 pub use ids::*;
 pub use model::*;
 pub use status::{
-    AdmissionStatus, ApprovalDecision, ApprovalStatus, ToolOutcome, ToolRunDecision, ToolRunStatus,
-    TurnResult,
+    AdmissionStatus, ApprovalDecision, ApprovalStatus, OutboxStatus, ToolOutcome, ToolRunDecision,
+    ToolRunStatus, TurnResult,
 };
 pub use store::{
-    Compaction, CompactionDone, LeaseClaim, Replaced, Rotation, RotationDone, Store, StoreError,
+    Compaction, CompactionDone, Inbound, LeaseClaim, Replaced, Rotation, RotationDone, Store,
+    StoreError,
 };
