@@ -19,6 +19,8 @@ pub struct RuntimeConfig {
     pub pricing: BTreeMap<String, Price>,
     /// `[[schedules]]`: inputs admitted on a cron schedule (SPEC R1.5).
     pub schedules: Vec<crate::schedule::ScheduleConfig>,
+    /// `[platforms.*]`: the chat platforms served; each is off unless configured.
+    pub platforms: crate::platforms::PlatformsConfig,
 }
 
 /// What a new message does while a turn runs (SPEC R13.4).
@@ -289,6 +291,7 @@ impl RuntimeConfig {
         if self.tools.max_workers == 0 {
             return bad("tools.max_workers", "must be greater than 0");
         }
+        self.platforms.validate()?;
         for (model, price) in &self.pricing {
             if let Some(field) = price.invalid_field() {
                 return bad(

@@ -10,6 +10,7 @@ use crate::error::GatewayError;
 use crate::input::{NewSessionRequest, Receipt, Submission};
 use crate::instance::Instance;
 use crate::limits;
+use crate::platforms::{self, ChatAdmission, ChatMessage};
 use crate::recovery;
 use crate::registry::SessionRegistry;
 use crate::scheduler::{self, ScheduleRequest, SchedulerActor};
@@ -279,6 +280,72 @@ impl Gateway {
             })
             .await
             .map_err(|_| GatewayError::ShuttingDown)?
+    }
+
+    /// Admits a message from a platform chat (SPEC R1.3): checks the sender against the
+    /// platform's `allowed_users`, finds the chat's session (the one a redelivered update went
+    /// to before, else the chat's current one, made on first use), and submits under a request
+    /// id derived from the platform's update id, so a redelivery runs once.
+    pub async fn chat_submit(&self, msg: &ChatMessage) -> Result<ChatAdmission, GatewayError> {
+        let platform = msg.chat.platform();
+        let settings = self
+            .deps
+            .config
+            .platforms
+            .settings(platform)
+            .ok_or_else(|| GatewayError::NotFound(format!("platform {platform}")))?;
+        let chat_key = msg.chat.key();
+        if !settings.allows(&msg.user_id) {
+            // Told once per chat and sender, not once per message.
+            self.deps
+                .store
+                .enqueue_outbox(&NewOutbox {
+                    platform: platform.into(),
+                    chat_key: chat_key.clone(),
+                    session_id: None,
+                    turn_id: None,
+                    idempotency_key: format!("refused:{chat_key}:{}", msg.user_id),
+                    kind: "notice".into(),
+                    payload: serde_json::json!({
+                        "text": format!(
+                            "Sorry, you are not allowed to talk to this agent (your {platform} id is {}).",
+                            msg.user_id
+                        ),
+                    }),
+                })
+                .await?;
+            return Ok(ChatAdmission::Refused);
+        }
+        let principal = platforms::chat_principal(msg);
+        let new = self.new_session(
+            &principal,
+            NewSessionRequest {
+                platform: platform.into(),
+                chat_key: Some(chat_key.clone()),
+                ..Default::default()
+            },
+        )?;
+        let inbound = self
+            .deps
+            .store
+            .inbound_session(platform, &msg.external_id, &chat_key, new)
+            .await?;
+        let receipt = self
+            .submit(
+                &principal,
+                inbound.session_id,
+                Submission {
+                    text: msg.text.clone(),
+                    request_id: Some(platforms::request_id(msg)),
+                    display: Some(serde_json::json!({
+                        "from": { "id": msg.user_id, "name": msg.user_name },
+                    })),
+                    surface: platform.into(),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        Ok(ChatAdmission::Admitted(receipt))
     }
 
     /// Runs an `unknown` admission again on request (API.md `POST /v1/admissions/{id}/retry`):

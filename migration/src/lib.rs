@@ -9,6 +9,7 @@ mod m20261203_000003_compression;
 mod m20261203_000004_busy_policy;
 mod m20261203_000005_rotation;
 mod m20261204_000001_session_keys;
+mod m20261205_000001_platforms;
 mod m20261205_000002_schedules;
 
 pub struct Migrator;
@@ -24,6 +25,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261203_000004_busy_policy::Migration),
             Box::new(m20261203_000005_rotation::Migration),
             Box::new(m20261204_000001_session_keys::Migration),
+            Box::new(m20261205_000001_platforms::Migration),
             Box::new(m20261205_000002_schedules::Migration),
         ]
     }

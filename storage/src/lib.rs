@@ -10,10 +10,11 @@ mod store;
 pub use ids::*;
 pub use model::*;
 pub use status::{
-    AdmissionStatus, ApprovalDecision, ApprovalStatus, ToolOutcome, ToolRunDecision, ToolRunStatus,
-    TurnResult,
+    AdmissionStatus, ApprovalDecision, ApprovalStatus, OutboxStatus, ToolOutcome, ToolRunDecision,
+    ToolRunStatus, TurnResult,
 };
 pub use store::{
-    Compaction, CompactionDone, LeaseClaim, Replaced, Rotation, RotationDone, Store, StoreError,
+    Compaction, CompactionDone, Inbound, LeaseClaim, Replaced, Rotation, RotationDone, Store,
+    StoreError,
 };
 pub use store::{ConfigSchedulesSynced, MissedPolicy, NewSchedule, Schedule, ScheduleSource};

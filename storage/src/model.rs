@@ -348,6 +348,10 @@ pub struct TurnEnd {
     pub usage: Vec<NewUsage>,
     pub outcome: serde_json::Value,
     pub events: Vec<NewEvent>,
+    /// What the session's chat is told (SPEC R1.3, R13.5): the answer, or a notice of how the
+    /// turn ended. Written to `delivery_outbox` in the same transaction when the session belongs
+    /// to a platform chat; ignored otherwise.
+    pub reply: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -441,4 +445,43 @@ pub struct Approval {
     pub created_at: i64,
     pub expires_at: i64,
     pub decided_at: Option<i64>,
+}
+
+/// A platform message to write to `delivery_outbox`. `idempotency_key` is unique: writing the
+/// same key twice keeps the first row (a retried transaction does not double a reply).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewOutbox {
+    pub platform: String,
+    pub chat_key: String,
+    pub session_id: Option<SessionId>,
+    pub turn_id: Option<TurnId>,
+    pub idempotency_key: String,
+    /// `reply` (a turn's answer or ending), `notice` (a command's answer), `approval` (a
+    /// request with approve/deny buttons), `draft` (a streamed draft being edited).
+    pub kind: String,
+    /// `{text, ...}`; an approval adds `approval_id`, `name`, `args`.
+    pub payload: serde_json::Value,
+}
+
+/// A row of `delivery_outbox` (API.md `GET /v1/outbox`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Outbox {
+    pub id: String,
+    pub platform: String,
+    pub chat_key: String,
+    pub session_id: Option<String>,
+    pub turn_id: Option<String>,
+    pub idempotency_key: String,
+    pub kind: String,
+    pub payload: serde_json::Value,
+    pub status: crate::OutboxStatus,
+    pub attempts: i32,
+    pub chunks_sent: i32,
+    pub platform_message_id: Option<String>,
+    pub owner_instance: Option<String>,
+    pub last_error: Option<String>,
+    pub created_at: i64,
+    pub next_attempt_at: i64,
+    pub updated_at: i64,
+    pub sent_at: Option<i64>,
 }

@@ -161,6 +161,27 @@ text_enum!(ApprovalDecision {
     Deny => "deny",
 });
 
+/// A platform message in `delivery_outbox` (SPEC R13.5). `pending → sending → sent`; a send
+/// that cannot succeed is `failed`; a row that was `sending` when its instance died is `unknown`:
+/// it may or may not have reached the platform, so it is not sent again blindly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutboxStatus {
+    Pending,
+    Sending,
+    Sent,
+    Failed,
+    Unknown,
+}
+
+text_enum!(OutboxStatus {
+    Pending => "pending",
+    Sending => "sending",
+    Sent => "sent",
+    Failed => "failed",
+    Unknown => "unknown",
+});
+
 #[cfg(test)]
 mod tests {
     use super::AdmissionStatus::*;

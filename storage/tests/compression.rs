@@ -192,6 +192,7 @@ async fn r6_1_the_last_prompt_size_is_the_last_call_recorded(s: Store) {
     };
     // Two calls with a compression between them: the second, smaller prompt is the last.
     let end = TurnEnd {
+        reply: None,
         admission_id: a.id,
         turn_id: turn,
         messages: vec![],

@@ -60,6 +60,7 @@ async fn r2_4_claim_settle_and_unknown_follow_the_status_machine(s: Store) {
     assert_eq!(got.status, AdmissionStatus::Unknown);
     // unknown is not settled later: the turn end is refused, the receipt stays unknown.
     let end = TurnEnd {
+        reply: None,
         admission_id: a.id,
         turn_id: turn,
         messages: vec![],
@@ -199,6 +200,7 @@ async fn r10_4_turn_end_commits_tail_usage_receipt_and_events_together(s: Store)
     let turn = TurnId::new();
     s.claim(&fence, a.id, &o, turn).await.expect("claim");
     let end = TurnEnd {
+        reply: None,
         admission_id: a.id,
         turn_id: turn,
         messages: vec![NewMessage {

@@ -160,6 +160,7 @@ on_both!(r10_5_failed_turn_end_closes_its_tail_in_the_same_commit);
 async fn r10_5_failed_turn_end_closes_its_tail_in_the_same_commit(s: Store) {
     let r = running(&s, vec![msg(MessageRole::User, "hi")], &[]).await;
     let end = TurnEnd {
+        reply: None,
         admission_id: r.admission.id,
         turn_id: r.turn,
         messages: vec![],

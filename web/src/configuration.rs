@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use turnkey_actors::config::{AgentConfig, CompressionConfig, LeaseConfig, ToolsConfig};
+use turnkey_actors::platforms::PlatformsConfig;
 use turnkey_actors::schedule::ScheduleConfig;
 use turnkey_actors::RuntimeConfig;
 use turnkey_providers::{Price, ProviderConfig};
@@ -37,6 +38,7 @@ pub struct Settings {
     pub pricing: BTreeMap<String, Price>,
     /// `[[schedules]]`: inputs admitted into a session on a cron schedule (SPEC R1.5).
     pub schedules: Vec<ScheduleConfig>,
+    pub platforms: PlatformsConfig,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -91,10 +93,8 @@ pub struct AuthSettings {
 
 /// Keys of the contract (API.md) that this build does not serve yet. Each is refused by name
 /// rather than accepted and ignored; a later build that serves one removes it from here.
-const NOT_IN_THIS_BUILD: &[(&str, &str)] = &[
-    ("platforms", "no chat platform is served yet"),
-    ("telemetry", "OpenTelemetry export is not built in yet"),
-];
+const NOT_IN_THIS_BUILD: &[(&str, &str)] =
+    &[("telemetry", "OpenTelemetry export is not built in yet")];
 
 impl Settings {
     /// The part of the settings the actors run on.
@@ -108,6 +108,7 @@ impl Settings {
             compression: self.compression.clone(),
             pricing: self.pricing.clone(),
             schedules: self.schedules.clone(),
+            platforms: self.platforms.clone(),
         }
     }
 
@@ -207,21 +208,12 @@ pub fn validate_origin(origin: &str) -> Result<(), String> {
 /// Refuses, by name, any key of [`NOT_IN_THIS_BUILD`] that a layer sets.
 fn refuse_unavailable(config: &Config) -> Result<(), InvalidConfig> {
     for (key, why) in NOT_IN_THIS_BUILD {
-        let Ok(value) = config.get::<Value>(key) else {
-            continue;
-        };
-        // Name the platform itself (`platforms.telegram`), not only the section.
-        let key = match value.into_table() {
-            Ok(table) if *key == "platforms" => table
-                .keys()
-                .min()
-                .map_or_else(|| key.to_string(), |p| format!("{key}.{p}")),
-            _ => key.to_string(),
-        };
-        return Err(InvalidConfig::new(
-            key,
-            format!("not available in this build (planned): {why}; remove it"),
-        ));
+        if config.get::<Value>(key).is_ok() {
+            return Err(InvalidConfig::new(
+                *key,
+                format!("not available in this build (planned): {why}; remove it"),
+            ));
+        }
     }
     Ok(())
 }

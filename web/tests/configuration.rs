@@ -316,18 +316,7 @@ fn a_negative_number_is_reported_as_negative() {
 
 #[test]
 fn sections_this_build_does_not_serve_are_refused_by_name() {
-    for (toml, key) in [
-        (
-            "[platforms.telegram]\nbot_token = \"t\"\nsecret_token = \"s\"\n",
-            "platforms.telegram",
-        ),
-        (
-            "[platforms.slack]\nbot_token = \"t\"\nsigning_secret = \"s\"\n",
-            "platforms.slack",
-        ),
-        ("[platforms.webhook]\nsecret = \"s\"\n", "platforms.webhook"),
-        ("[telemetry]\notlp_endpoint = \"\"\n", "telemetry"),
-    ] {
+    for (toml, key) in [("[telemetry]\notlp_endpoint = \"\"\n", "telemetry")] {
         let e = refused(toml);
         assert_eq!(e.key, key, "{toml}: {e}");
         assert!(
@@ -336,8 +325,8 @@ fn sections_this_build_does_not_serve_are_refused_by_name() {
         );
     }
     let d = dir_with_file(None);
-    let e = err(&d, &[("TURNKEY__PLATFORMS__SLACK__BOT_TOKEN", "x")]);
-    assert_eq!(e.key, "platforms.slack", "{e}");
+    let e = err(&d, &[("TURNKEY__TELEMETRY__OTLP_ENDPOINT", "http://x")]);
+    assert_eq!(e.key, "telemetry", "{e}");
 }
 
 #[test]
@@ -505,6 +494,13 @@ fn the_example_file_loads_and_shows_the_defaults() {
     let pricing = std::mem::take(&mut on.pricing);
     assert_eq!(pricing.len(), 1, "the example shows one price");
     let models = std::mem::take(&mut on.compression.models);
+    let platforms = std::mem::take(&mut on.platforms);
+    let shown = [
+        platforms.telegram.is_some(),
+        platforms.slack.is_some(),
+        platforms.webhook.is_some(),
+    ];
+    assert_eq!(shown, [true; 3], "the example shows every platform");
     assert_eq!(models.len(), 1, "the example shows one per-model override");
     assert_eq!(mcp.len(), 1, "the example shows one MCP server");
     assert_eq!(format!("{on:?}"), defaults);
@@ -550,7 +546,14 @@ fn the_example_file_shows_every_key_the_build_accepts() {
         for key in table.as_object().map(|t| t.keys()).into_iter().flatten() {
             // An array of tables (`[[tools.mcp]]`) is shown as one commented table: its keys
             // are those of the entry the example shows.
-            match shown_on[section][key][0].as_object() {
+            // An optional table (`[platforms.telegram]`) is shown commented: its keys are
+            // those of the table the example shows.
+            let entry = shown_on[section][key][0].as_object().or_else(|| {
+                table[key]
+                    .is_null()
+                    .then(|| shown_on[section][key].as_object())?
+            });
+            match entry {
                 Some(entry) => {
                     accepted.extend(entry.keys().map(|k| format!("{section}.{key}.{k}")))
                 }
@@ -764,4 +767,36 @@ fn r1_5_schedules_load_with_their_default_and_bad_ones_are_named_by_key() {
     ));
     let e = refused(&format!("{twice}\n{twice}"));
     assert_eq!(e.key, "schedules[1]", "{e}");
+}
+
+#[test]
+fn r1_3_platform_tables_load_with_their_defaults_and_are_checked() {
+    let d = dir_with_file(Some(
+        "[platforms.telegram]\nbot_token = \"1:x\"\nsecret_token = \"s-1\"\nallowed_users = [\"42\"]\n\
+         [platforms.webhook]\nsecret = \"k\"\nreply_url = \"http://127.0.0.1:9/r\"\n",
+    ));
+    let s = ok(&d, &[]);
+    let t = s.platforms.telegram.expect("telegram on");
+    assert_eq!(t.api_base, "https://api.telegram.org");
+    assert_eq!(
+        (t.stream, t.edit_interval_ms, t.resend_unknown),
+        (false, 1000, false)
+    );
+    assert!(
+        s.platforms.slack.is_none(),
+        "a platform is off unless configured"
+    );
+    assert!(s.platforms.webhook.is_some());
+    for (toml, key) in [
+        ("[platforms.telegram]\nbot_token = \"1:x\"\nsecret_token = \"bad token!\"\n", "platforms.telegram.secret_token"),
+        ("[platforms.telegram]\nsecret_token = \"s\"\n", "platforms.telegram.bot_token"),
+        ("[platforms.slack]\nbot_token = \"x\"\n", "platforms.slack.signing_secret"),
+        ("[platforms.slack]\nbot_token = \"x\"\nsigning_secret = \"s\"\napi_base = \"ftp://x\"\n", "platforms.slack.api_base"),
+        ("[platforms.webhook]\nsecret = \"k\"\n", "platforms.webhook.reply_url"),
+        ("[platforms.webhook]\nsecret = \"k\"\nreply_url = \"http://x\"\nedit_interval_ms = 10\n", "platforms.webhook.edit_interval_ms"),
+        ("[platforms.telegram]\nbot_token = \"1:x\"\nsecret_token = \"s\"\nbogus = 1\n", "platforms.telegram.bogus"),
+    ] {
+        let e = refused(toml);
+        assert_eq!(e.key, key, "{toml}: {e}");
+    }
 }

@@ -113,6 +113,15 @@ pub async fn finalize(deps: &Deps, c: Closing) {
     }
     events.push(event(ids, EventKind::TurnFinished, finished));
 
+    // A platform chat gets the answer, or a line saying how the turn ended (SPEC R1.3).
+    let reply = match (final_text.as_ref().filter(|_| delivers), &failure) {
+        (Some(text), _) => Some(text.clone()),
+        (None, Some(f)) if result == TurnResult::Interrupted => {
+            Some(format!("⏹ Stopped ({}).", f.code()))
+        }
+        (None, Some(f)) => Some(format!("⚠️ This turn failed: {}", f.message())),
+        (None, None) => None,
+    };
     let end = TurnEnd {
         admission_id: c.admission_id,
         turn_id: c.turn_id,
@@ -121,6 +130,7 @@ pub async fn finalize(deps: &Deps, c: Closing) {
         usage: c.usage_rows.clone(),
         outcome,
         events,
+        reply,
     };
     match deps.store.commit_turn_end(&c.fence, &end).await {
         Ok(committed) => committed.into_iter().for_each(|e| deps.hub.publish(e)),

@@ -1,10 +1,12 @@
-//! SeaORM entities, one per table of the initial migration. They stay plain: every query that
+//! SeaORM entities, one per table. They stay plain: every query that
 //! gives them meaning lives in the `Store` (see `store/`).
 pub mod admission;
 pub mod api_token;
 pub mod approval;
+pub mod chat_session;
 pub mod compression_lock;
 pub mod event;
+pub mod inbound_update;
 pub mod lease;
 pub mod message;
 pub mod outbox;

@@ -19,6 +19,14 @@ pub struct Model {
     pub created_at: i64,
     pub next_attempt_at: i64,
     pub sent_at: Option<i64>,
+    /// The turn whose end wrote this row, if a turn did.
+    pub turn_id: Option<String>,
+    /// The instance that marked the row `sending`.
+    pub owner_instance: Option<String>,
+    pub last_error: Option<String>,
+    pub updated_at: i64,
+    /// How many chunks of a split message are out already.
+    pub chunks_sent: i32,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -3,7 +3,8 @@
 //! `AdmissionStatus::can_become` allows, committed with the event that announces it.
 use super::leases::fence_out;
 use super::{
-    check_fence, convert, insert_event, is_unique_violation, tail, Result, Store, StoreError,
+    check_fence, convert, insert_event, is_unique_violation, outbox, tail, Result, Store,
+    StoreError,
 };
 use crate::entity::{admission, lease, session};
 use crate::ids::*;
@@ -15,6 +16,10 @@ use sea_orm::{
     QueryOrder, QuerySelect,
 };
 use serde_json::json;
+
+/// What a platform chat is told when its turn's owner died mid-turn.
+const UNKNOWN_NOTICE: &str = "⚠️ I was restarted while answering your last message, so I \
+cannot tell how far it got. Nothing is re-run on its own: send /retry to run it again.";
 
 impl Store {
     /// Makes `new` durable, or returns the earlier admission of the same request id. The same
@@ -473,6 +478,16 @@ impl Store {
         )
         .await?;
         let status = insert_status_event(&tx, a.session_id).await?;
+        // A chat is told, so that its user does not wait for an answer that will not come.
+        outbox::to_session_chat(
+            &tx,
+            a.session_id,
+            a.turn_id,
+            format!("unknown:{id}"),
+            "notice",
+            json!({ "text": UNKNOWN_NOTICE, "admission_id": id }),
+        )
+        .await?;
         tx.commit().await?;
         closed.extend([unknown, status]);
         Ok(closed)

@@ -1,7 +1,9 @@
 //! Durable approvals (SPEC R9.7, R13.2): a request is a row with `expires_at`, committed with
 //! `approval.requested` under the turn's fence; a person's decision or the timeout changes it
 //! once, committed with `approval.resolved`. A pending row survives any crash.
-use super::{check_fence, convert, insert_event, is_unique_violation, Result, Store, StoreError};
+use super::{
+    check_fence, convert, insert_event, is_unique_violation, outbox, Result, Store, StoreError,
+};
 use crate::entity::approval;
 use crate::ids::*;
 use crate::model::*;
@@ -67,6 +69,22 @@ impl Store {
                 admission_id: Some(turn.admission_id),
                 data,
             },
+        )
+        .await?;
+        // A session of a chat platform is asked in its chat, with approve/deny buttons.
+        outbox::to_session_chat(
+            &tx,
+            turn.session_id,
+            Some(turn.turn_id),
+            format!("approval:{id}"),
+            "approval",
+            json!({
+                "approval_id": id,
+                "name": request.get("name"),
+                "args": request.get("args"),
+                "reason": request.get("reason"),
+                "expires_at": expires_at,
+            }),
         )
         .await?;
         let row = approval::Entity::find_by_id(id.to_string())

@@ -179,3 +179,30 @@ pub(super) fn approval(m: approval::Model) -> Result<Approval> {
         decided_at: m.decided_at,
     })
 }
+
+pub(super) fn outbox(m: crate::entity::outbox::Model) -> Result<Outbox> {
+    Ok(Outbox {
+        payload: json(&m.payload, "outbox payload")?,
+        status: parse_text(
+            &m.status,
+            crate::status::OutboxStatus::parse,
+            "outbox status",
+        )?,
+        id: m.id,
+        platform: m.platform,
+        chat_key: m.chat_key,
+        session_id: m.session_id,
+        turn_id: m.turn_id,
+        idempotency_key: m.idempotency_key,
+        kind: m.kind,
+        attempts: m.attempts,
+        chunks_sent: m.chunks_sent,
+        platform_message_id: m.platform_message_id,
+        owner_instance: m.owner_instance,
+        last_error: m.last_error,
+        created_at: m.created_at,
+        next_attempt_at: m.next_attempt_at,
+        updated_at: m.updated_at,
+        sent_at: m.sent_at,
+    })
+}

@@ -2,12 +2,15 @@
 //! write goes through. Each submodule owns one family of facts.
 mod admissions;
 mod approvals;
+mod chats;
+pub use chats::Inbound;
 mod compression;
 pub use compression::{Compaction, CompactionDone, Replaced};
 mod convert;
 mod leases;
 pub use leases::LeaseClaim;
 mod log;
+mod outbox;
 mod rotation;
 pub use rotation::{Rotation, RotationDone};
 mod schedules;

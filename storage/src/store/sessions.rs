@@ -169,7 +169,7 @@ impl Store {
 }
 
 /// Inserts a new session row inside the caller's connection or transaction.
-async fn insert_session<C: ConnectionTrait>(db: &C, s: NewSession) -> Result<()> {
+pub(super) async fn insert_session<C: ConnectionTrait>(db: &C, s: NewSession) -> Result<()> {
     let now = now_ms();
     let model = session::ActiveModel {
         id: Set(s.id.to_string()),

@@ -1,9 +1,10 @@
 //! Closing a turn in one transaction (SPEC R10.3–R10.4): tail rows, usage ledger and session
 //! totals, the closing of an open tail, the terminal receipt and the closing events (with the
-//! session's new `status`) either all commit or none do.
+//! session's new `status`), and the reply to the session's chat (if it has one) either all
+//! commit or none do.
 use super::admissions::insert_status_event;
 use super::log::insert_message;
-use super::{check_fence, insert_event, tail, Result, Store, StoreError};
+use super::{check_fence, insert_event, outbox, tail, Result, Store, StoreError};
 use crate::entity::{admission, session, usage};
 use crate::ids::*;
 use crate::model::*;
@@ -91,6 +92,17 @@ impl Store {
             events.push(insert_event(&tx, ev).await?);
         }
         events.push(insert_status_event(&tx, fence.session_id).await?);
+        if let Some(text) = &end.reply {
+            outbox::to_session_chat(
+                &tx,
+                fence.session_id,
+                Some(end.turn_id),
+                format!("reply:{}", end.admission_id),
+                "reply",
+                serde_json::json!({ "text": text }),
+            )
+            .await?;
+        }
         tx.commit().await?;
         Ok(events)
     }

@@ -1,0 +1,43 @@
+//! Chat platforms (SPEC R1.3, R11.1, R13.5): their settings and the chat keys that tie a chat
+//! to its session and its replies.
+pub mod chat;
+pub mod config;
+
+pub use chat::ChatTarget;
+pub use config::{PlatformSettings, PlatformsConfig, SlackConfig, TelegramConfig, WebhookConfig};
+
+/// One message from a platform chat, as its adapter verified and parsed it.
+#[derive(Clone, Debug)]
+pub struct ChatMessage {
+    pub chat: ChatTarget,
+    /// The platform's id of the update (Telegram `update_id`, Slack `event_id`, generic
+    /// `message_id`): redeliveries carry the same one.
+    pub external_id: String,
+    /// The sender's platform user id (checked against `allowed_users`).
+    pub user_id: String,
+    pub user_name: Option<String>,
+    pub text: String,
+}
+
+/// What became of a chat message.
+#[derive(Clone, Debug)]
+pub enum ChatAdmission {
+    /// Admitted (or found admitted before, for a redelivery).
+    Admitted(crate::input::Receipt),
+    /// The sender is not in `allowed_users`; they were told so once.
+    Refused,
+}
+
+/// The principal a chat's session belongs to: the chat itself (its members share it).
+pub fn chat_principal(msg: &ChatMessage) -> turnkey_storage::Principal {
+    turnkey_storage::Principal {
+        id: msg.chat.key(),
+        name: msg.user_name.clone().unwrap_or_else(|| msg.user_id.clone()),
+        kind: "platform".into(),
+    }
+}
+
+/// The request id of a platform update: the same for every redelivery.
+pub fn request_id(msg: &ChatMessage) -> String {
+    format!("{}:{}", msg.chat.platform(), msg.external_id)
+}
