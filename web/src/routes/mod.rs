@@ -5,6 +5,7 @@ pub mod events;
 pub mod health;
 pub mod metrics;
 pub mod openai;
+pub mod outbox;
 pub mod sessions;
 pub mod submissions;
 pub mod tokens;
@@ -123,6 +124,11 @@ pub fn table() -> Vec<Mount> {
             vec![(M::POST, web::to(admissions::retry))],
         ),
         Mount::api("/v1/tokens", vec![(M::POST, web::to(tokens::create))]),
+        Mount::api("/v1/outbox", vec![(M::GET, web::to(outbox::list))]),
+        Mount::api(
+            "/v1/outbox/{id}/resend",
+            vec![(M::POST, web::to(outbox::resend))],
+        ),
         Mount::api("/v1/ws", vec![(M::GET, web::to(ws::connect))]),
         Mount::openai(
             "/v1/chat/completions",
