@@ -5,7 +5,8 @@ pub mod mirrors;
 
 use crate::error::ErrorBody;
 use crate::routes::{
-    admissions, events, health, metrics, openai, sessions, submissions, tokens, tools, ui, ws,
+    admissions, events, health, metrics, openai, sessions, submissions, tokens, tools, ui,
+    webhooks, ws,
 };
 use actix_web::HttpResponse;
 use std::sync::OnceLock;
@@ -49,6 +50,10 @@ pub const BEARER: &str = "bearer";
         ws::connect,
         openai::chat_completions,
         openai::models,
+        webhooks::telegram::webhook,
+        webhooks::slack::events,
+        webhooks::slack::interactive,
+        webhooks::generic::webhook,
     ),
     // Schemas only parameters refer to (the document collects the bodies' on its own).
     components(schemas(ErrorBody, ui::UiFileName)),
@@ -64,6 +69,7 @@ pub const BEARER: &str = "bearer";
         (name = "tools", description = "A person's answers: approvals, tool runs a crash left unknown, checkpoint restore"),
         (name = "openai", description = "The OpenAI-compatible endpoint (errors in OpenAI's shape)"),
         (name = "websocket", description = "JSON-RPC 2.0 over a WebSocket"),
+        (name = "webhooks", description = "Chat platforms in: verified by each platform's own signature, not a bearer token"),
     ),
 )]
 pub struct ApiDoc;
