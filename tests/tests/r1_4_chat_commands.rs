@@ -236,7 +236,7 @@ async fn new_session(database: Option<&str>) {
     let next = say(&hooks, 202, "what was the word?").await;
     assert_eq!(session_id(&next), fresh);
     api.wait_terminal(&admission_id(&next), BOUND).await;
-    let sent = &provider.requests().last().unwrap().body;
+    let sent = provider.requests().last().unwrap().body.clone();
     assert!(!sent.to_string().contains("kiwi"), "{sent}");
     // An old update redelivered still reaches the old session, as the same admission.
     let replay = say(&hooks, 200, "remember the word kiwi").await;
@@ -328,13 +328,12 @@ async fn approvals_from_the_chat(database: Option<&str>) {
             json!({ "command": format!("echo yes > {file}") }),
         )
     };
-    provider.on_user_text("run one", Reply::ToolCalls(vec![terminal("a1", "one")]));
-    provider.on_user_text("run two", Reply::ToolCalls(vec![terminal("b1", "two")]));
-    provider.on_user_text("run three", Reply::ToolCalls(vec![terminal("c1", "three")]));
-    provider.on_user_text(
-        "run four",
-        Reply::ToolCalls(vec![terminal("d1", "four"), terminal("d2", "five")]),
-    );
+    // Each asks once; the model's next call (after the tool result) gets a plain answer.
+    let once = |needle: &str, calls| provider.on_user_text_times(needle, Reply::ToolCalls(calls), 1);
+    once("run one", vec![terminal("a1", "one")]);
+    once("run two", vec![terminal("b1", "two")]);
+    once("run three", vec![terminal("c1", "three")]);
+    once("run four", vec![terminal("d1", "four"), terminal("d2", "five")]);
     let tk = start(
         &provider,
         database,
