@@ -48,8 +48,7 @@ pub fn fixture(name: &str) -> Value {
         "{}/fixtures/platforms/{name}.json",
         env!("CARGO_MANIFEST_DIR")
     );
-    let text =
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("fixture {path}: {e}"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("fixture {path}: {e}"));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("fixture {path}: {e}"))
 }
 
@@ -88,7 +87,13 @@ pub fn slack_message(event_id: &str, channel: &str, ts: &str, user: &str, text: 
 }
 
 /// A Slack `block_actions` interaction: `action_id` pressed by `user` in `channel`.
-pub fn slack_button(trigger: &str, channel: &str, user: &str, action_id: &str, value: &str) -> Value {
+pub fn slack_button(
+    trigger: &str,
+    channel: &str,
+    user: &str,
+    action_id: &str,
+    value: &str,
+) -> Value {
     let mut p = fixture("slack_block_actions");
     p["trigger_id"] = json!(trigger);
     p["channel"]["id"] = json!(channel);
@@ -159,7 +164,9 @@ impl Webhooks {
 
     /// Opens the connection (so a measured request does not include the TCP handshake).
     pub async fn warm_up(&self) {
-        let r = self.raw("GET", "/healthz", &[], "text/plain", Vec::new()).await;
+        let r = self
+            .raw("GET", "/healthz", &[], "text/plain", Vec::new())
+            .await;
         assert_eq!(r.0.status, 200, "{}", r.0.text);
     }
 
@@ -249,7 +256,10 @@ impl Webhooks {
         let ts = unix_now();
         let mut headers = vec![
             ("X-Slack-Request-Timestamp", ts.to_string()),
-            ("X-Slack-Signature", slack_signature(SLACK_SECRET, ts, &body)),
+            (
+                "X-Slack-Signature",
+                slack_signature(SLACK_SECRET, ts, &body),
+            ),
         ];
         if let Some(n) = retry {
             headers.push(("X-Slack-Retry-Num", n.to_string()));
@@ -269,7 +279,10 @@ impl Webhooks {
         let ts = unix_now();
         let headers = vec![
             ("X-Slack-Request-Timestamp", ts.to_string()),
-            ("X-Slack-Signature", slack_signature(SLACK_SECRET, ts, &body)),
+            (
+                "X-Slack-Signature",
+                slack_signature(SLACK_SECRET, ts, &body),
+            ),
         ];
         self.slack_raw(
             "/webhooks/slack/interactive",

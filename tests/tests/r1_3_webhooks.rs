@@ -107,7 +107,12 @@ async fn message_in_reply_out(database: Option<&str>) {
         .await;
     assert_eq!(sl.body["outcome"], "admitted", "{}", sl.text);
     let (gn, t3) = hooks
-        .generic(&generic_message("room-1", "m-1", "alice", "hello from generic"))
+        .generic(&generic_message(
+            "room-1",
+            "m-1",
+            "alice",
+            "hello from generic",
+        ))
         .await;
     assert_fast("a message on each platform", &[t1, t2, t3]);
     assert_eq!(gn.body["outcome"], "admitted", "{}", gn.text);
@@ -119,9 +124,27 @@ async fn message_in_reply_out(database: Option<&str>) {
     }
 
     let cases = [
-        (&tg, "telegram", format!("telegram:{ALICE}"), "telegram answer", "hello from telegram"),
-        (&sl, "slack", format!("slack:{SLACK_TEAM}:C1"), "slack answer", "hello from slack"),
-        (&gn, "webhook", "webhook:room-1".to_owned(), "generic answer", "hello from generic"),
+        (
+            &tg,
+            "telegram",
+            format!("telegram:{ALICE}"),
+            "telegram answer",
+            "hello from telegram",
+        ),
+        (
+            &sl,
+            "slack",
+            format!("slack:{SLACK_TEAM}:C1"),
+            "slack answer",
+            "hello from slack",
+        ),
+        (
+            &gn,
+            "webhook",
+            "webhook:room-1".to_owned(),
+            "generic answer",
+            "hello from generic",
+        ),
     ];
     for (resp, platform, chat_key, answer, asked) in cases {
         let id = admission_id(resp);
@@ -135,7 +158,10 @@ async fn message_in_reply_out(database: Option<&str>) {
         // The session belongs to the chat: the operator sees it, with the message as sent.
         let session = receipt(resp)["session_id"].as_str().unwrap().to_owned();
         assert_eq!(reply.session_id.as_deref(), Some(session.as_str()));
-        assert_eq!(rows.chat_session(&chat_key).await.as_deref(), Some(session.as_str()));
+        assert_eq!(
+            rows.chat_session(&chat_key).await.as_deref(),
+            Some(session.as_str())
+        );
         let messages = api.messages(&session).await;
         assert_eq!(messages[0]["role"], "user", "{messages:?}");
         assert_eq!(messages[0]["content"], asked, "{messages:?}");
@@ -191,7 +217,10 @@ async fn bad_signatures_write_nothing(database: Option<&str>) {
         ),
         (
             "no timestamp",
-            vec![("X-Slack-Signature", slack_signature(SLACK_SECRET, now, &body))],
+            vec![(
+                "X-Slack-Signature",
+                slack_signature(SLACK_SECRET, now, &body),
+            )],
         ),
         (
             "wrong secret",
@@ -204,28 +233,40 @@ async fn bad_signatures_write_nothing(database: Option<&str>) {
             "signature of another body",
             vec![
                 ("X-Slack-Request-Timestamp", now.to_string()),
-                ("X-Slack-Signature", slack_signature(SLACK_SECRET, now, &other_body)),
+                (
+                    "X-Slack-Signature",
+                    slack_signature(SLACK_SECRET, now, &other_body),
+                ),
             ],
         ),
         (
             "stale: six minutes old, correctly signed",
             vec![
                 ("X-Slack-Request-Timestamp", (now - 360).to_string()),
-                ("X-Slack-Signature", slack_signature(SLACK_SECRET, now - 360, &body)),
+                (
+                    "X-Slack-Signature",
+                    slack_signature(SLACK_SECRET, now - 360, &body),
+                ),
             ],
         ),
         (
             "from the future: six minutes ahead, correctly signed",
             vec![
                 ("X-Slack-Request-Timestamp", (now + 360).to_string()),
-                ("X-Slack-Signature", slack_signature(SLACK_SECRET, now + 360, &body)),
+                (
+                    "X-Slack-Signature",
+                    slack_signature(SLACK_SECRET, now + 360, &body),
+                ),
             ],
         ),
         (
             "signed timestamp swapped",
             vec![
                 ("X-Slack-Request-Timestamp", (now - 1).to_string()),
-                ("X-Slack-Signature", slack_signature(SLACK_SECRET, now, &body)),
+                (
+                    "X-Slack-Signature",
+                    slack_signature(SLACK_SECRET, now, &body),
+                ),
             ],
         ),
     ];
@@ -361,7 +402,12 @@ async fn redelivered_updates_run_once(database: Option<&str>) {
     assert_eq!(admission_id(&g1), admission_id(&g2));
     // The same id with another text is a conflict, still answered 200 (nothing admitted).
     let (g3, _) = hooks
-        .generic(&generic_message("room-2", "m-dup", "alice", "something else"))
+        .generic(&generic_message(
+            "room-2",
+            "m-dup",
+            "alice",
+            "something else",
+        ))
         .await;
     assert_eq!(g3.status, 200, "{}", g3.text);
     assert_eq!(g3.body["outcome"], "rejected", "{}", g3.text);
@@ -487,7 +533,13 @@ async fn r1_3_a_stranger_is_refused_and_told_once() {
         assert_eq!(r.body["outcome"], "refused", "{}", r.text);
     }
     let (r, _) = hooks
-        .slack(&slack_message("Ev5", "C5", "1700000000.000500", "UNOBODY", "hi"))
+        .slack(&slack_message(
+            "Ev5",
+            "C5",
+            "1700000000.000500",
+            "UNOBODY",
+            "hi",
+        ))
         .await;
     assert_eq!(r.body["outcome"], "refused", "{}", r.text);
 
@@ -502,7 +554,10 @@ async fn r1_3_a_stranger_is_refused_and_told_once() {
         "{notices:?}"
     );
     assert!(notices.iter().all(|r| r.kind == "notice"));
-    assert!(notices[0].text().contains(&STRANGER.to_string()), "{notices:?}");
+    assert!(
+        notices[0].text().contains(&STRANGER.to_string()),
+        "{notices:?}"
+    );
     assert_eq!(rows.count("session_admissions").await, 0);
     assert_eq!(rows.count("sessions").await, 0);
     assert_eq!(rows.count("inbound_updates").await, 0);
@@ -538,7 +593,13 @@ async fn r1_3_url_verification_is_answered_and_other_updates_are_ignored() {
         assert_eq!(r.status, 200, "{}", r.text);
         assert_eq!(r.body["outcome"], "ignored", "{}", r.text);
     }
-    let mut own = slack_message("Ev6", "C1", "1700000000.000600", SLACK_BOT_USER, "my own reply");
+    let mut own = slack_message(
+        "Ev6",
+        "C1",
+        "1700000000.000600",
+        SLACK_BOT_USER,
+        "my own reply",
+    );
     own["event"]["user"] = json!(SLACK_BOT_USER);
     for envelope in [
         fixture("slack_event_bot_message"),
@@ -555,7 +616,10 @@ async fn r1_3_url_verification_is_answered_and_other_updates_are_ignored() {
         .raw(
             "POST",
             "/webhooks/telegram",
-            &[("X-Telegram-Bot-Api-Secret-Token", TELEGRAM_SECRET.to_owned())],
+            &[(
+                "X-Telegram-Bot-Api-Secret-Token",
+                TELEGRAM_SECRET.to_owned(),
+            )],
             "application/json",
             b"{not json".to_vec(),
         )
@@ -574,7 +638,10 @@ async fn r1_3_url_verification_is_answered_and_other_updates_are_ignored() {
             body.clone(),
             &[
                 ("X-Slack-Request-Timestamp", ts.to_string()),
-                ("X-Slack-Signature", slack_signature(SLACK_SECRET, ts, &body)),
+                (
+                    "X-Slack-Signature",
+                    slack_signature(SLACK_SECRET, ts, &body),
+                ),
             ],
         )
         .await;
@@ -588,19 +655,28 @@ async fn r1_3_url_verification_is_answered_and_other_updates_are_ignored() {
             body.clone(),
             &[
                 ("X-Slack-Request-Timestamp", ts.to_string()),
-                ("X-Slack-Signature", slack_signature(SLACK_SECRET, ts, &body)),
+                (
+                    "X-Slack-Signature",
+                    slack_signature(SLACK_SECRET, ts, &body),
+                ),
             ],
         )
         .await;
     assert_eq!(r.status, 400, "{}", r.text);
     assert_eq!(r.error_code(), Some("invalid_form"));
     // Over server.max_body_bytes (1 MiB by default).
-    let big = format!("{{\"update_id\": 1, \"pad\": \"{}\"}}", "x".repeat(1_100_000));
+    let big = format!(
+        "{{\"update_id\": 1, \"pad\": \"{}\"}}",
+        "x".repeat(1_100_000)
+    );
     let (r, _) = hooks
         .raw(
             "POST",
             "/webhooks/telegram",
-            &[("X-Telegram-Bot-Api-Secret-Token", TELEGRAM_SECRET.to_owned())],
+            &[(
+                "X-Telegram-Bot-Api-Secret-Token",
+                TELEGRAM_SECRET.to_owned(),
+            )],
             "application/json",
             big.into_bytes(),
         )

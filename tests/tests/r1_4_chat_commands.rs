@@ -329,11 +329,15 @@ async fn approvals_from_the_chat(database: Option<&str>) {
         )
     };
     // Each asks once; the model's next call (after the tool result) gets a plain answer.
-    let once = |needle: &str, calls| provider.on_user_text_times(needle, Reply::ToolCalls(calls), 1);
+    let once =
+        |needle: &str, calls| provider.on_user_text_times(needle, Reply::ToolCalls(calls), 1);
     once("run one", vec![terminal("a1", "one")]);
     once("run two", vec![terminal("b1", "two")]);
     once("run three", vec![terminal("c1", "three")]);
-    once("run four", vec![terminal("d1", "four"), terminal("d2", "five")]);
+    once(
+        "run four",
+        vec![terminal("d1", "four"), terminal("d2", "five")],
+    );
     let tk = start(
         &provider,
         database,
@@ -526,7 +530,10 @@ async fn r1_4_retry_runs_again_a_turn_a_crash_cut_off() {
     assert!(told.text().contains("/retry"), "{told:?}");
 
     let retry = say(&hooks, 501, "/retry").await;
-    assert_eq!(answer(&retry, "retry"), "🔁 Running the cut-off turn again.");
+    assert_eq!(
+        answer(&retry, "retry"),
+        "🔁 Running the cut-off turn again."
+    );
     assert_eq!(retry.body["receipt"]["retry_of"], unknown.as_str());
     let rerun = retry.body["receipt"]["admission_id"]
         .as_str()
@@ -537,7 +544,10 @@ async fn r1_4_retry_runs_again_a_turn_a_crash_cut_off() {
     let reply = rows.wait_outbox(&format!("reply:{rerun}"), BOUND).await;
     assert_eq!(reply.text(), "ok: cut off");
     let again = say(&hooks, 502, "/retry").await;
-    assert_eq!(answer(&again, "retry"), "🔁 That turn was already run again.");
+    assert_eq!(
+        answer(&again, "retry"),
+        "🔁 That turn was already run again."
+    );
     assert_eq!(provider.requests().len(), 1);
 }
 
@@ -558,7 +568,11 @@ async fn r1_4_commands_work_on_every_platform() {
             &format!("<@{SLACK_BOT_USER}> /status"),
         ))
         .await;
-    assert!(answer(&r, "status").contains("idle, 0 queued"), "{}", r.text);
+    assert!(
+        answer(&r, "status").contains("idle, 0 queued"),
+        "{}",
+        r.text
+    );
     let row = rows
         .wait_outbox("cmd:slack:D10:1700000000.001000", BOUND)
         .await;
@@ -577,7 +591,12 @@ async fn r1_4_commands_work_on_every_platform() {
     assert!(answer(&r, "help").contains("/queue"), "{}", r.text);
     // Not a command: text that only starts with a slash.
     let (r, _) = hooks
-        .generic(&generic_message("room-7", "g-3", "alice", "/etc/hosts is where?"))
+        .generic(&generic_message(
+            "room-7",
+            "g-3",
+            "alice",
+            "/etc/hosts is where?",
+        ))
         .await;
     assert_eq!(r.body["outcome"], "admitted", "{}", r.text);
 }

@@ -222,7 +222,11 @@ async fn message(gw: &Gateway, msg: &ChatMessage) -> Result<Handled, GatewayErro
 }
 
 /// Input the gateway refused: the chat is told why (a platform would retry an error forever).
-async fn rejected(gw: &Gateway, msg: &ChatMessage, e: GatewayError) -> Result<Handled, GatewayError> {
+async fn rejected(
+    gw: &Gateway,
+    msg: &ChatMessage,
+    e: GatewayError,
+) -> Result<Handled, GatewayError> {
     match e {
         GatewayError::InvalidInput { code, message } => {
             gw.store()
@@ -283,7 +287,11 @@ async fn stop(
     session: SessionId,
 ) -> Result<String, GatewayError> {
     let signalled = gw
-        .interrupt(principal, session, Some("stopped from the chat (/stop)".into()))
+        .interrupt(
+            principal,
+            session,
+            Some("stopped from the chat (/stop)".into()),
+        )
         .await?;
     if signalled {
         return Ok("⏹ Stopping the running turn.".into());
@@ -459,9 +467,9 @@ async fn decide(
             })
         }
         Err(GatewayError::NotFound(_)) => Ok(missing()),
-        Err(GatewayError::Conflict { .. }) => Ok(format!(
-            "Approval {id} was already decided or has expired."
-        )),
+        Err(GatewayError::Conflict { .. }) => {
+            Ok(format!("Approval {id} was already decided or has expired."))
+        }
         Err(e) => Err(e),
     }
 }
@@ -554,7 +562,10 @@ mod tests {
             Command::parse("/queue@bot later"),
             Some(Command::Queue("later".into()))
         );
-        assert_eq!(Command::parse("/queue"), Some(Command::Queue(String::new())));
+        assert_eq!(
+            Command::parse("/queue"),
+            Some(Command::Queue(String::new()))
+        );
         assert_eq!(Command::parse("/approve"), Some(Command::Approve(None)));
         assert_eq!(
             Command::parse("/approve 0190abcd extra"),

@@ -105,7 +105,9 @@ pub fn not_configured(platform: &str) -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
         "platform_not_configured",
-        format!("the {platform} platform is not configured: add [platforms.{platform}] to turnkey.toml"),
+        format!(
+            "the {platform} platform is not configured: add [platforms.{platform}] to turnkey.toml"
+        ),
     )
 }
 
@@ -119,10 +121,7 @@ pub async fn body(state: &AppState, payload: web::Payload) -> Result<web::BytesM
 pub fn parse<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> Result<T, ApiError> {
     let value: serde_json::Value = serde_json::from_slice(body).map_err(ApiError::invalid_json)?;
     serde_json::from_value(value).map_err(|e| {
-        ApiError::bad_request(
-            "invalid_update",
-            format!("the body is not a {what}: {e}"),
-        )
+        ApiError::bad_request("invalid_update", format!("the body is not a {what}: {e}"))
     })
 }
 

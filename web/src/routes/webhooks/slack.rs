@@ -246,7 +246,7 @@ pub struct Action {
 #[derive(Debug)]
 pub enum Press {
     Button {
-        press: ChatMessage,
+        press: Box<ChatMessage>,
         approval: String,
         decision: ApprovalDecision,
     },
@@ -270,11 +270,12 @@ pub fn parse_interaction(i: Interaction) -> Press {
     };
     let approval = action.value.clone().unwrap_or_default();
     // One press is one interaction: Slack's trigger id, else the action's own time.
-    let Some(external_id) = i
-        .trigger_id
-        .filter(|t| !t.is_empty())
-        .or_else(|| action.action_ts.clone().map(|ts| format!("{}:{ts}", user.id)))
-    else {
+    let Some(external_id) = i.trigger_id.filter(|t| !t.is_empty()).or_else(|| {
+        action
+            .action_ts
+            .clone()
+            .map(|ts| format!("{}:{ts}", user.id))
+    }) else {
         return Press::Ignored("no trigger id");
     };
     let message = i.message.unwrap_or(InteractionMessage {
@@ -282,7 +283,7 @@ pub fn parse_interaction(i: Interaction) -> Press {
         thread_ts: None,
     });
     Press::Button {
-        press: ChatMessage {
+        press: Box::new(ChatMessage {
             chat: ChatTarget::Slack {
                 team: team.id,
                 channel: channel.id,
@@ -294,7 +295,7 @@ pub fn parse_interaction(i: Interaction) -> Press {
             user_id: user.id,
             text: format!("{}:{approval}", decision.as_str()),
             message_id: message.ts,
-        },
+        }),
         approval,
         decision,
     }
