@@ -10,6 +10,7 @@ use crate::error::GatewayError;
 use crate::input::{NewSessionRequest, Receipt, Submission};
 use crate::instance::Instance;
 use crate::limits;
+use crate::outbox_sender::OutboxSender;
 use crate::platforms::{self, ChatAdmission, ChatMessage};
 use crate::recovery;
 use crate::registry::SessionRegistry;
@@ -28,6 +29,8 @@ use turnkey_storage::*;
 /// After the shutdown grace, how long interrupted turns get to settle (commit their tail and
 /// receipt) before the process stops anyway.
 const SETTLE_AFTER_INTERRUPT: Duration = Duration::from_secs(5);
+/// At shutdown, how long platform messages being sent get to finish.
+const OUTBOX_DRAIN: Duration = Duration::from_secs(5);
 
 #[derive(Clone)]
 pub struct Gateway {
@@ -36,6 +39,8 @@ pub struct Gateway {
     workspace: std::path::PathBuf,
     admission: Addr<AdmissionActor>,
     registry: SessionRegistry,
+    /// Sends platform messages; `None` when no platform is configured.
+    outbox: Option<OutboxSender>,
 }
 
 impl Gateway {
@@ -82,17 +87,20 @@ impl Gateway {
             tool_schemas: toolbox.schemas,
             wakeups,
             shutdown: CancellationToken::new(),
+            outbox_wake: Default::default(),
         });
         let registry = SessionRegistry::new(deps.clone());
         let admission = AdmissionActor::new(deps.clone(), registry.clone()).start();
-        let gw = Self {
+        let mut gw = Self {
             deps,
             workspace,
             admission,
             registry,
+            outbox: None,
         };
         recovery::recover_at_start(&gw.deps, &gw.registry).await?;
         recovery::spawn_sweeper(gw.deps.clone(), gw.registry.clone());
+        gw.outbox = OutboxSender::start(gw.deps.clone()).await;
         Ok(gw)
     }
 
@@ -106,6 +114,12 @@ impl Gateway {
 
     pub fn config(&self) -> &RuntimeConfig {
         &self.deps.config
+    }
+
+    /// Tells the outbox sender that platform messages were committed (a command's answer, a
+    /// notice): they go out now instead of at its next look (within a second).
+    pub fn wake_outbox(&self) {
+        self.deps.outbox_wake.notify_one();
     }
 
     /// May `principal` see and act on `session`? Others' sessions look like missing ones.
@@ -306,6 +320,7 @@ impl Gateway {
                 }),
             })
             .await?;
+        self.wake_outbox();
         Ok(false)
     }
 
@@ -576,6 +591,10 @@ impl Gateway {
             if !self.wait_drained(SETTLE_AFTER_INTERRUPT).await {
                 tracing::error!("turns did not settle after the interrupt; stopping anyway");
             }
+        }
+        // Platform messages being sent finish, so none is left `sending` (thus `unknown`).
+        if let Some(outbox) = &self.outbox {
+            outbox.drain(OUTBOX_DRAIN).await;
         }
     }
 

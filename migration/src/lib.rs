@@ -10,6 +10,7 @@ mod m20261203_000004_busy_policy;
 mod m20261203_000005_rotation;
 mod m20261204_000001_session_keys;
 mod m20261205_000001_platforms;
+mod m20261205_000003_outbox_owner;
 
 pub struct Migrator;
 
@@ -25,6 +26,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261203_000005_rotation::Migration),
             Box::new(m20261204_000001_session_keys::Migration),
             Box::new(m20261205_000001_platforms::Migration),
+            Box::new(m20261205_000003_outbox_owner::Migration),
         ]
     }
 }

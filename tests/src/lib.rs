@@ -4,6 +4,7 @@ pub mod api;
 pub mod browser;
 pub mod chat_pty;
 pub mod cut_proxy;
+pub mod fake_platforms;
 pub mod harness;
 pub mod local_model;
 pub mod openai_sdk;
@@ -18,6 +19,7 @@ pub mod wire;
 pub mod ws;
 
 pub use api::{Api, Resp, SseEvent};
+pub use fake_platforms::{FakeCall, FakeKind, FakeMessage, FakePlatform, Fault};
 pub use harness::{Turnkey, TurnkeyOptions};
 pub use local_model::LocalModel;
 pub use scripted::{RecordedRequest, Reply, ScriptedProvider};

@@ -237,6 +237,7 @@ async fn rejected(
                     &format!("⚠️ Not sent to the agent: {message}"),
                 ))
                 .await?;
+            gw.wake_outbox();
             Ok(Handled::Rejected { code, message })
         }
         e @ GatewayError::IdempotencyConflict(_) => Ok(Handled::Rejected {
@@ -273,6 +274,7 @@ async fn new_session(gw: &Gateway, msg: &ChatMessage) -> Result<Handled, Gateway
     gw.store()
         .enqueue_outbox(&notice(msg, Some(inbound.session_id), key, &answer))
         .await?;
+    gw.wake_outbox();
     Ok(Handled::Command {
         name: "new",
         answer,
@@ -538,6 +540,7 @@ async fn complete(
             &notice(msg, Some(session), command_key(msg), answer),
         )
         .await?;
+    gw.wake_outbox();
     Ok(())
 }
 

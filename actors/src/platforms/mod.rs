@@ -1,8 +1,16 @@
 //! Chat platforms (SPEC R1.3, R11.1, R13.5): their settings and the chat keys that tie a chat
 //! to its session and its replies.
 pub mod chat;
+pub mod client;
 pub mod commands;
 pub mod config;
+pub mod drafts;
+pub mod format;
+pub mod send;
+pub mod slack;
+pub mod split;
+pub mod telegram;
+pub mod webhook;
 
 pub use chat::ChatTarget;
 pub use config::{PlatformSettings, PlatformsConfig, SlackConfig, TelegramConfig, WebhookConfig};
