@@ -195,7 +195,7 @@ impl Gateway {
 
     /// A new session row for `principal`, its request checked against the input limits and
     /// its system prompt built.
-    fn new_session(
+    pub(crate) fn new_session(
         &self,
         principal: &Principal,
         req: NewSessionRequest,
@@ -274,6 +274,23 @@ impl Gateway {
     /// to before, else the chat's current one, made on first use), and submits under a request
     /// id derived from the platform's update id, so a redelivery runs once.
     pub async fn chat_submit(&self, msg: &ChatMessage) -> Result<ChatAdmission, GatewayError> {
+        if !self.chat_allows(msg).await? {
+            return Ok(ChatAdmission::Refused);
+        }
+        let inbound = self.chat_inbound(msg).await?;
+        let receipt = self
+            .submit(
+                &platforms::chat_principal(msg),
+                inbound.session_id,
+                platforms::chat_submission(msg, None),
+            )
+            .await?;
+        Ok(ChatAdmission::Admitted(receipt))
+    }
+
+    /// Whether the sender of `msg` may talk to the agent (the platform's `allowed_users`). A
+    /// refused sender is told so once per chat (an outbox `notice`).
+    pub async fn chat_allows(&self, msg: &ChatMessage) -> Result<bool, GatewayError> {
         let platform = msg.chat.platform();
         let settings = self
             .deps
@@ -281,59 +298,50 @@ impl Gateway {
             .platforms
             .settings(platform)
             .ok_or_else(|| GatewayError::NotFound(format!("platform {platform}")))?;
-        let chat_key = msg.chat.key();
-        if !settings.allows(&msg.user_id) {
-            // Told once per chat and sender, not once per message.
-            self.deps
-                .store
-                .enqueue_outbox(&NewOutbox {
-                    platform: platform.into(),
-                    chat_key: chat_key.clone(),
-                    session_id: None,
-                    turn_id: None,
-                    idempotency_key: format!("refused:{chat_key}:{}", msg.user_id),
-                    kind: "notice".into(),
-                    payload: serde_json::json!({
-                        "text": format!(
-                            "Sorry, you are not allowed to talk to this agent (your {platform} id is {}).",
-                            msg.user_id
-                        ),
-                    }),
-                })
-                .await?;
-            self.wake_outbox();
-            return Ok(ChatAdmission::Refused);
+        if settings.allows(&msg.user_id) {
+            return Ok(true);
         }
-        let principal = platforms::chat_principal(msg);
+        let chat_key = msg.chat.key();
+        // Told once per chat and sender, not once per message.
+        self.deps
+            .store
+            .enqueue_outbox(&NewOutbox {
+                platform: platform.into(),
+                chat_key: chat_key.clone(),
+                session_id: None,
+                turn_id: None,
+                idempotency_key: format!("refused:{chat_key}:{}", msg.user_id),
+                kind: "notice".into(),
+                payload: serde_json::json!({
+                    "text": format!(
+                        "Sorry, you are not allowed to talk to this agent (your {platform} id is {}).",
+                        msg.user_id
+                    ),
+                }),
+            })
+            .await?;
+        self.wake_outbox();
+        Ok(false)
+    }
+
+    /// Records update `msg` and answers the session it goes to: the one a redelivery went to
+    /// before, else the chat's current one, made on first use.
+    pub async fn chat_inbound(&self, msg: &ChatMessage) -> Result<Inbound, GatewayError> {
+        let platform = msg.chat.platform();
+        let chat_key = msg.chat.key();
         let new = self.new_session(
-            &principal,
+            &platforms::chat_principal(msg),
             NewSessionRequest {
                 platform: platform.into(),
                 chat_key: Some(chat_key.clone()),
                 ..Default::default()
             },
         )?;
-        let inbound = self
+        Ok(self
             .deps
             .store
             .inbound_session(platform, &msg.external_id, &chat_key, new)
-            .await?;
-        let receipt = self
-            .submit(
-                &principal,
-                inbound.session_id,
-                Submission {
-                    text: msg.text.clone(),
-                    request_id: Some(platforms::request_id(msg)),
-                    display: Some(serde_json::json!({
-                        "from": { "id": msg.user_id, "name": msg.user_name },
-                    })),
-                    surface: platform.into(),
-                    ..Default::default()
-                },
-            )
-            .await?;
-        Ok(ChatAdmission::Admitted(receipt))
+            .await?)
     }
 
     /// Runs an `unknown` admission again on request (API.md `POST /v1/admissions/{id}/retry`):

@@ -6,7 +6,7 @@ pub mod mirrors;
 use crate::error::ErrorBody;
 use crate::routes::{
     admissions, events, health, metrics, openai, outbox, sessions, submissions, tokens, tools, ui,
-    ws,
+    webhooks, ws,
 };
 use actix_web::HttpResponse;
 use std::sync::OnceLock;
@@ -52,6 +52,10 @@ pub const BEARER: &str = "bearer";
         openai::models,
         outbox::list,
         outbox::resend,
+        webhooks::telegram::webhook,
+        webhooks::slack::events,
+        webhooks::slack::interactive,
+        webhooks::generic::webhook,
     ),
     // Schemas only parameters refer to (the document collects the bodies' on its own).
     components(schemas(ErrorBody, ui::UiFileName)),
@@ -68,6 +72,7 @@ pub const BEARER: &str = "bearer";
         (name = "openai", description = "The OpenAI-compatible endpoint (errors in OpenAI's shape)"),
         (name = "websocket", description = "JSON-RPC 2.0 over a WebSocket"),
         (name = "platforms", description = "Chat platforms: the outbox of messages to Telegram, Slack and the generic webhook"),
+        (name = "webhooks", description = "Chat platforms in: verified by each platform's own signature, not a bearer token"),
     ),
 )]
 pub struct ApiDoc;

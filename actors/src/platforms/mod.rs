@@ -2,6 +2,7 @@
 //! to its session and its replies.
 pub mod chat;
 pub mod client;
+pub mod commands;
 pub mod config;
 pub mod drafts;
 pub mod format;
@@ -25,6 +26,9 @@ pub struct ChatMessage {
     pub user_id: String,
     pub user_name: Option<String>,
     pub text: String,
+    /// The platform's id of the message itself (Telegram `message_id`, Slack `ts`, generic
+    /// `message_id`), kept in the admission's `display.message_id` so a reply can answer it.
+    pub message_id: Option<String>,
 }
 
 /// What became of a chat message.
@@ -48,4 +52,23 @@ pub fn chat_principal(msg: &ChatMessage) -> turnkey_storage::Principal {
 /// The request id of a platform update: the same for every redelivery.
 pub fn request_id(msg: &ChatMessage) -> String {
     format!("{}:{}", msg.chat.platform(), msg.external_id)
+}
+
+/// The submission of a chat message: request id from the update, the sender and the message id
+/// in `display`, the platform as the surface.
+pub fn chat_submission(
+    msg: &ChatMessage,
+    busy_policy: Option<crate::config::BusyPolicy>,
+) -> crate::input::Submission {
+    crate::input::Submission {
+        text: msg.text.clone(),
+        request_id: Some(request_id(msg)),
+        display: Some(serde_json::json!({
+            "from": { "id": msg.user_id, "name": msg.user_name },
+            "message_id": msg.message_id,
+        })),
+        surface: msg.chat.platform().into(),
+        busy_policy,
+        ..Default::default()
+    }
 }

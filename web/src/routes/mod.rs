@@ -11,6 +11,7 @@ pub mod submissions;
 pub mod tokens;
 pub mod tools;
 pub mod ui;
+pub mod webhooks;
 pub mod ws;
 
 use crate::error::ApiError;
@@ -135,6 +136,22 @@ pub fn table() -> Vec<Mount> {
             vec![(M::POST, web::to(openai::chat_completions))],
         ),
         Mount::openai("/v1/models", vec![(M::GET, web::to(openai::models))]),
+        Mount::api(
+            "/webhooks/telegram",
+            vec![(M::POST, web::to(webhooks::telegram::webhook))],
+        ),
+        Mount::api(
+            "/webhooks/slack",
+            vec![(M::POST, web::to(webhooks::slack::events))],
+        ),
+        Mount::api(
+            "/webhooks/slack/interactive",
+            vec![(M::POST, web::to(webhooks::slack::interactive))],
+        ),
+        Mount::api(
+            "/webhooks/generic",
+            vec![(M::POST, web::to(webhooks::generic::webhook))],
+        ),
     ]
 }
 
