@@ -224,18 +224,20 @@ impl FakePlatform {
         }
     }
 
-    /// A `[platforms.<p>]` table pointing at this fake, with its credentials, `allowed_users =
-    /// ["*"]` and `extra` lines (e.g. `stream = true`) appended.
+    /// A `[platforms.<p>]` table pointing at this fake, with its credentials (the inbound
+    /// secrets are those `crate::webhooks` signs with), `allowed_users = ["*"]` unless `extra`
+    /// sets it, and `extra` lines (e.g. `stream = true`) appended.
     pub fn config_toml(&self, extra: &str) -> String {
+        use crate::webhooks::{SLACK_SECRET, TELEGRAM_SECRET};
         let s = &self.shared.secret;
         let body = match self.shared.kind {
             FakeKind::Telegram => format!(
-                "[platforms.telegram]\nbot_token = \"{s}\"\nsecret_token = \"fake-secret\"\n\
+                "[platforms.telegram]\nbot_token = \"{s}\"\nsecret_token = \"{TELEGRAM_SECRET}\"\n\
                  api_base = \"{}\"\n",
                 self.endpoint()
             ),
             FakeKind::Slack => format!(
-                "[platforms.slack]\nbot_token = \"{s}\"\nsigning_secret = \"fake-signing\"\n\
+                "[platforms.slack]\nbot_token = \"{s}\"\nsigning_secret = \"{SLACK_SECRET}\"\n\
                  api_base = \"{}\"\n",
                 self.endpoint()
             ),
