@@ -13,8 +13,8 @@ use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use turnkey_tests::fake_platforms::parse_telegram_html;
 use turnkey_tests::webhooks::{
-    generic_message, slack_message, telegram_message, Rows, Webhooks, GENERIC_SECRET,
-    SLACK_BOT_USER,
+    generic_message, slack_button, slack_message, telegram_button, telegram_message, Rows,
+    Webhooks, GENERIC_SECRET, SLACK_BOT_USER,
 };
 use turnkey_tests::{Api, TurnkeyOptions};
 use turnkey_tests::{FakeCall, FakePlatform, Fault, Reply, ScriptedProvider, Turnkey};
@@ -90,10 +90,15 @@ macro_rules! on_both {
     };
 }
 
-async fn admitted(hooks_answer: (turnkey_tests::Resp, Duration)) {
+/// Checks a webhook's answer is an admission; answers its admission id.
+async fn admitted(hooks_answer: (turnkey_tests::Resp, Duration)) -> String {
     let (r, _) = hooks_answer;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.body["outcome"], "admitted", "{}", r.text);
+    r.body["receipt"]["admission_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// The visible text of an accepted Telegram call.
@@ -539,4 +544,99 @@ async fn twenty_messages_get_twenty_replies_in_order(database: Option<&str>) {
     assert!(calls.iter().all(|c| c.body["chat_id"] == json!(BOB)));
     tokio::time::sleep(Duration::from_millis(1000)).await;
     assert_eq!(fakes.tg.accepted(&["sendMessage"]).len(), 20);
+}
+
+// --- approval requests: buttons out, a press in ----------------------------------------------
+
+on_both!(approval_buttons_go_out_and_a_press_decides);
+async fn approval_buttons_go_out_and_a_press_decides(database: Option<&str>) {
+    let provider = ScriptedProvider::start();
+    let terminal = |file: &str| {
+        Reply::ToolCalls(vec![(
+            format!("call-{file}"),
+            "terminal".to_owned(),
+            json!({ "command": format!("echo yes > {file}") }),
+        )])
+    };
+    provider.on_user_text_times("make one", terminal("one"), 1);
+    provider.on_user_text_times("make two", terminal("two"), 1);
+    let fakes = Fakes::start();
+    let toml = format!(
+        "{}\n[tools]\napproval = \"dangerous\"\napproval_timeout_s = 120\n",
+        fakes.toml("")
+    );
+    let tk = start(&provider, database, &toml, &[]).await;
+    let api = tk.api();
+    let hooks = Webhooks::new(&tk.url);
+    let workspace = tk.dir.path().join("workspace");
+
+    // Telegram: the question with an inline keyboard; its Approve button's data, pressed.
+    let one = admitted(
+        hooks
+            .telegram(&telegram_message(8001, ALICE, ALICE, "make one"))
+            .await,
+    )
+    .await;
+    let asked = fakes
+        .tg
+        .wait_accepted(&["sendMessage"], 1, BOUND)
+        .await
+        .unwrap();
+    let keyboard = &asked[0].body["reply_markup"]["inline_keyboard"][0];
+    let approve = keyboard[0]["callback_data"].as_str().unwrap().to_owned();
+    let approval_id = approve
+        .strip_prefix("approve:")
+        .expect("approve:<id>")
+        .to_owned();
+    assert_eq!(keyboard[1]["callback_data"], format!("deny:{approval_id}"));
+    let question = tg_visible(&asked[0]);
+    assert!(question.contains("terminal"), "{question}");
+    assert!(question.contains("echo yes > one"), "{question}");
+    let (r, _) = hooks
+        .telegram(&telegram_button(8002, ALICE, ALICE, &approve))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let done = api.wait_terminal(&one, BOUND).await;
+    assert_eq!(done["outcome"]["result"], "completed", "{done}");
+    assert!(workspace.join("one").exists(), "the approved tool ran");
+
+    // Slack: the question with the agreed buttons; Deny pressed.
+    let two = admitted(
+        hooks
+            .slack(&slack_message(
+                "Ev8",
+                "C8",
+                "1700000000.000800",
+                SLACK_USER,
+                &format!("<@{SLACK_BOT_USER}> make two"),
+            ))
+            .await,
+    )
+    .await;
+    let asked = fakes
+        .sl
+        .wait_accepted(&["chat.postMessage"], 1, BOUND)
+        .await
+        .unwrap();
+    let buttons = &asked[0].body["blocks"][1]["elements"];
+    assert_eq!(buttons[0]["action_id"], "turnkey_approve");
+    assert_eq!(buttons[1]["action_id"], "turnkey_deny");
+    let approval_id = buttons[1]["value"].as_str().unwrap().to_owned();
+    assert_eq!(buttons[0]["value"], approval_id.as_str());
+    let (r, _) = hooks
+        .slack_interactive(&slack_button(
+            "trig-8",
+            "C8",
+            SLACK_USER,
+            "turnkey_deny",
+            &approval_id,
+        ))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let done = api.wait_terminal(&two, BOUND).await;
+    assert_eq!(done["outcome"]["result"], "completed", "{done}");
+    assert!(
+        !workspace.join("two").exists(),
+        "the denied tool did not run"
+    );
 }
