@@ -389,6 +389,40 @@ async fn killed_mid_send_with_resend_unknown_is_sent_again(database: Option<&str
     assert!(outbox(&api, "unknown").await.is_empty());
 }
 
+on_both!(killed_while_the_platform_holds_the_request_is_unknown);
+async fn killed_while_the_platform_holds_the_request_is_unknown(database: Option<&str>) {
+    // No failpoint: the platform has the request and has not answered when the process dies.
+    let provider = ScriptedProvider::start();
+    provider.on_user_text("held", Reply::text("an answer the platform holds"));
+    let fakes = Fakes::start();
+    fakes.tg.fail_next("sendMessage", Fault::Hold, 1);
+    let mut tk = start(&provider, database, &fakes.toml(""), &[]).await;
+    let hooks = Webhooks::new(&tk.url);
+    admitted(
+        hooks
+            .telegram(&telegram_message(4001, ALICE, ALICE, "held"))
+            .await,
+    )
+    .await;
+    fakes.tg.wait_calls("sendMessage", 1, BOUND).await.unwrap();
+    let rows = Rows::connect(&tk.database_url).await;
+    let row = rows
+        .outbox()
+        .await
+        .into_iter()
+        .find(|r| r.kind == "reply")
+        .unwrap();
+    assert_eq!(row.status, "sending", "marked before the call");
+    tk.kill();
+    fakes.tg.release();
+    tk.restart().await;
+    let api = tk.api();
+    let unknown = wait_outbox(&api, "unknown", 1).await;
+    assert_eq!(unknown[0]["kind"], "reply");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(fakes.tg.calls_to("sendMessage").len(), 1, "not sent again");
+}
+
 // --- 429: retried after the time the platform gave ------------------------------------------
 
 on_both!(rate_limits_are_honoured);

@@ -118,3 +118,49 @@ mod tests {
         ));
     }
 }
+
+#[cfg(test)]
+mod transport_tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    fn cfg(url: String) -> WebhookConfig {
+        WebhookConfig {
+            secret: "s".into(),
+            reply_url: url,
+            ..WebhookConfig::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn r13_5_a_refused_connection_is_not_sent_and_a_silent_platform_is_ambiguous() {
+        // Nothing listens: the request never left, so it may be sent again.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+        let url = format!(
+            "http://{}/r",
+            closed.local_addr().unwrap_or_else(|e| panic!("{e}"))
+        );
+        drop(closed);
+        let e = Webhook::new(&cfg(url)).post("c", "t", None, true).await;
+        assert!(matches!(e, Err(CallError::NotSent(_))), "{e:?}");
+
+        // A platform that reads the request and never answers: it may have taken it.
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let url = format!(
+            "http://{}/r",
+            silent.local_addr().unwrap_or_else(|e| panic!("{e}"))
+        );
+        let held = tokio::spawn(async move {
+            let (mut sock, _) = silent.accept().await.unwrap_or_else(|e| panic!("{e}"));
+            let mut buf = vec![0u8; 4096];
+            // Read what comes, answer nothing, keep the connection open until the client gives up.
+            while matches!(sock.read(&mut buf).await, Ok(n) if n > 0) {}
+        });
+        let client = Webhook::with_timeout(&cfg(url), Duration::from_millis(300));
+        let e = client.post("c", "t", None, true).await;
+        assert!(matches!(e, Err(CallError::Ambiguous(_))), "{e:?}");
+        held.abort();
+    }
+}
