@@ -124,7 +124,11 @@ async fn admit(
     if !admitted.duplicate {
         // `steer` needs nothing here: the running turn takes queued input at its next model
         // boundary (`turn::steer`); what it does not take runs as its own turn.
-        if effective_policy(deps, session).await == BusyPolicy::Interrupt {
+        let policy = match pinned_policy(&admitted.admission.payload) {
+            Some(p) => p,
+            None => effective_policy(deps, session).await,
+        };
+        if policy == BusyPolicy::Interrupt {
             if let Some(addr) = registry.get(session) {
                 addr.do_send(Interrupt {
                     reason: StopReason::Interrupted("superseded by a newer message".into()),
@@ -197,14 +201,26 @@ pub fn normalize(principal: &Principal, s: &Submission) -> Result<Value, Gateway
     if let Some(id) = &s.request_id {
         limits::request_id(id)?;
     }
-    Ok(json!({
+    let mut payload = json!({
         "text": text,
         "attachments": s.attachments,
         "display": s.display,
         "model_override": s.model,
         "author": principal.id,
         "surface": s.surface,
-    }))
+    });
+    if let Some(p) = s.busy_policy {
+        payload["busy_policy"] = json!(p.as_str());
+    }
+    Ok(payload)
+}
+
+/// The busy policy an admission was given for itself (`Submission::busy_policy`), if any.
+pub fn pinned_policy(payload: &Value) -> Option<BusyPolicy> {
+    payload
+        .get("busy_policy")
+        .and_then(Value::as_str)
+        .and_then(BusyPolicy::parse)
 }
 
 /// The idempotency digest covers what the input means, not who relayed it or how.

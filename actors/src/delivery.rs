@@ -9,12 +9,28 @@ use turnkey_storage::{Event, Fence, NewEvent, SessionId, Store, StoreError};
 
 /// Live subscribers per session. A subscriber that lags is told so by the channel and must
 /// re-read from the store, which stays the source of truth.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct EventHub {
     channels: Arc<DashMap<SessionId, broadcast::Sender<Event>>>,
+    /// Every session's events, for followers of all turns (streamed platform drafts).
+    all: broadcast::Sender<Event>,
+}
+
+impl Default for EventHub {
+    fn default() -> Self {
+        Self {
+            channels: Arc::default(),
+            all: broadcast::channel(4096).0,
+        }
+    }
 }
 
 impl EventHub {
+    /// Every committed event of every session, live (nothing from before the call).
+    pub fn subscribe_all(&self) -> broadcast::Receiver<Event> {
+        self.all.subscribe()
+    }
+
     pub fn subscribe(&self, session: SessionId) -> broadcast::Receiver<Event> {
         self.channels
             .entry(session)
@@ -24,6 +40,10 @@ impl EventHub {
 
     /// Fans out one committed event.
     pub fn publish(&self, event: Event) {
+        if self.all.receiver_count() > 0 {
+            // A receiver dropped meanwhile is no one to tell.
+            let _ = self.all.send(event.clone());
+        }
         let session = event.session_id;
         let nobody_listens = match self.channels.get(&session) {
             Some(tx) => tx.send(event).is_err(),

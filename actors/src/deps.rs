@@ -34,4 +34,7 @@ pub struct Deps {
     pub wakeups: Wakeups,
     /// Cancelled when the process begins to shut down: no new admissions, no new drains.
     pub shutdown: CancellationToken,
+    /// Wakes the outbox sender after a commit that wrote platform messages outside a turn
+    /// (`notify_one`: a wake-up before it waits is kept).
+    pub outbox_wake: Arc<tokio::sync::Notify>,
 }

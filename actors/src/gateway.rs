@@ -10,6 +10,7 @@ use crate::error::GatewayError;
 use crate::input::{NewSessionRequest, Receipt, Submission};
 use crate::instance::Instance;
 use crate::limits;
+use crate::outbox_sender::OutboxSender;
 use crate::platforms::{self, ChatAdmission, ChatMessage};
 use crate::recovery;
 use crate::registry::SessionRegistry;
@@ -29,6 +30,8 @@ use turnkey_storage::*;
 /// After the shutdown grace, how long interrupted turns get to settle (commit their tail and
 /// receipt) before the process stops anyway.
 const SETTLE_AFTER_INTERRUPT: Duration = Duration::from_secs(5);
+/// At shutdown, how long platform messages being sent get to finish.
+const OUTBOX_DRAIN: Duration = Duration::from_secs(5);
 
 #[derive(Clone)]
 pub struct Gateway {
@@ -39,6 +42,8 @@ pub struct Gateway {
     registry: SessionRegistry,
     /// Admits scheduled inputs when they fall due (SPEC R1.5).
     scheduler: Addr<SchedulerActor>,
+    /// Sends platform messages; `None` when no platform is configured.
+    outbox: Option<OutboxSender>,
 }
 
 impl Gateway {
@@ -85,18 +90,21 @@ impl Gateway {
             tool_schemas: toolbox.schemas,
             wakeups,
             shutdown: CancellationToken::new(),
+            outbox_wake: Default::default(),
         });
         let registry = SessionRegistry::new(deps.clone());
         let admission = AdmissionActor::new(deps.clone(), registry.clone()).start();
         recovery::recover_at_start(&deps, &registry).await?;
         recovery::spawn_sweeper(deps.clone(), registry.clone());
         let scheduler = scheduler::start(deps.clone(), admission.clone()).await?;
+        let outbox = OutboxSender::start(deps.clone()).await;
         Ok(Self {
             deps,
             workspace,
             admission,
             registry,
             scheduler,
+            outbox,
         })
     }
 
@@ -133,6 +141,12 @@ impl Gateway {
 
     pub fn config(&self) -> &RuntimeConfig {
         &self.deps.config
+    }
+
+    /// Tells the outbox sender that platform messages were committed (a command's answer, a
+    /// notice): they go out now instead of at its next look (within a second).
+    pub fn wake_outbox(&self) {
+        self.deps.outbox_wake.notify_one();
     }
 
     /// May `principal` see and act on `session`? Others' sessions look like missing ones.
@@ -208,7 +222,7 @@ impl Gateway {
 
     /// A new session row for `principal`, its request checked against the input limits and
     /// its system prompt built.
-    fn new_session(
+    pub(crate) fn new_session(
         &self,
         principal: &Principal,
         req: NewSessionRequest,
@@ -287,6 +301,23 @@ impl Gateway {
     /// to before, else the chat's current one, made on first use), and submits under a request
     /// id derived from the platform's update id, so a redelivery runs once.
     pub async fn chat_submit(&self, msg: &ChatMessage) -> Result<ChatAdmission, GatewayError> {
+        if !self.chat_allows(msg).await? {
+            return Ok(ChatAdmission::Refused);
+        }
+        let inbound = self.chat_inbound(msg).await?;
+        let receipt = self
+            .submit(
+                &platforms::chat_principal(msg),
+                inbound.session_id,
+                platforms::chat_submission(msg, None),
+            )
+            .await?;
+        Ok(ChatAdmission::Admitted(receipt))
+    }
+
+    /// Whether the sender of `msg` may talk to the agent (the platform's `allowed_users`). A
+    /// refused sender is told so once per chat (an outbox `notice`).
+    pub async fn chat_allows(&self, msg: &ChatMessage) -> Result<bool, GatewayError> {
         let platform = msg.chat.platform();
         let settings = self
             .deps
@@ -294,58 +325,50 @@ impl Gateway {
             .platforms
             .settings(platform)
             .ok_or_else(|| GatewayError::NotFound(format!("platform {platform}")))?;
-        let chat_key = msg.chat.key();
-        if !settings.allows(&msg.user_id) {
-            // Told once per chat and sender, not once per message.
-            self.deps
-                .store
-                .enqueue_outbox(&NewOutbox {
-                    platform: platform.into(),
-                    chat_key: chat_key.clone(),
-                    session_id: None,
-                    turn_id: None,
-                    idempotency_key: format!("refused:{chat_key}:{}", msg.user_id),
-                    kind: "notice".into(),
-                    payload: serde_json::json!({
-                        "text": format!(
-                            "Sorry, you are not allowed to talk to this agent (your {platform} id is {}).",
-                            msg.user_id
-                        ),
-                    }),
-                })
-                .await?;
-            return Ok(ChatAdmission::Refused);
+        if settings.allows(&msg.user_id) {
+            return Ok(true);
         }
-        let principal = platforms::chat_principal(msg);
+        let chat_key = msg.chat.key();
+        // Told once per chat and sender, not once per message.
+        self.deps
+            .store
+            .enqueue_outbox(&NewOutbox {
+                platform: platform.into(),
+                chat_key: chat_key.clone(),
+                session_id: None,
+                turn_id: None,
+                idempotency_key: format!("refused:{chat_key}:{}", msg.user_id),
+                kind: "notice".into(),
+                payload: serde_json::json!({
+                    "text": format!(
+                        "Sorry, you are not allowed to talk to this agent (your {platform} id is {}).",
+                        msg.user_id
+                    ),
+                }),
+            })
+            .await?;
+        self.wake_outbox();
+        Ok(false)
+    }
+
+    /// Records update `msg` and answers the session it goes to: the one a redelivery went to
+    /// before, else the chat's current one, made on first use.
+    pub async fn chat_inbound(&self, msg: &ChatMessage) -> Result<Inbound, GatewayError> {
+        let platform = msg.chat.platform();
+        let chat_key = msg.chat.key();
         let new = self.new_session(
-            &principal,
+            &platforms::chat_principal(msg),
             NewSessionRequest {
                 platform: platform.into(),
                 chat_key: Some(chat_key.clone()),
                 ..Default::default()
             },
         )?;
-        let inbound = self
+        Ok(self
             .deps
             .store
             .inbound_session(platform, &msg.external_id, &chat_key, new)
-            .await?;
-        let receipt = self
-            .submit(
-                &principal,
-                inbound.session_id,
-                Submission {
-                    text: msg.text.clone(),
-                    request_id: Some(platforms::request_id(msg)),
-                    display: Some(serde_json::json!({
-                        "from": { "id": msg.user_id, "name": msg.user_name },
-                    })),
-                    surface: platform.into(),
-                    ..Default::default()
-                },
-            )
-            .await?;
-        Ok(ChatAdmission::Admitted(receipt))
+            .await?)
     }
 
     /// Runs an `unknown` admission again on request (API.md `POST /v1/admissions/{id}/retry`):
@@ -595,6 +618,10 @@ impl Gateway {
             if !self.wait_drained(SETTLE_AFTER_INTERRUPT).await {
                 tracing::error!("turns did not settle after the interrupt; stopping anyway");
             }
+        }
+        // Platform messages being sent finish, so none is left `sending` (thus `unknown`).
+        if let Some(outbox) = &self.outbox {
+            outbox.drain(OUTBOX_DRAIN).await;
         }
     }
 

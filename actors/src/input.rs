@@ -23,6 +23,9 @@ pub struct Submission {
     pub model: Option<String>,
     /// Which door: api, ws, openai, cli, telegram, slack, webhook, internal.
     pub surface: String,
+    /// This input's busy policy instead of the session's (a chat's `/queue <text>` waits
+    /// for the running turn even where the session interrupts or steers). Kept in the payload.
+    pub busy_policy: Option<crate::config::BusyPolicy>,
 }
 
 /// The answer to a submission (API.md receipt).

@@ -13,6 +13,7 @@ pub mod input;
 pub mod instance;
 pub mod lease;
 pub mod limits;
+pub mod outbox_sender;
 pub mod platforms;
 pub mod provider_health;
 pub mod recovery;

@@ -11,6 +11,7 @@ mod m20261203_000005_rotation;
 mod m20261204_000001_session_keys;
 mod m20261205_000001_platforms;
 mod m20261205_000002_schedules;
+mod m20261205_000003_outbox_owner;
 
 pub struct Migrator;
 
@@ -27,6 +28,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261204_000001_session_keys::Migration),
             Box::new(m20261205_000001_platforms::Migration),
             Box::new(m20261205_000002_schedules::Migration),
+            Box::new(m20261205_000003_outbox_owner::Migration),
         ]
     }
 }

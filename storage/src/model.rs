@@ -479,6 +479,8 @@ pub struct Outbox {
     pub chunks_sent: i32,
     pub platform_message_id: Option<String>,
     pub owner_instance: Option<String>,
+    /// The process that marked the row `sending` (instance, pid, host), while it is known.
+    pub owner: Option<Owner>,
     pub last_error: Option<String>,
     pub created_at: i64,
     pub next_attempt_at: i64,

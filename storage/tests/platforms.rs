@@ -153,7 +153,7 @@ async fn r13_5_a_turn_end_writes_its_reply_only_for_a_chat_session(s: Store) {
         };
         s.commit_turn_end(&fence, &end).await.unwrap();
     }
-    let rows = s.list_outbox(None, 100).await.unwrap();
+    let rows = s.list_outbox(None, None, 100).await.unwrap();
     assert_eq!(
         rows.len(),
         1,
@@ -202,7 +202,7 @@ async fn r13_5_a_fenced_out_turn_end_writes_no_reply(s: Store) {
         reply: Some("late answer".into()),
     };
     assert!(s.commit_turn_end(&fence, &end).await.is_err());
-    let rows = s.list_outbox(None, 100).await.unwrap();
+    let rows = s.list_outbox(None, None, 100).await.unwrap();
     assert_eq!(rows.len(), 1, "{rows:?}");
     assert_eq!(rows[0].kind, "notice");
     assert_eq!(rows[0].idempotency_key, format!("unknown:{}", a.id));
@@ -227,7 +227,7 @@ async fn r13_5_an_idempotency_key_is_written_once(s: Store) {
     };
     assert!(!s.enqueue_outbox(&again).await.unwrap());
     let rows = s
-        .list_outbox(Some(OutboxStatus::Pending), 10)
+        .list_outbox(Some(OutboxStatus::Pending), None, 10)
         .await
         .unwrap();
     assert_eq!(rows.len(), 1);

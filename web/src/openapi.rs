@@ -5,8 +5,8 @@ pub mod mirrors;
 
 use crate::error::ErrorBody;
 use crate::routes::{
-    admissions, events, health, metrics, openai, schedules, sessions, submissions, tokens, tools,
-    ui, ws,
+    admissions, events, health, metrics, openai, outbox, schedules, sessions, submissions, tokens,
+    tools, ui, webhooks, ws,
 };
 use actix_web::HttpResponse;
 use std::sync::OnceLock;
@@ -53,6 +53,12 @@ pub const BEARER: &str = "bearer";
         ws::connect,
         openai::chat_completions,
         openai::models,
+        outbox::list,
+        outbox::resend,
+        webhooks::telegram::webhook,
+        webhooks::slack::events,
+        webhooks::slack::interactive,
+        webhooks::generic::webhook,
     ),
     // Schemas only parameters refer to (the document collects the bodies' on its own).
     components(schemas(ErrorBody, ui::UiFileName)),
@@ -69,6 +75,8 @@ pub const BEARER: &str = "bearer";
         (name = "schedules", description = "Scheduled inputs: a session's text admitted whenever a cron expression (UTC) falls due"),
         (name = "openai", description = "The OpenAI-compatible endpoint (errors in OpenAI's shape)"),
         (name = "websocket", description = "JSON-RPC 2.0 over a WebSocket"),
+        (name = "platforms", description = "Chat platforms: the outbox of messages to Telegram, Slack and the generic webhook"),
+        (name = "webhooks", description = "Chat platforms in: verified by each platform's own signature, not a bearer token"),
     ),
 )]
 pub struct ApiDoc;

@@ -1,7 +1,16 @@
 //! Chat platforms (SPEC R1.3, R11.1, R13.5): their settings and the chat keys that tie a chat
 //! to its session and its replies.
 pub mod chat;
+pub mod client;
+pub mod commands;
 pub mod config;
+pub mod drafts;
+pub mod format;
+pub mod send;
+pub mod slack;
+pub mod split;
+pub mod telegram;
+pub mod webhook;
 
 pub use chat::ChatTarget;
 pub use config::{PlatformSettings, PlatformsConfig, SlackConfig, TelegramConfig, WebhookConfig};
@@ -17,6 +26,9 @@ pub struct ChatMessage {
     pub user_id: String,
     pub user_name: Option<String>,
     pub text: String,
+    /// The platform's id of the message itself (Telegram `message_id`, Slack `ts`, generic
+    /// `message_id`), kept in the admission's `display.message_id` so a reply can answer it.
+    pub message_id: Option<String>,
 }
 
 /// What became of a chat message.
@@ -40,4 +52,23 @@ pub fn chat_principal(msg: &ChatMessage) -> turnkey_storage::Principal {
 /// The request id of a platform update: the same for every redelivery.
 pub fn request_id(msg: &ChatMessage) -> String {
     format!("{}:{}", msg.chat.platform(), msg.external_id)
+}
+
+/// The submission of a chat message: request id from the update, the sender and the message id
+/// in `display`, the platform as the surface.
+pub fn chat_submission(
+    msg: &ChatMessage,
+    busy_policy: Option<crate::config::BusyPolicy>,
+) -> crate::input::Submission {
+    crate::input::Submission {
+        text: msg.text.clone(),
+        request_id: Some(request_id(msg)),
+        display: Some(serde_json::json!({
+            "from": { "id": msg.user_id, "name": msg.user_name },
+            "message_id": msg.message_id,
+        })),
+        surface: msg.chat.platform().into(),
+        busy_policy,
+        ..Default::default()
+    }
 }

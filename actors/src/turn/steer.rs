@@ -5,14 +5,16 @@
 //! before it ends stays queued and runs as its own turn: nothing is dropped.
 use super::context::TurnContext;
 use super::TurnFailure;
-use crate::admission::effective_policy;
+use crate::admission::{effective_policy, pinned_policy};
 use crate::config::BusyPolicy;
 use crate::deps::Deps;
 use crate::limits::sanitize_text;
 use turnkey_providers::estimate_tokens;
 use turnkey_storage::{Carried, MessageId, MessageRole, NewMessage, StoreError};
 
-/// Takes every input queued on the session into the running turn, when its policy is `steer`.
+/// Takes the inputs queued on the session into the running turn, in order, when its policy is
+/// `steer`: the first input pinned to another policy (a chat's `/queue <text>`) stops the
+/// taking, so it waits for its own turn and nothing queued behind it overtakes it.
 pub async fn absorb(deps: &Deps, ctx: &mut TurnContext) -> Result<(), TurnFailure> {
     if effective_policy(deps, ctx.session.id).await != BusyPolicy::Steer {
         return Ok(());
@@ -31,6 +33,9 @@ pub async fn absorb(deps: &Deps, ctx: &mut TurnContext) -> Result<(), TurnFailur
         carried_by: ctx.admission.id,
     };
     for a in queued {
+        if pinned_policy(&a.payload).is_some_and(|p| p != BusyPolicy::Steer) {
+            break;
+        }
         let text = sanitize_text(a.payload["text"].as_str().unwrap_or_default());
         let user = NewMessage {
             id: MessageId::new(),

@@ -27,6 +27,9 @@ pub struct Model {
     pub updated_at: i64,
     /// How many chunks of a split message are out already.
     pub chunks_sent: i32,
+    /// The pid and host token of the process that marked the row `sending`.
+    pub owner_pid: Option<i64>,
+    pub owner_host: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

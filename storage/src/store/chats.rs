@@ -2,13 +2,17 @@
 //! which session each platform update went to (`inbound_updates`). A redelivered update finds
 //! its row and reaches the same session, even after `/new` moved the chat on, so its admission
 //! is the same (same session, same request id) and it runs once.
+use super::outbox::enqueue_in;
 use super::sessions::insert_session;
-use super::{is_unique_violation, Result, Store, StoreError};
-use crate::entity::{chat_session, inbound_update};
+use super::{convert, is_unique_violation, Result, Store, StoreError};
+use crate::entity::{admission, chat_session, inbound_update};
 use crate::ids::{now_ms, SessionId};
-use crate::model::{NewSession, Session};
-use sea_orm::sea_query::OnConflict;
-use sea_orm::{ActiveValue::Set, ConnectionTrait, EntityTrait};
+use crate::model::{Admission, NewOutbox, NewSession, Session};
+use crate::status::AdmissionStatus;
+use sea_orm::sea_query::{Expr, OnConflict};
+use sea_orm::{
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
+};
 
 /// How often a racing write retries (each retry reads the winner's row first).
 const RACE_ATTEMPTS: usize = 3;
@@ -127,6 +131,46 @@ impl Store {
         self.inbound(platform, external_id)
             .await?
             .ok_or_else(|| StoreError::NotFound(format!("inbound {platform} {external_id}")))
+    }
+
+    /// A chat command's update `(platform, external_id)`, recorded before by
+    /// [`Store::inbound_session`], is done: its `result` is set (only if still unset, so a
+    /// racing twin cannot overwrite it) and its `answer` is written to the outbox, in one
+    /// transaction. A redelivery then finds the result and acts no more; a crash before this
+    /// commit leaves the result unset, so the redelivery acts again.
+    pub async fn complete_command(
+        &self,
+        platform: &str,
+        external_id: &str,
+        result: &serde_json::Value,
+        answer: &NewOutbox,
+    ) -> Result<()> {
+        let tx = self.write_tx().await?;
+        inbound_update::Entity::update_many()
+            .col_expr(
+                inbound_update::Column::Result,
+                Expr::value(result.to_string()),
+            )
+            .filter(inbound_update::Column::Platform.eq(platform))
+            .filter(inbound_update::Column::ExternalId.eq(external_id))
+            .filter(inbound_update::Column::Result.is_null())
+            .exec(&tx)
+            .await?;
+        enqueue_in(&tx, answer).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The newest `unknown` admission of `session` (what a chat's `/retry` runs again).
+    pub async fn last_unknown_admission(&self, session: SessionId) -> Result<Option<Admission>> {
+        admission::Entity::find()
+            .filter(admission::Column::SessionId.eq(session.to_string()))
+            .filter(admission::Column::Status.eq(AdmissionStatus::Unknown.as_str()))
+            .order_by_desc(admission::Column::Seq)
+            .one(self.connection())
+            .await?
+            .map(convert::admission)
+            .transpose()
     }
 
     /// The record of update `(platform, external_id)`, if it was seen.

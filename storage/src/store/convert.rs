@@ -198,6 +198,11 @@ pub(super) fn outbox(m: crate::entity::outbox::Model) -> Result<Outbox> {
         attempts: m.attempts,
         chunks_sent: m.chunks_sent,
         platform_message_id: m.platform_message_id,
+        owner: owner(
+            m.owner_instance.as_deref(),
+            m.owner_pid,
+            m.owner_host.as_deref(),
+        )?,
         owner_instance: m.owner_instance,
         last_error: m.last_error,
         created_at: m.created_at,

@@ -8,7 +8,8 @@ use serde_json::json;
 use std::borrow::Cow;
 use turnkey_actors::config::BusyPolicy;
 use turnkey_storage::{
-    AdmissionStatus, ApprovalDecision, ApprovalStatus, EventKind, ToolRunDecision, ToolRunStatus,
+    AdmissionStatus, ApprovalDecision, ApprovalStatus, EventKind, OutboxStatus, ToolRunDecision,
+    ToolRunStatus,
 };
 use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use utoipa::openapi::RefOr;
@@ -60,6 +61,12 @@ status_schema! {
     /// `queued` → `started` → `terminal`, or `started` → `unknown` when the process running
     /// its turn died.
     AdmissionStatusName as "AdmissionStatus": AdmissionStatus { Queued, Started, Unknown, Terminal }
+}
+
+status_schema! {
+    /// Where a platform message is: `pending` → `sending` → `sent`; `failed` when the platform
+    /// refused it; `unknown` when a crash cut its send (it may be in the chat; not sent again).
+    OutboxStatusName as "OutboxStatus": OutboxStatus { Pending, Sending, Sent, Failed, Unknown }
 }
 
 status_schema! {
@@ -261,6 +268,7 @@ mod tests {
         check::<ApprovalStatusName, _>(ApprovalStatusName::VALUES);
         check::<ToolRunDecisionName, _>(ToolRunDecisionName::VALUES);
         check::<ToolRunStatusName, _>(ToolRunStatusName::VALUES);
+        check::<OutboxStatusName, _>(OutboxStatusName::VALUES);
         check::<EventKindName, _>(&EventKind::ALL);
         let policies = enum_values::<BusyPolicyName>();
         assert_eq!(policies, ["queue", "interrupt", "steer"]);

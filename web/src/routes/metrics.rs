@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
+use turnkey_storage::OutboxStatus;
 
 pub struct Metrics {
     started: Instant,
@@ -41,7 +42,13 @@ impl Metrics {
         EventStreamGuard(self.clone())
     }
 
-    fn render(&self, ready: bool, shutting_down: bool) -> String {
+    /// `outbox`: the platform outbox's rows by status, when the store answered.
+    fn render(
+        &self,
+        ready: bool,
+        shutting_down: bool,
+        outbox: Option<&BTreeMap<OutboxStatus, u64>>,
+    ) -> String {
         let mut out = String::new();
         let mut gauge = |name: &str, help: &str, value: String| {
             out.push_str(&format!(
@@ -69,6 +76,19 @@ impl Metrics {
             "Server-sent event streams currently open.",
             self.event_streams.load(Ordering::Relaxed).to_string(),
         );
+        if let Some(counts) = outbox {
+            out.push_str(
+                "# HELP turnkey_outbox_rows Platform messages in the outbox by status \
+                 (unknown: cut mid-send by a crash, not sent again on their own).\n\
+                 # TYPE turnkey_outbox_rows gauge\n",
+            );
+            for (status, n) in counts {
+                out.push_str(&format!(
+                    "turnkey_outbox_rows{{status=\"{}\"}} {n}\n",
+                    status.as_str()
+                ));
+            }
+        }
         out.push_str(&format!(
             "# HELP turnkey_build_info Build version.\n# TYPE turnkey_build_info gauge\n\
              turnkey_build_info{{version=\"{}\"}} 1\n",
@@ -113,14 +133,25 @@ fn escape_label(v: &str) -> String {
         status = 200,
         description = "Prometheus text: `turnkey_up`, `turnkey_ready`, `turnkey_shutting_down`, \
                        `turnkey_uptime_seconds`, `turnkey_event_streams_open`, \
-                       `turnkey_build_info{version}`, `turnkey_http_requests_total{route,status}`",
+                       `turnkey_build_info{version}`, `turnkey_http_requests_total{route,status}`, \
+                       `turnkey_outbox_rows{status}`",
         body = String,
         content_type = "text/plain; version=0.0.4; charset=utf-8",
     )),
 )]
 pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     let ready = state.gateway.store().is_ready().await;
-    let body = state.metrics.render(ready, state.shutting_down());
+    let outbox = match state.gateway.store().count_outbox().await {
+        Ok(counts) => Some(counts),
+        Err(e) => {
+            // The other gauges still say what they know (turnkey_ready says the store is out).
+            tracing::warn!(error = %e, "cannot count the outbox for /metrics");
+            None
+        }
+    };
+    let body = state
+        .metrics
+        .render(ready, state.shutting_down(), outbox.as_ref());
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")
         .body(body)
@@ -136,7 +167,10 @@ mod tests {
         m.record_request("/v1/sessions/{id}", 200);
         m.record_request("/v1/sessions/{id}", 200);
         m.record_request("unmatched", 404);
-        let text = m.render(true, false);
+        let outbox = BTreeMap::from([(OutboxStatus::Pending, 2), (OutboxStatus::Unknown, 1)]);
+        let text = m.render(true, false, Some(&outbox));
+        assert!(text.contains("turnkey_outbox_rows{status=\"unknown\"} 1\n"));
+        assert!(text.contains("turnkey_outbox_rows{status=\"pending\"} 2\n"));
         assert!(text.contains("turnkey_up 1\n"));
         assert!(text.contains("turnkey_ready 1\n"));
         assert!(text.contains(

@@ -5,12 +5,14 @@ pub mod events;
 pub mod health;
 pub mod metrics;
 pub mod openai;
+pub mod outbox;
 pub mod schedules;
 pub mod sessions;
 pub mod submissions;
 pub mod tokens;
 pub mod tools;
 pub mod ui;
+pub mod webhooks;
 pub mod ws;
 
 use crate::error::ApiError;
@@ -135,12 +137,33 @@ pub fn table() -> Vec<Mount> {
             "/v1/schedules/{id}",
             vec![(M::DELETE, web::to(schedules::delete))],
         ),
+        Mount::api("/v1/outbox", vec![(M::GET, web::to(outbox::list))]),
+        Mount::api(
+            "/v1/outbox/{id}/resend",
+            vec![(M::POST, web::to(outbox::resend))],
+        ),
         Mount::api("/v1/ws", vec![(M::GET, web::to(ws::connect))]),
         Mount::openai(
             "/v1/chat/completions",
             vec![(M::POST, web::to(openai::chat_completions))],
         ),
         Mount::openai("/v1/models", vec![(M::GET, web::to(openai::models))]),
+        Mount::api(
+            "/webhooks/telegram",
+            vec![(M::POST, web::to(webhooks::telegram::webhook))],
+        ),
+        Mount::api(
+            "/webhooks/slack",
+            vec![(M::POST, web::to(webhooks::slack::events))],
+        ),
+        Mount::api(
+            "/webhooks/slack/interactive",
+            vec![(M::POST, web::to(webhooks::slack::interactive))],
+        ),
+        Mount::api(
+            "/webhooks/generic",
+            vec![(M::POST, web::to(webhooks::generic::webhook))],
+        ),
     ]
 }
 

@@ -1,0 +1,612 @@
+//! Streamed drafts (SPEC R11.1): with `platforms.<p>.stream = true`, a turn's answer shows up in
+//! its chat as it is written. One message is sent as the answer starts, then edited with the
+//! growing text at most once per `edit_interval_ms`, always ending in a visible "still writing"
+//! marker. What a draft shows only ever grows: complete lines are formatted (a code fence still
+//! open is shown closed), and of the line being written only the part no later text can change
+//! (see `stable_markdown`). The final reply (the outbox row of the turn's end) edits the draft,
+//! without the marker, and sends any further pieces as new messages; the generic webhook gets
+//! the raw text so far in POSTs with `final: false`.
+//!
+//! Drafts follow live events (`EventHub::subscribe_all`: `turn.started`, `message.delta`) and are
+//! best effort: a failed edit is logged and the next one tries again, and a draft is never
+//! written ahead of an earlier message of the same chat still waiting in the outbox. The draft's
+//! message id is recorded durably, as an outbox row of kind `draft` keyed `draft:<turn_id>`
+//! (already `sent`), so the final edit finds it even from another process.
+use super::client::CallError;
+use super::format::{self, fence_close, fence_open, utf16_len};
+use super::send::Clients;
+use super::slack::{self, SlackChannel};
+use super::telegram::{Outgoing, TelegramChat};
+use super::{split, ChatTarget};
+use crate::deps::Deps;
+use dashmap::DashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tokio::sync::broadcast::error::RecvError;
+use turnkey_storage::{Event, EventKind, NewOutbox, SessionId, TurnId};
+
+/// The last line of every draft: the answer is not complete yet.
+pub const MARKER: &str = "✍️ still writing…";
+/// A draft nobody settled (its turn's reply went elsewhere) is dropped this long after it began.
+const FORGET_AFTER: Duration = Duration::from_secs(60 * 60);
+
+/// The live drafts of this process, by turn.
+#[derive(Clone)]
+pub struct Drafts {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    deps: Arc<Deps>,
+    clients: Clients,
+    live: DashMap<TurnId, Arc<Draft>>,
+}
+
+struct Draft {
+    chat: ChatTarget,
+    session_id: SessionId,
+    turn_id: TurnId,
+    interval: Duration,
+    /// The generic webhook's `in_reply_to`: the inbound message answered.
+    in_reply_to: Option<String>,
+    created: Instant,
+    state: Mutex<State>,
+    /// Held during a platform call; `settle` takes it so the final edit comes after the last.
+    calls: tokio::sync::Mutex<()>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Everything streamed so far (Markdown).
+    text: String,
+    /// What the chat shows of the last draft sent (visible text, without the marker).
+    shown: String,
+    last_body: Option<String>,
+    message_id: Option<String>,
+    /// When the last call started: the next waits `interval` from there.
+    last_call: Option<Instant>,
+    closed: bool,
+    /// Too long for one message: no more edits; the final reply splits it.
+    frozen: bool,
+    /// A flush task is running for this draft.
+    scheduled: bool,
+}
+
+impl Draft {
+    fn state(&self) -> MutexGuard<'_, State> {
+        // Plain data: a panic elsewhere leaves it usable.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Drafts {
+    /// Starts following live events, when a configured platform streams.
+    pub fn spawn(deps: Arc<Deps>, clients: Clients) -> Self {
+        let drafts = Self {
+            inner: Arc::new(Inner {
+                deps,
+                clients,
+                live: DashMap::new(),
+            }),
+        };
+        let follower = drafts.clone();
+        let mut rx = drafts.inner.deps.hub.subscribe_all();
+        tokio::spawn(async move {
+            loop {
+                match rx.recv().await {
+                    Ok(ev) => follower.on_event(ev).await,
+                    // Drafts are a live view: missed deltas only make a draft stop early.
+                    Err(RecvError::Lagged(n)) => {
+                        tracing::warn!(missed = n, "drafts lagged behind live events");
+                        follower.freeze_all();
+                    }
+                    Err(RecvError::Closed) => return,
+                }
+            }
+        });
+        drafts
+    }
+
+    /// Ends the draft of `turn`: no edit starts after this, and the one in flight (if any) has
+    /// answered, and `edit_interval_ms` since the last has passed. Answers the draft's platform
+    /// message id, if one was sent by this process.
+    pub async fn settle(&self, turn: TurnId) -> Option<String> {
+        let (_, draft) = self.inner.live.remove(&turn)?;
+        draft.state().closed = true;
+        let _call = draft.calls.lock().await;
+        let wait = {
+            let s = draft.state();
+            s.last_call
+                .map(|t| (t + draft.interval).saturating_duration_since(Instant::now()))
+                .unwrap_or_default()
+        };
+        tokio::time::sleep(wait.min(draft.interval)).await;
+        let id = draft.state().message_id.clone();
+        id
+    }
+
+    fn freeze_all(&self) {
+        for d in self.inner.live.iter() {
+            d.state().frozen = true;
+        }
+    }
+
+    async fn on_event(&self, ev: Event) {
+        let Some(turn) = ev.turn_id else {
+            return;
+        };
+        match ev.kind {
+            EventKind::TurnStarted => {
+                self.forget_old();
+                if let Err(e) = self.start(&ev, turn).await {
+                    tracing::warn!(%turn, error = %e, "no draft for this turn");
+                }
+            }
+            EventKind::MessageDelta => {
+                let Some(draft) = self.inner.live.get(&turn).map(|d| d.clone()) else {
+                    return;
+                };
+                let text = ev.data.get("text").and_then(|t| t.as_str()).unwrap_or("");
+                let spawn = {
+                    let mut s = draft.state();
+                    s.text.push_str(text);
+                    let spawn = !s.scheduled && !s.closed && !s.frozen;
+                    s.scheduled |= spawn;
+                    spawn
+                };
+                if spawn {
+                    tokio::spawn(self.clone().flush(draft));
+                }
+            }
+            EventKind::ToolStarted => {
+                // The next model call's text starts a paragraph of its own.
+                if let Some(d) = self.inner.live.get(&turn) {
+                    let mut s = d.state();
+                    if !s.text.is_empty() && !s.text.ends_with("\n\n") {
+                        s.text.push_str("\n\n");
+                    }
+                }
+            }
+            EventKind::TurnFinished | EventKind::TurnUnknown => {
+                // No edit after the turn ended: the reply takes over.
+                if let Some(d) = self.inner.live.get(&turn) {
+                    d.state().closed = true;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A turn of a chat whose platform streams gets a draft, unless the chat still waits for
+    /// an earlier message (the draft would overtake it).
+    async fn start(&self, ev: &Event, turn: TurnId) -> Result<(), turnkey_storage::StoreError> {
+        let deps = &self.inner.deps;
+        let Some(session) = deps.store.get_session(ev.session_id).await? else {
+            return Ok(());
+        };
+        let Some(key) = session.chat_key.as_deref() else {
+            return Ok(());
+        };
+        let Some(chat) = ChatTarget::parse(key) else {
+            return Ok(());
+        };
+        let (stream, interval) = match deps.config.platforms.settings(chat.platform()) {
+            Some(s) => (s.stream(), Duration::from_millis(s.edit_interval_ms())),
+            None => return Ok(()),
+        };
+        if !stream {
+            return Ok(());
+        }
+        if deps.store.open_outbox_in_chat(key).await? > 0 {
+            tracing::debug!(%turn, chat = key, "no draft: the chat waits for an earlier message");
+            return Ok(());
+        }
+        let in_reply_to = match (&chat, ev.admission_id) {
+            (ChatTarget::Webhook { .. }, Some(a)) => deps
+                .store
+                .get_admission(a)
+                .await?
+                .and_then(|a| a.request_id.strip_prefix("webhook:").map(str::to_owned)),
+            _ => None,
+        };
+        self.inner.live.insert(
+            turn,
+            Arc::new(Draft {
+                interval,
+                chat,
+                session_id: ev.session_id,
+                turn_id: turn,
+                in_reply_to,
+                created: Instant::now(),
+                state: Mutex::new(State::default()),
+                calls: tokio::sync::Mutex::new(()),
+            }),
+        );
+        Ok(())
+    }
+
+    /// Drops drafts whose turn ended long ago without a reply settling them.
+    fn forget_old(&self) {
+        self.inner
+            .live
+            .retain(|_, d| d.created.elapsed() < FORGET_AFTER);
+    }
+
+    /// Sends the draft's current text, then again as long as it keeps growing, one call per
+    /// interval at most.
+    async fn flush(self, draft: Arc<Draft>) {
+        loop {
+            let wait = {
+                let s = draft.state();
+                s.last_call
+                    .map(|t| (t + draft.interval).saturating_duration_since(Instant::now()))
+                    .unwrap_or_default()
+            };
+            tokio::time::sleep(wait).await;
+            let _call = draft.calls.lock().await;
+            let (body, visible, markdown) = {
+                let mut s = draft.state();
+                if s.closed || s.frozen {
+                    s.scheduled = false;
+                    return;
+                }
+                match render(&draft.chat, &s.text) {
+                    Rendered::Nothing => {
+                        s.scheduled = false;
+                        return;
+                    }
+                    Rendered::TooLong => {
+                        s.frozen = true;
+                        s.scheduled = false;
+                        return;
+                    }
+                    Rendered::Body {
+                        body,
+                        visible,
+                        markdown,
+                    } => {
+                        let unchanged = s.last_body.as_deref() == Some(body.as_str());
+                        // Only ever append: a draft that would change what is shown waits.
+                        if unchanged || !visible.starts_with(&s.shown) {
+                            s.scheduled = false;
+                            return;
+                        }
+                        s.last_call = Some(Instant::now());
+                        (body, visible, markdown)
+                    }
+                }
+            };
+            let message_id = draft.state().message_id.clone();
+            let sent = self.call(&draft, &body, message_id.as_deref()).await;
+            match sent {
+                Ok(id) => {
+                    let first = {
+                        let mut s = draft.state();
+                        s.last_body = Some(body);
+                        s.shown = visible;
+                        let first = s.message_id.is_none() && id.is_some();
+                        if first {
+                            s.message_id = id.clone();
+                        }
+                        first
+                    };
+                    if let (true, Some(id)) = (first, id) {
+                        self.record(&draft, &markdown, &id).await;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(turn = %draft.turn_id, error = %e, "draft not updated");
+                    if let CallError::RateLimited {
+                        retry_after: Some(after),
+                        ..
+                    } = &e
+                    {
+                        // The next call waits what the platform asked for.
+                        let next = Instant::now() + *after;
+                        draft.state().last_call = next.checked_sub(draft.interval);
+                    }
+                    if matches!(e, CallError::Permanent(_) | CallError::Ambiguous(_))
+                        && message_id.is_none()
+                    {
+                        // No message to edit: later drafts could only send more messages.
+                        draft.state().frozen = true;
+                    }
+                }
+            }
+            let again = {
+                let mut s = draft.state();
+                let grew = render(&draft.chat, &s.text).body() != s.last_body.as_deref();
+                let again = grew && !s.closed && !s.frozen;
+                s.scheduled = again;
+                again
+            };
+            if !again {
+                return;
+            }
+        }
+    }
+
+    /// One draft call: a new message (answers its id) or an edit of `message_id`.
+    async fn call(
+        &self,
+        draft: &Draft,
+        body: &str,
+        message_id: Option<&str>,
+    ) -> Result<Option<String>, CallError> {
+        let clients = &self.inner.clients;
+        let missing = || CallError::Permanent("platform not configured".into());
+        match &draft.chat {
+            ChatTarget::Telegram { chat_id, thread_id } => {
+                let client = clients.telegram.as_ref().ok_or_else(missing)?;
+                let to = TelegramChat {
+                    chat_id: *chat_id,
+                    thread_id: *thread_id,
+                };
+                match message_id.and_then(|m| m.parse::<i64>().ok()) {
+                    Some(id) => client
+                        .edit_message_text(to, id, body, true, None)
+                        .await
+                        .map(|()| Some(id.to_string())),
+                    None => {
+                        let out = Outgoing {
+                            text: body,
+                            html: true,
+                            ..Outgoing::default()
+                        };
+                        client
+                            .send_message(to, &out)
+                            .await
+                            .map(|id| Some(id.to_string()))
+                    }
+                }
+            }
+            ChatTarget::Slack {
+                channel, thread_ts, ..
+            } => {
+                let client = clients.slack.as_ref().ok_or_else(missing)?;
+                let blocks = slack::section(body);
+                match message_id {
+                    Some(ts) => client
+                        .update(channel, ts, body, &blocks)
+                        .await
+                        .map(|()| Some(ts.to_owned())),
+                    None => {
+                        let to = SlackChannel {
+                            channel: channel.clone(),
+                            thread_ts: thread_ts.clone(),
+                        };
+                        client.post_message(&to, body, &blocks).await.map(Some)
+                    }
+                }
+            }
+            ChatTarget::Webhook { chat_id } => {
+                let client = clients.webhook.as_ref().ok_or_else(missing)?;
+                client
+                    .post(chat_id, body, draft.in_reply_to.as_deref(), false)
+                    .await
+                    .map(|()| None)
+            }
+        }
+    }
+
+    /// Records the draft's message id durably, for the final edit.
+    async fn record(&self, draft: &Draft, markdown: &str, message_id: &str) {
+        let row = NewOutbox {
+            platform: draft.chat.platform().into(),
+            chat_key: draft.chat.key(),
+            session_id: Some(draft.session_id),
+            turn_id: Some(draft.turn_id),
+            idempotency_key: draft_key(draft.turn_id),
+            kind: "draft".into(),
+            payload: serde_json::json!({ "text": markdown }),
+        };
+        if let Err(e) = self.inner.deps.store.record_draft(&row, message_id).await {
+            // The final reply still edits it when it is settled here; from another process it
+            // would come as a new message.
+            tracing::warn!(turn = %draft.turn_id, error = %e, "draft message id not recorded");
+        }
+    }
+}
+
+/// The idempotency key of a turn's draft row.
+pub fn draft_key(turn: TurnId) -> String {
+    format!("draft:{turn}")
+}
+
+enum Rendered {
+    /// Nothing stable to show yet.
+    Nothing,
+    /// It no longer fits one message.
+    TooLong,
+    Body {
+        /// What is sent (with the marker).
+        body: String,
+        /// What the chat shows of it, without the marker: only ever grows.
+        visible: String,
+        /// The Markdown shown.
+        markdown: String,
+    },
+}
+
+impl Rendered {
+    fn body(&self) -> Option<&str> {
+        match self {
+            Self::Body { body, .. } => Some(body),
+            _ => None,
+        }
+    }
+}
+
+fn render(chat: &ChatTarget, text: &str) -> Rendered {
+    if let ChatTarget::Webhook { .. } = chat {
+        // Raw text only ever appends: the receiver gets all of it.
+        return if text.trim().is_empty() {
+            Rendered::Nothing
+        } else {
+            Rendered::Body {
+                body: text.to_owned(),
+                visible: text.to_owned(),
+                markdown: text.to_owned(),
+            }
+        };
+    }
+    let stable = stable_markdown(text);
+    if stable.trim().is_empty() {
+        return Rendered::Nothing;
+    }
+    match chat {
+        ChatTarget::Telegram { .. } => {
+            let html = format::telegram_html(&stable);
+            let body = format!("{html}\n\n{MARKER}");
+            if utf16_len(&body) > split::TELEGRAM_LIMIT {
+                return Rendered::TooLong;
+            }
+            Rendered::Body {
+                visible: format::html_visible(&html),
+                body,
+                markdown: stable,
+            }
+        }
+        _ => {
+            let mrkdwn = format::slack_mrkdwn(&stable);
+            let body = format!("{mrkdwn}\n\n{MARKER}");
+            if body.chars().count() > split::SLACK_SECTION_LIMIT {
+                return Rendered::TooLong;
+            }
+            Rendered::Body {
+                visible: format::slack_visible(&mrkdwn),
+                body,
+                markdown: stable,
+            }
+        }
+    }
+}
+
+/// The part of a text being streamed that no later text can change once formatted: every
+/// complete line, and of the line being written the part before anything that could still
+/// turn into formatting (a `*`, `_`, `` ` ``, `[` or `~`), or nothing while its first word
+/// could still make it a heading, list item, quote or fence.
+pub fn stable_markdown(text: &str) -> String {
+    let (complete, partial) = match text.rfind('\n') {
+        Some(i) => (&text[..i], &text[i + 1..]),
+        None => ("", text),
+    };
+    let mut fence: Option<String> = None;
+    for l in complete.lines() {
+        fence = match fence {
+            None => fence_open(l).map(|(m, _)| m),
+            Some(m) if fence_close(l, &m) => None,
+            f => f,
+        };
+    }
+    let shown = if fence.is_some() {
+        // Code is shown as it comes, except what may be the closing fence.
+        if partial.trim_start().starts_with(['`', '~']) {
+            ""
+        } else {
+            partial
+        }
+    } else {
+        stable_partial(partial)
+    };
+    match (
+        complete.is_empty() && !text.contains('\n'),
+        shown.is_empty(),
+    ) {
+        (true, _) => shown.to_owned(),
+        (false, true) => complete.to_owned(),
+        (false, false) => format!("{complete}\n{shown}"),
+    }
+}
+
+fn stable_partial(line: &str) -> &str {
+    let body = line.trim_start();
+    let indent = line.len() - body.len();
+    if body.is_empty() {
+        return "";
+    }
+    let first = body.chars().next().unwrap_or(' ');
+    let marker_start = first.is_ascii_digit() || "#-+*>`~".contains(first);
+    let Some(space) = body.find(char::is_whitespace) else {
+        // The first word decides what the line is: wait for it unless it is plain.
+        return if marker_start {
+            ""
+        } else {
+            cut_inline(line, indent)
+        };
+    };
+    let token = &body[..space];
+    let is_marker = matches!(token, "-" | "+" | "*")
+        || (token.chars().all(|c| c == '#') && token.len() <= 6)
+        || (token.len() > 1
+            && token[..token.len() - 1].chars().all(|c| c.is_ascii_digit())
+            && (token.ends_with('.') || token.ends_with(')')));
+    if first == '`' || first == '~' {
+        // May be a fence opener or inline code: wait for the whole line.
+        return "";
+    }
+    let content_at = if is_marker {
+        indent + space + 1
+    } else if token.starts_with('>') {
+        indent + 1
+    } else {
+        indent
+    };
+    cut_inline(line, content_at.min(line.len()))
+}
+
+/// `line` up to the first character at or after `from` that may open inline formatting.
+fn cut_inline(line: &str, from: usize) -> &str {
+    match line[from..].find(['*', '_', '`', '[', '~']) {
+        Some(i) => &line[..from + i],
+        None => line,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every prefix of `text` (at char boundaries) must render to a visible text that the
+    /// next prefix's visible text, and the final text's, extend.
+    fn assert_only_appends(text: &str) {
+        let mut last = String::new();
+        let mut cut = 0;
+        for (i, _) in text.char_indices().chain([(text.len(), ' ')]) {
+            let stable = stable_markdown(&text[..i]);
+            let visible = format::html_visible(&format::telegram_html(&stable));
+            assert!(
+                visible.starts_with(&last),
+                "prefix {i}: {last:?} is not a prefix of {visible:?} ({stable:?})"
+            );
+            last = visible;
+            cut = i;
+        }
+        assert_eq!(cut, text.len());
+        let fin = format::html_visible(&format::telegram_html(text));
+        assert!(fin.starts_with(&last), "{last:?} vs final {fin:?}");
+    }
+
+    #[test]
+    fn r11_1_drafts_only_ever_append() {
+        assert_only_appends("Hello **bold** and _it_ with `code` and [a link](https://x.dev).");
+        assert_only_appends(
+            "# Title\n\n- one **b**\n- two\n12. twelve\n> quote *i*\n\nSome text < & >\n\n\
+             ```rust\nfn main() {\n    println!(\"*\");\n}\n```\nafter ~~x~~ done",
+        );
+        assert_only_appends("a * b * c and 3 * 4 = 12\n#hashtag x\n-5 degrees\n1 apple");
+    }
+
+    #[test]
+    fn r11_1_the_line_being_written_is_shown_up_to_its_formatting() {
+        assert_eq!(stable_markdown("Hello wor"), "Hello wor");
+        assert_eq!(stable_markdown("Hello **wor"), "Hello ");
+        assert_eq!(stable_markdown("line one\n- ite"), "line one\n- ite");
+        assert_eq!(stable_markdown("line one\n-"), "line one");
+        assert_eq!(
+            stable_markdown("```py\nprint(1)\npri"),
+            "```py\nprint(1)\npri"
+        );
+        assert_eq!(stable_markdown("```py\nprint(1)\n``"), "```py\nprint(1)");
+    }
+}
