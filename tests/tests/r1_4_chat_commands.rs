@@ -504,16 +504,17 @@ async fn r1_4_approve_commands_and_buttons_unblock_a_turn_waiting_on_approval_po
 }
 
 /// After a crash the chat is told its turn was cut off; `/retry` runs it again, once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn r1_4_retry_runs_again_a_turn_a_crash_cut_off() {
+async fn retry_after_a_crash(database: Option<&str>) {
     let provider = ScriptedProvider::start();
     let toml = platforms_toml(&Endpoints::nowhere(), &[&ALICE.to_string()], &[SLACK_USER]);
-    let mut tk = Turnkey::start(
-        TurnkeyOptions::new(&provider)
-            .extra_toml(&toml)
-            .env("FAILPOINTS", "turn.after_claim=return"),
-    )
-    .await;
+    let opts = TurnkeyOptions::new(&provider)
+        .extra_toml(&toml)
+        .env("FAILPOINTS", "turn.after_claim=return");
+    let opts = match database {
+        Some(url) => opts.database(url),
+        None => opts,
+    };
+    let mut tk = Turnkey::start(opts).await;
     let hooks = Webhooks::new(&tk.url);
     let cut = say(&hooks, 500, "cut off").await;
     let unknown = admission_id(&cut);
@@ -553,6 +554,19 @@ async fn r1_4_retry_runs_again_a_turn_a_crash_cut_off() {
         "🔁 That turn was already run again."
     );
     assert_eq!(provider.requests().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r1_4_retry_runs_again_a_turn_a_crash_cut_off_sqlite() {
+    retry_after_a_crash(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r1_4_retry_runs_again_a_turn_a_crash_cut_off_postgres() {
+    let Some(db) = pg::fresh_database().await else {
+        return;
+    };
+    retry_after_a_crash(Some(db.url())).await;
 }
 
 /// The same commands on Slack and the generic webhook.
