@@ -3,6 +3,7 @@
 //! in, a client that posts them to `/webhooks/*` signed as each platform signs (and measures how
 //! long the answer took), and reads of the rows the webhooks write.
 use crate::api::Resp;
+use crate::fake_platforms::FakePlatform;
 use hmac::{Hmac, Mac};
 use sea_orm::{ConnectionTrait, Database, DatabaseConnection, Statement};
 use serde_json::{json, Value};
@@ -19,10 +20,46 @@ pub const SLACK_BOT_USER: &str = "UBOT12345";
 
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
+pub const TELEGRAM_BOT_TOKEN: &str = "123456:TEST";
+pub const SLACK_BOT_TOKEN: &str = "xoxb-test";
+
+/// Where a test's turnkey sends to: Telegram's and Slack's `api_base`, the generic `reply_url`.
+#[derive(Clone, Debug)]
+pub struct Endpoints {
+    pub telegram: String,
+    pub slack: String,
+    pub reply_url: String,
+}
+
+impl Endpoints {
+    /// Nothing listens there: for tests that only look at what came in.
+    pub fn nowhere() -> Self {
+        Self {
+            telegram: "http://127.0.0.1:9".into(),
+            slack: "http://127.0.0.1:9/api".into(),
+            reply_url: "http://127.0.0.1:9/reply".into(),
+        }
+    }
+
+    /// The fakes of `crate::fake_platforms`, started with this module's credentials.
+    pub fn fakes() -> (Self, [FakePlatform; 3]) {
+        let telegram = FakePlatform::telegram(TELEGRAM_BOT_TOKEN);
+        let slack = FakePlatform::slack(SLACK_BOT_TOKEN);
+        let webhook = FakePlatform::webhook(GENERIC_SECRET);
+        (
+            Self {
+                telegram: telegram.endpoint(),
+                slack: slack.endpoint(),
+                reply_url: webhook.endpoint(),
+            },
+            [telegram, slack, webhook],
+        )
+    }
+}
+
 /// `[platforms.telegram]`, `[platforms.slack]` and `[platforms.webhook]` with the secrets above,
-/// the given allowed users, and outbound URLs at `api_base` (nothing needs to answer there for
-/// the inbound tests).
-pub fn platforms_toml(api_base: &str, telegram_users: &[&str], slack_users: &[&str]) -> String {
+/// the given allowed users (the generic webhook allows everyone), sending to `to`.
+pub fn platforms_toml(to: &Endpoints, telegram_users: &[&str], slack_users: &[&str]) -> String {
     let list = |users: &[&str]| {
         users
             .iter()
@@ -31,14 +68,17 @@ pub fn platforms_toml(api_base: &str, telegram_users: &[&str], slack_users: &[&s
             .join(", ")
     };
     format!(
-        "\n[platforms.telegram]\nbot_token = \"123456:TEST\"\nsecret_token = \"{TELEGRAM_SECRET}\"\n\
-         api_base = \"{api_base}\"\nallowed_users = [{}]\n\
-         \n[platforms.slack]\nbot_token = \"xoxb-test\"\nsigning_secret = \"{SLACK_SECRET}\"\n\
-         api_base = \"{api_base}\"\nallowed_users = [{}]\n\
-         \n[platforms.webhook]\nsecret = \"{GENERIC_SECRET}\"\nreply_url = \"{api_base}/replies\"\n\
+        "\n[platforms.telegram]\nbot_token = \"{TELEGRAM_BOT_TOKEN}\"\n\
+         secret_token = \"{TELEGRAM_SECRET}\"\napi_base = \"{}\"\nallowed_users = [{}]\n\
+         \n[platforms.slack]\nbot_token = \"{SLACK_BOT_TOKEN}\"\n\
+         signing_secret = \"{SLACK_SECRET}\"\napi_base = \"{}\"\nallowed_users = [{}]\n\
+         \n[platforms.webhook]\nsecret = \"{GENERIC_SECRET}\"\nreply_url = \"{}\"\n\
          allowed_users = [\"*\"]\n",
+        to.telegram,
         list(telegram_users),
-        list(slack_users)
+        to.slack,
+        list(slack_users),
+        to.reply_url,
     )
 }
 

@@ -11,23 +11,27 @@ use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use turnkey_tests::webhooks::{
     generic_message, platforms_toml, slack_button, slack_message, telegram_button,
-    telegram_message, Rows, Webhooks, SLACK_BOT_USER, SLACK_TEAM,
+    telegram_message, Endpoints, Rows, Webhooks, SLACK_BOT_USER, SLACK_TEAM,
 };
 use turnkey_tests::{pg, Api, Reply, Resp, ScriptedProvider, Turnkey, TurnkeyOptions};
 
 const BOUND: Duration = Duration::from_secs(60);
-const NOWHERE: &str = "http://127.0.0.1:9";
 const ALICE: i64 = 4242;
 const BOB: i64 = 4343;
 const STRANGER: i64 = 9999;
 const SLACK_USER: &str = "U123ABC456";
 
 async fn start(provider: &ScriptedProvider, database: Option<&str>, extra: &str) -> Turnkey {
-    let toml = platforms_toml(
-        NOWHERE,
-        &[&ALICE.to_string(), &BOB.to_string()],
-        &[SLACK_USER],
-    );
+    start_to(provider, database, extra, &Endpoints::nowhere()).await
+}
+
+async fn start_to(
+    provider: &ScriptedProvider,
+    database: Option<&str>,
+    extra: &str,
+    to: &Endpoints,
+) -> Turnkey {
+    let toml = platforms_toml(to, &[&ALICE.to_string(), &BOB.to_string()], &[SLACK_USER]);
     let opts = TurnkeyOptions::new(provider).extra_toml(&format!("{toml}{extra}"));
     let opts = match database {
         Some(url) => opts.database(url),
@@ -500,16 +504,17 @@ async fn r1_4_approve_commands_and_buttons_unblock_a_turn_waiting_on_approval_po
 }
 
 /// After a crash the chat is told its turn was cut off; `/retry` runs it again, once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn r1_4_retry_runs_again_a_turn_a_crash_cut_off() {
+async fn retry_after_a_crash(database: Option<&str>) {
     let provider = ScriptedProvider::start();
-    let toml = platforms_toml(NOWHERE, &[&ALICE.to_string()], &[SLACK_USER]);
-    let mut tk = Turnkey::start(
-        TurnkeyOptions::new(&provider)
-            .extra_toml(&toml)
-            .env("FAILPOINTS", "turn.after_claim=return"),
-    )
-    .await;
+    let toml = platforms_toml(&Endpoints::nowhere(), &[&ALICE.to_string()], &[SLACK_USER]);
+    let opts = TurnkeyOptions::new(&provider)
+        .extra_toml(&toml)
+        .env("FAILPOINTS", "turn.after_claim=return");
+    let opts = match database {
+        Some(url) => opts.database(url),
+        None => opts,
+    };
+    let mut tk = Turnkey::start(opts).await;
     let hooks = Webhooks::new(&tk.url);
     let cut = say(&hooks, 500, "cut off").await;
     let unknown = admission_id(&cut);
@@ -551,11 +556,25 @@ async fn r1_4_retry_runs_again_a_turn_a_crash_cut_off() {
     assert_eq!(provider.requests().len(), 1);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r1_4_retry_runs_again_a_turn_a_crash_cut_off_sqlite() {
+    retry_after_a_crash(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r1_4_retry_runs_again_a_turn_a_crash_cut_off_postgres() {
+    let Some(db) = pg::fresh_database().await else {
+        return;
+    };
+    retry_after_a_crash(Some(db.url())).await;
+}
+
 /// The same commands on Slack and the generic webhook.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn r1_4_commands_work_on_every_platform() {
     let provider = ScriptedProvider::start();
-    let tk = start(&provider, None, "").await;
+    let (to, [telegram, slack, webhook]) = Endpoints::fakes();
+    let tk = start_to(&provider, None, "", &to).await;
     let hooks = Webhooks::new(&tk.url);
     let rows = Rows::connect(&tk.database_url).await;
 
@@ -599,4 +618,35 @@ async fn r1_4_commands_work_on_every_platform() {
         ))
         .await;
     assert_eq!(r.body["outcome"], "admitted", "{}", r.text);
+    let (r, _) = hooks
+        .telegram(&telegram_message(600, ALICE, ALICE, "/status@turnkey_bot"))
+        .await;
+    let status = answer(&r, "status").to_owned();
+
+    // The answers reached their chats.
+    let sent = slack
+        .wait_accepted(&["chat.postMessage"], 1, BOUND)
+        .await
+        .unwrap();
+    assert_eq!(sent[0].body["channel"], "D10");
+    assert!(sent[0].text().contains("idle, 0 queued"), "{:?}", sent[0]);
+    let sent = webhook.wait_accepted(&["reply"], 2, BOUND).await.unwrap();
+    assert_eq!(sent[0].body["chat_id"], "room-7");
+    assert!(
+        sent[0].text().starts_with("🆕 New conversation"),
+        "{:?}",
+        sent[0]
+    );
+    assert_eq!(sent[0].body["in_reply_to"], "g-1");
+    assert!(sent[1].text().contains("/queue"), "{:?}", sent[1]);
+    let sent = telegram
+        .wait_accepted(&["sendMessage"], 1, BOUND)
+        .await
+        .unwrap();
+    assert_eq!(sent[0].body["chat_id"].to_string(), ALICE.to_string());
+    assert!(
+        sent[0].text().contains(status.lines().next().unwrap()),
+        "{:?} vs {status}",
+        sent[0]
+    );
 }
