@@ -10,8 +10,9 @@
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use turnkey_tests::webhooks::{
-    generic_message, platforms_toml, slack_button, slack_message, telegram_button,
-    telegram_message, Endpoints, Rows, Webhooks, SLACK_BOT_USER, SLACK_TEAM,
+    generic_message, platforms_toml, slack_button, slack_message, slack_signature, telegram_button,
+    telegram_message, unix_now, Endpoints, Rows, Webhooks, SLACK_BOT_USER, SLACK_SECRET,
+    SLACK_TEAM,
 };
 use turnkey_tests::{pg, Api, Reply, Resp, ScriptedProvider, Turnkey, TurnkeyOptions};
 
@@ -618,6 +619,49 @@ async fn r1_4_commands_work_on_every_platform() {
         ))
         .await;
     assert_eq!(r.body["outcome"], "admitted", "{}", r.text);
+    // A Slack slash command registered with the events URL: an empty 200, the answer goes to
+    // the channel.
+    let form = b"token=x&team_id=T123ABC456&team_domain=d&channel_id=C11&channel_name=general\
+&user_id=U123ABC456&user_name=jtorrance&command=%2Fstatus&text=&api_app_id=A1\
+&trigger_id=398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c\
+&response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2F1"
+        .to_vec();
+    let ts = unix_now();
+    let (r, _) = hooks
+        .slack_raw(
+            "/webhooks/slack",
+            "application/x-www-form-urlencoded",
+            form.clone(),
+            &[
+                ("X-Slack-Request-Timestamp", ts.to_string()),
+                (
+                    "X-Slack-Signature",
+                    slack_signature(SLACK_SECRET, ts, &form),
+                ),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.text, "");
+    let row = rows
+        .wait_outbox(
+            "cmd:slack:slash:398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c",
+            BOUND,
+        )
+        .await;
+    assert_eq!(row.chat_key, format!("slack:{SLACK_TEAM}:C11"));
+    assert!(row.text().contains("idle, 0 queued"), "{row:?}");
+    // Unsigned, it is refused like any other request.
+    let (r, _) = hooks
+        .slack_raw(
+            "/webhooks/slack",
+            "application/x-www-form-urlencoded",
+            form,
+            &[("X-Slack-Request-Timestamp", ts.to_string())],
+        )
+        .await;
+    assert_eq!(r.status, 401, "{}", r.text);
+
     let (r, _) = hooks
         .telegram(&telegram_message(600, ALICE, ALICE, "/status@turnkey_bot"))
         .await;
@@ -625,10 +669,15 @@ async fn r1_4_commands_work_on_every_platform() {
 
     // The answers reached their chats.
     let sent = slack
-        .wait_accepted(&["chat.postMessage"], 1, BOUND)
+        .wait_accepted(&["chat.postMessage"], 2, BOUND)
         .await
         .unwrap();
-    assert_eq!(sent[0].body["channel"], "D10");
+    let mut channels: Vec<&str> = sent
+        .iter()
+        .map(|c| c.body["channel"].as_str().unwrap())
+        .collect();
+    channels.sort();
+    assert_eq!(channels, ["C11", "D10"]);
     assert!(sent[0].text().contains("idle, 0 queued"), "{:?}", sent[0]);
     let sent = webhook.wait_accepted(&["reply"], 2, BOUND).await.unwrap();
     assert_eq!(sent[0].body["chat_id"], "room-7");

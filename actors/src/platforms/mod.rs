@@ -19,8 +19,9 @@ pub use config::{PlatformSettings, PlatformsConfig, SlackConfig, TelegramConfig,
 #[derive(Clone, Debug)]
 pub struct ChatMessage {
     pub chat: ChatTarget,
-    /// The platform's id of the update (Telegram `update_id`, Slack `event_id`, generic
-    /// `message_id`): redeliveries carry the same one.
+    /// The platform's id of the update (Telegram `update_id`, Slack `<channel>:<ts>` of the
+    /// message, which its retries and its `app_mention` twin share, generic `message_id`):
+    /// redeliveries carry the same one.
     pub external_id: String,
     /// The sender's platform user id (checked against `allowed_users`).
     pub user_id: String,

@@ -1,5 +1,6 @@
 //! `inbound_updates`: every platform update admitted or acted on, by the platform's own id
-//! (Telegram `update_id`, Slack `event_id`, generic `message_id`), with the session it went to.
+//! (Telegram `update_id`, Slack `<channel>:<ts>` of the message or `action:<trigger_id>` of a
+//! button press, generic `message_id`), with the session it went to.
 //! A redelivery finds its row and reaches the same session under the same request id.
 use sea_orm::entity::prelude::*;
 

@@ -7,7 +7,9 @@
 //! `<channel>:<ts>`: Slack's retries (`X-Slack-Retry-Num`) carry the same one, and so does the
 //! `app_mention` twin of a `message` event, so either way it is admitted once.
 //! Interactivity carries `block_actions` with the approve/deny buttons (`action_id`
-//! `turnkey_approve` / `turnkey_deny`, `value` = the approval id).
+//! `turnkey_approve` / `turnkey_deny`, `value` = the approval id). Slash commands registered
+//! with `/webhooks/slack` as their Request URL (form-encoded, signed the same way) are handled
+//! as the message `/command text`, deduped by their `trigger_id`.
 use super::{body, clean, handle, not_configured, now_s, parse, verify, WebhookAck};
 use crate::error::{ApiError, ErrorBody};
 use crate::startup::AppState;
@@ -168,10 +170,10 @@ fn text_of(raw: &str, bots: &[&str]) -> String {
         ("X-Slack-Request-Timestamp" = String, Header, description = "Unix seconds; within 5 minutes of now"),
         ("X-Slack-Retry-Num" = Option<String>, Header, description = "Set on Slack's retries; a retry is admitted once"),
     ),
-    request_body(content = Object, description = "An Events API request (`url_verification` or `event_callback`)", content_type = "application/json"),
+    request_body(content = Object, description = "An Events API request (`url_verification` or `event_callback`); or, form-encoded, a slash command (`command=/stop&text=…&team_id&channel_id&user_id&trigger_id`)", content_type = "application/json"),
     responses(
-        (status = 200, description = "The `url_verification` challenge, or what became of the event", body = SlackAnswer),
-        (status = 400, description = "`invalid_json`, `invalid_update`, `invalid_body`", body = ErrorBody),
+        (status = 200, description = "The `url_verification` challenge, or what became of the event; empty for a slash command (its answer goes to the channel)", body = SlackAnswer),
+        (status = 400, description = "`invalid_json`, `invalid_update`, `invalid_form`, `invalid_body`", body = ErrorBody),
         (status = 401, description = "`invalid_signature`: missing, wrong or stale signature; nothing was written", body = ErrorBody),
         (status = 404, description = "`platform_not_configured`: no `[platforms.slack]`", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
@@ -192,6 +194,16 @@ pub async fn events(
         .ok_or_else(|| not_configured("slack"))?;
     let body = body(&state, payload).await?;
     verify::slack(&req, &config.signing_secret, &body, now_s())?;
+    if is_form(&req) {
+        // A slash command (`/stop` registered with this URL): its answer goes to the channel
+        // through the outbox; an empty 200 tells Slack not to post anything itself.
+        let command = form::<SlashCommand>(&body, "a slash command (command=…&text=…)")?;
+        let Some(msg) = parse_slash_command(command) else {
+            return Ok(HttpResponse::Ok().finish());
+        };
+        commands::handle(&state.gateway, &msg).await?;
+        return Ok(HttpResponse::Ok().finish());
+    }
     let envelope: Envelope = parse(&body, "Slack Events API request")?;
     match parse_envelope(envelope) {
         Parsed::Challenge(challenge) => {
@@ -200,6 +212,57 @@ pub async fn events(
         Parsed::Message(msg) => handle(&state, &msg).await,
         Parsed::Ignored(why) => Ok(WebhookAck::ignored(why).ok()),
     }
+}
+
+fn is_form(req: &HttpRequest) -> bool {
+    req.headers()
+        .get(actix_web::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"))
+}
+
+/// A form-encoded body: 400 `invalid_form` when it is not this form.
+fn form<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> Result<T, ApiError> {
+    std::str::from_utf8(body)
+        .ok()
+        .and_then(|s| web::Query::<T>::from_query(s).ok())
+        .map(web::Query::into_inner)
+        .ok_or_else(|| ApiError::bad_request("invalid_form", format!("the body is not {what}")))
+}
+
+/// A slash command as Slack posts it (form fields).
+#[derive(Debug, Deserialize)]
+pub struct SlashCommand {
+    pub command: String,
+    #[serde(default)]
+    pub text: String,
+    pub team_id: String,
+    pub channel_id: String,
+    pub user_id: String,
+    pub user_name: Option<String>,
+    pub trigger_id: String,
+}
+
+/// A slash command is the message `command text`: one of the chat commands, or (a command of
+/// the app's own) a message for the agent. `None` without a trigger id to dedupe by.
+pub fn parse_slash_command(c: SlashCommand) -> Option<ChatMessage> {
+    if c.trigger_id.is_empty() || c.team_id.is_empty() || c.channel_id.is_empty() {
+        return None;
+    }
+    Some(ChatMessage {
+        chat: ChatTarget::Slack {
+            team: c.team_id,
+            channel: c.channel_id,
+            thread_ts: None,
+        },
+        external_id: format!("slash:{}", c.trigger_id),
+        user_id: c.user_id,
+        user_name: clean(c.user_name.as_deref(), NAME_CHARS),
+        text: format!("{} {}", c.command.trim(), c.text.trim())
+            .trim()
+            .to_owned(),
+        message_id: None,
+    })
 }
 
 /// The form field Slack posts interactions in.
@@ -335,15 +398,7 @@ pub async fn interactive(
         .ok_or_else(|| not_configured("slack"))?;
     let body = body(&state, payload).await?;
     verify::slack(&req, &config.signing_secret, &body, now_s())?;
-    let form = std::str::from_utf8(&body)
-        .ok()
-        .and_then(|s| web::Query::<InteractionForm>::from_query(s).ok())
-        .ok_or_else(|| {
-            ApiError::bad_request(
-                "invalid_form",
-                "the body is not a form with a payload field (payload=<JSON>)",
-            )
-        })?;
+    let form = form::<InteractionForm>(&body, "a form with a payload field (payload=<JSON>)")?;
     let interaction: Interaction = parse(form.payload.as_bytes(), "Slack interaction")?;
     match parse_interaction(interaction) {
         Press::Button {
@@ -432,6 +487,22 @@ mod tests {
             envelope(json!({"type": "app_rate_limited"})),
             Parsed::Ignored(_)
         ));
+    }
+
+    #[test]
+    fn r1_4_a_slash_command_is_its_command_and_text() {
+        let c: SlashCommand = web::Query::<SlashCommand>::from_query(
+            "token=x&team_id=T1&team_domain=d&channel_id=C1&channel_name=general&user_id=U1\
+             &user_name=ada&command=%2Fqueue&text=then+this&api_app_id=A1&trigger_id=13.45.ab\
+             &response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2F1",
+        )
+        .expect("a slash command")
+        .into_inner();
+        let m = parse_slash_command(c).expect("a message");
+        assert_eq!(m.text, "/queue then this");
+        assert_eq!(m.chat.key(), "slack:T1:C1");
+        assert_eq!(m.external_id, "slash:13.45.ab");
+        assert_eq!(m.user_name.as_deref(), Some("ada"));
     }
 
     #[test]
