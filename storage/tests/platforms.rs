@@ -233,3 +233,90 @@ async fn r13_5_an_idempotency_key_is_written_once(s: Store) {
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].payload["text"], "first");
 }
+
+on_both!(r1_4_a_command_completes_once_and_its_answer_is_written_with_it);
+async fn r1_4_a_command_completes_once_and_its_answer_is_written_with_it(s: Store) {
+    let inbound = s
+        .inbound_session("slack", "C1:1.0", "slack:C1", chat_session("slack:C1"))
+        .await
+        .unwrap();
+    assert!(inbound.first);
+    assert_eq!(inbound.result, None, "a new update has no result yet");
+    let answer = |text: &str| NewOutbox {
+        platform: "slack".into(),
+        chat_key: "slack:C1".into(),
+        session_id: Some(inbound.session_id),
+        turn_id: None,
+        idempotency_key: "cmd:slack:C1:1.0".into(),
+        kind: "notice".into(),
+        payload: json!({"text": text}),
+    };
+    s.complete_command(
+        "slack",
+        "C1:1.0",
+        &json!({"command": "status"}),
+        &answer("idle"),
+    )
+    .await
+    .unwrap();
+    // A racing twin finishing later changes neither the result nor the answer.
+    s.complete_command(
+        "slack",
+        "C1:1.0",
+        &json!({"command": "other"}),
+        &answer("late"),
+    )
+    .await
+    .unwrap();
+    let seen = s
+        .inbound("slack", "C1:1.0")
+        .await
+        .unwrap()
+        .expect("recorded");
+    assert_eq!(seen.result, Some(json!({"command": "status"})));
+    assert_eq!(seen.session_id, inbound.session_id);
+    let rows = s.list_outbox(None, None, 10).await.unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0].payload["text"], "idle");
+    assert_eq!(rows[0].kind, "notice");
+
+    // An update never recorded is not completed by accident, and nothing is written for it.
+    assert!(s.inbound("slack", "C1:2.0").await.unwrap().is_none());
+}
+
+on_both!(r1_4_retry_finds_the_newest_unknown_admission);
+async fn r1_4_retry_finds_the_newest_unknown_admission(s: Store) {
+    let sid = session(&s).await;
+    assert!(s.last_unknown_admission(sid).await.unwrap().is_none());
+    let mut unknown = Vec::new();
+    for req in ["r1", "r2", "r3"] {
+        let o = owner();
+        let fence = lease(&s, sid, &o, 60_000).await.expect("lease");
+        let a = s.admit(new_adm(sid, req, "hi")).await.unwrap().admission;
+        let turn = TurnId::new();
+        s.claim(&fence, a.id, &o, turn).await.unwrap();
+        if req == "r3" {
+            // The newest one ends normally: it is not what `/retry` runs again.
+            let end = TurnEnd {
+                admission_id: a.id,
+                turn_id: turn,
+                messages: vec![],
+                close_tail: None,
+                usage: vec![],
+                outcome: json!({"result": "completed"}),
+                events: vec![],
+                reply: None,
+            };
+            s.commit_turn_end(&fence, &end).await.unwrap();
+        } else {
+            s.mark_unknown(a.id, &died(), None).await.unwrap();
+            unknown.push(a.id);
+        }
+    }
+    let found = s.last_unknown_admission(sid).await.unwrap().expect("one");
+    assert_eq!(found.id, unknown[1], "the newest unknown, by seq");
+    assert_eq!(found.status, AdmissionStatus::Unknown);
+    // Another session's unknown admissions are not this one's.
+    let other = session(&s).await;
+    assert!(s.last_unknown_admission(other).await.unwrap().is_none());
+}

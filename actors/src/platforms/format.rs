@@ -279,33 +279,69 @@ fn matching(c: &[char], open: usize, l: char, r: char) -> Option<usize> {
     None
 }
 
-/// Escapes text for Telegram HTML (and attribute values: `"` too).
-pub fn html_escape(s: &str) -> String {
+/// Escapes `&`, `<` and `>`, and `"` too when `quote`.
+fn escape(s: &str, quote: bool) -> String {
     let mut out = String::with_capacity(s.len());
     for ch in s.chars() {
         match ch {
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
+            '"' if quote => out.push_str("&quot;"),
             c => out.push(c),
         }
     }
     out
 }
 
+/// Escapes text for Telegram HTML (and attribute values: `"` too).
+pub fn html_escape(s: &str) -> String {
+    escape(s, true)
+}
+
 /// Escapes text for Slack: `&`, `<` and `>` are control characters there.
 pub fn slack_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for ch in s.chars() {
-        match ch {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            c => out.push(c),
+    escape(s, false)
+}
+
+/// What differs between the platforms' markup; the line structure (blank lines, list
+/// indentation and markers, line joins) is shared by [`render`].
+trait Dialect {
+    fn inline(nodes: &[Inline], out: &mut String);
+    fn fence(lang: &str, code: &str) -> String;
+    fn heading(nodes: &[Inline], out: &mut String);
+    fn quote(nodes: &[Inline], out: &mut String);
+}
+
+fn render<D: Dialect>(md: &str) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    for b in blocks(md) {
+        match b {
+            Block::Fence { lang, code } => lines.push(D::fence(&lang, &code)),
+            Block::Line(line) => {
+                let mut s = String::new();
+                match line {
+                    Line::Blank => {}
+                    Line::Heading(i) => D::heading(&i, &mut s),
+                    Line::Bullet(indent, i) => {
+                        s.push_str(&" ".repeat(indent));
+                        s.push_str("• ");
+                        D::inline(&i, &mut s);
+                    }
+                    Line::Numbered(indent, n, i) => {
+                        s.push_str(&" ".repeat(indent));
+                        s.push_str(&n);
+                        s.push(' ');
+                        D::inline(&i, &mut s);
+                    }
+                    Line::Quote(i) => D::quote(&i, &mut s),
+                    Line::Plain(i) => D::inline(&i, &mut s),
+                }
+                lines.push(s);
+            }
         }
     }
-    out
+    lines.join("\n")
 }
 
 fn html_inline(nodes: &[Inline], out: &mut String) {
@@ -341,50 +377,36 @@ fn wrap_html(tag: &str, inner: &[Inline], out: &mut String) {
     out.push('>');
 }
 
+struct TelegramHtml;
+
+impl Dialect for TelegramHtml {
+    fn inline(nodes: &[Inline], out: &mut String) {
+        html_inline(nodes, out);
+    }
+
+    fn fence(lang: &str, code: &str) -> String {
+        let class = if lang.is_empty() {
+            String::new()
+        } else {
+            format!(" class=\"language-{}\"", html_escape(lang))
+        };
+        format!("<pre><code{class}>{}</code></pre>", html_escape(code))
+    }
+
+    fn heading(nodes: &[Inline], out: &mut String) {
+        wrap_html("b", nodes, out);
+    }
+
+    fn quote(nodes: &[Inline], out: &mut String) {
+        out.push_str("<blockquote>");
+        html_inline(nodes, out);
+        out.push_str("</blockquote>");
+    }
+}
+
 /// Markdown to Telegram's HTML parse mode.
 pub fn telegram_html(md: &str) -> String {
-    let mut lines: Vec<String> = Vec::new();
-    for b in blocks(md) {
-        match b {
-            Block::Fence { lang, code } => {
-                let class = if lang.is_empty() {
-                    String::new()
-                } else {
-                    format!(" class=\"language-{}\"", html_escape(&lang))
-                };
-                lines.push(format!(
-                    "<pre><code{class}>{}</code></pre>",
-                    html_escape(&code)
-                ));
-            }
-            Block::Line(line) => {
-                let mut s = String::new();
-                match line {
-                    Line::Blank => {}
-                    Line::Heading(i) => wrap_html("b", &i, &mut s),
-                    Line::Bullet(indent, i) => {
-                        s.push_str(&" ".repeat(indent));
-                        s.push_str("• ");
-                        html_inline(&i, &mut s);
-                    }
-                    Line::Numbered(indent, n, i) => {
-                        s.push_str(&" ".repeat(indent));
-                        s.push_str(&n);
-                        s.push(' ');
-                        html_inline(&i, &mut s);
-                    }
-                    Line::Quote(i) => {
-                        s.push_str("<blockquote>");
-                        html_inline(&i, &mut s);
-                        s.push_str("</blockquote>");
-                    }
-                    Line::Plain(i) => html_inline(&i, &mut s),
-                }
-                lines.push(s);
-            }
-        }
-    }
-    lines.join("\n")
+    render::<TelegramHtml>(md)
 }
 
 fn slack_inline(nodes: &[Inline], out: &mut String) {
@@ -420,42 +442,31 @@ fn wrap_slack(mark: char, inner: &[Inline], out: &mut String) {
     out.push(mark);
 }
 
+struct SlackMrkdwn;
+
+impl Dialect for SlackMrkdwn {
+    fn inline(nodes: &[Inline], out: &mut String) {
+        slack_inline(nodes, out);
+    }
+
+    /// Slack shows a language after the fence as code text: it is left out.
+    fn fence(_lang: &str, code: &str) -> String {
+        format!("```\n{}\n```", slack_escape(code))
+    }
+
+    fn heading(nodes: &[Inline], out: &mut String) {
+        wrap_slack('*', nodes, out);
+    }
+
+    fn quote(nodes: &[Inline], out: &mut String) {
+        out.push_str("&gt; ");
+        slack_inline(nodes, out);
+    }
+}
+
 /// Markdown to Slack's mrkdwn.
 pub fn slack_mrkdwn(md: &str) -> String {
-    let mut lines: Vec<String> = Vec::new();
-    for b in blocks(md) {
-        match b {
-            // Slack shows a language after the fence as code text: it is left out.
-            Block::Fence { code, .. } => {
-                lines.push(format!("```\n{}\n```", slack_escape(&code)));
-            }
-            Block::Line(line) => {
-                let mut s = String::new();
-                match line {
-                    Line::Blank => {}
-                    Line::Heading(i) => wrap_slack('*', &i, &mut s),
-                    Line::Bullet(indent, i) => {
-                        s.push_str(&" ".repeat(indent));
-                        s.push_str("• ");
-                        slack_inline(&i, &mut s);
-                    }
-                    Line::Numbered(indent, n, i) => {
-                        s.push_str(&" ".repeat(indent));
-                        s.push_str(&n);
-                        s.push(' ');
-                        slack_inline(&i, &mut s);
-                    }
-                    Line::Quote(i) => {
-                        s.push_str("&gt; ");
-                        slack_inline(&i, &mut s);
-                    }
-                    Line::Plain(i) => slack_inline(&i, &mut s),
-                }
-                lines.push(s);
-            }
-        }
-    }
-    lines.join("\n")
+    render::<SlackMrkdwn>(md)
 }
 
 /// What a chat shows of Telegram HTML made by `telegram_html`: the text without its tags,

@@ -2,7 +2,7 @@
 //! `{chat_id, message_id, user, text, user_name?}` signed with `X-Signature: sha256=HEX`
 //! (HMAC-SHA256 of the raw body with `platforms.webhook.secret`). `message_id` is the id for
 //! dedupe: the same one again is admitted once. Replies go to `platforms.webhook.reply_url`.
-use super::{body, handle, not_configured, parse, verify};
+use super::{body, configured, handle, parse, verify};
 use crate::error::{ApiError, ErrorBody};
 use crate::startup::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -105,13 +105,7 @@ pub async fn webhook(
     req: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let config = state
-        .gateway
-        .config()
-        .platforms
-        .webhook
-        .clone()
-        .ok_or_else(|| not_configured("webhook"))?;
+    let config = configured(&state, "webhook", |p| &p.webhook)?;
     let body = body(&state, payload).await?;
     verify::generic(&req, &config.secret, &body)?;
     let message: GenericMessage = parse(&body, "generic webhook message")?;

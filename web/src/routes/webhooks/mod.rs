@@ -22,7 +22,7 @@ use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 use serde::Serialize;
 use turnkey_actors::platforms::commands::{self, Handled};
-use turnkey_actors::platforms::ChatMessage;
+use turnkey_actors::platforms::{ChatMessage, PlatformsConfig};
 use turnkey_actors::Receipt;
 use utoipa::ToSchema;
 
@@ -100,15 +100,24 @@ impl From<Handled> for WebhookAck {
     }
 }
 
-/// 404 `platform_not_configured`.
-pub fn not_configured(platform: &str) -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "platform_not_configured",
-        format!(
-            "the {platform} platform is not configured: add [platforms.{platform}] to turnkey.toml"
-        ),
-    )
+/// The configuration of `platform`, taken from `[platforms]` by `pick`; 404
+/// `platform_not_configured` when that table is absent.
+pub fn configured<T: Clone>(
+    state: &AppState,
+    platform: &str,
+    pick: impl FnOnce(&PlatformsConfig) -> &Option<T>,
+) -> Result<T, ApiError> {
+    pick(&state.gateway.config().platforms)
+        .clone()
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "platform_not_configured",
+                format!(
+                    "the {platform} platform is not configured: add [platforms.{platform}] to turnkey.toml"
+                ),
+            )
+        })
 }
 
 /// The raw body (the signature covers its bytes), at most `server.max_body_bytes`.

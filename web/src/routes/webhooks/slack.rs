@@ -10,7 +10,7 @@
 //! `turnkey_approve` / `turnkey_deny`, `value` = the approval id). Slash commands registered
 //! with `/webhooks/slack` as their Request URL (form-encoded, signed the same way) are handled
 //! as the message `/command text`, deduped by their `trigger_id`.
-use super::{body, clean, handle, not_configured, now_s, parse, verify, WebhookAck};
+use super::{body, clean, configured, handle, now_s, parse, verify, WebhookAck};
 use crate::error::{ApiError, ErrorBody};
 use crate::startup::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -185,13 +185,7 @@ pub async fn events(
     req: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let config = state
-        .gateway
-        .config()
-        .platforms
-        .slack
-        .clone()
-        .ok_or_else(|| not_configured("slack"))?;
+    let config = configured(&state, "slack", |p| &p.slack)?;
     let body = body(&state, payload).await?;
     verify::slack(&req, &config.signing_secret, &body, now_s())?;
     if is_form(&req) {
@@ -389,13 +383,7 @@ pub async fn interactive(
     req: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let config = state
-        .gateway
-        .config()
-        .platforms
-        .slack
-        .clone()
-        .ok_or_else(|| not_configured("slack"))?;
+    let config = configured(&state, "slack", |p| &p.slack)?;
     let body = body(&state, payload).await?;
     verify::slack(&req, &config.signing_secret, &body, now_s())?;
     let form = form::<InteractionForm>(&body, "a form with a payload field (payload=<JSON>)")?;

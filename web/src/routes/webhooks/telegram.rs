@@ -5,7 +5,7 @@
 //! `answerCallbackQuery` call itself (Telegram runs a method named in a webhook's answer), so
 //! the button stops spinning at once. Any other update is answered 200 and ignored. The
 //! update's `update_id` is its id for dedupe: a redelivery is admitted once.
-use super::{body, clean, handle, not_configured, parse, verify, WebhookAck};
+use super::{body, clean, configured, handle, parse, verify, WebhookAck};
 use crate::error::{ApiError, ErrorBody};
 use crate::startup::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -185,13 +185,7 @@ pub async fn webhook(
     req: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let config = state
-        .gateway
-        .config()
-        .platforms
-        .telegram
-        .clone()
-        .ok_or_else(|| not_configured("telegram"))?;
+    let config = configured(&state, "telegram", |p| &p.telegram)?;
     verify::telegram(&req, &config.secret_token)?;
     let body = body(&state, payload).await?;
     let update: Update = parse(&body, "Telegram Update")?;
