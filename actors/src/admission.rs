@@ -8,6 +8,7 @@ use crate::input::{Receipt, Submission};
 use crate::limits;
 use crate::registry::SessionRegistry;
 use crate::session::Interrupt;
+use crate::stages::{timed, Stage};
 use crate::turn::StopReason;
 use actix::prelude::*;
 use serde_json::{json, Value};
@@ -115,7 +116,7 @@ async fn admit(
     new: NewAdmission,
 ) -> Result<Receipt, GatewayError> {
     let session = new.session_id;
-    let admitted = deps.store.admit(new).await?;
+    let admitted = timed(Stage::Admit, deps.store.admit(new)).await?;
     admitted
         .events
         .into_iter()

@@ -1,6 +1,7 @@
 //! Delivery: `DeliveryActor` commits turn events with group commit (every event waiting while
 //! a commit runs goes into the next transaction), then `EventHub` fans them out to live
 //! subscribers. An event is shown to anyone only after it is committed.
+use crate::stages::{timed, Stage, TURNS};
 use actix::prelude::*;
 use dashmap::DashMap;
 use std::sync::Arc;
@@ -92,8 +93,9 @@ impl DeliveryActor {
         let (items, waiters): (Vec<_>, Vec<_>) =
             batch.into_iter().map(|(f, e, w)| ((f, e), w)).unzip();
         let store = self.store.clone();
+        TURNS.delivery_batch.observe(items.len() as f64);
         let fut = async move {
-            let res = store.append_events(&items).await;
+            let res = timed(Stage::Delivery, store.append_events(&items)).await;
             (res, waiters)
         };
         ctx.spawn(fut.into_actor(self).map(|(res, waiters), act, ctx| {

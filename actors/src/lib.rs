@@ -21,6 +21,7 @@ pub mod registry;
 pub mod schedule;
 pub mod scheduler;
 pub mod session;
+pub mod stages;
 pub mod tool_exec;
 pub mod toolbox;
 pub mod turn;

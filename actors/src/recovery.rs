@@ -3,6 +3,8 @@
 //! with queued input are drained.
 use crate::deps::Deps;
 use crate::registry::SessionRegistry;
+use crate::stages::TURNS;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use turnkey_storage::{now_ms, Admission, Fence, MessageRole, StoreError, UnknownCause};
@@ -171,6 +173,7 @@ async fn mark(deps: &Deps, a: &Admission, fence: Option<&Fence>) -> bool {
                 message = %cause.message, "turn outcome unknown"
             );
             events.into_iter().for_each(|e| deps.hub.publish(e));
+            TURNS.unknown_turns.fetch_add(1, Ordering::Relaxed);
             true
         }
         Err(e) => {

@@ -4,6 +4,7 @@
 use crate::deps::Deps;
 use crate::lease::{self, AcquireError, Refresher};
 use crate::registry::SessionRegistry;
+use crate::stages::{seconds_since, timed, Stage, TURNS};
 use crate::turn::run::Start;
 use crate::turn::{self, StopReason, TurnControl};
 use actix::prelude::*;
@@ -175,7 +176,7 @@ async fn drain(deps: Arc<Deps>, session: SessionId, addr: Addr<SessionActor>) {
         if deps.shutdown.is_cancelled() {
             return;
         }
-        let fence = match lease::acquire(&deps, session).await {
+        let fence = match timed(Stage::Lease, lease::acquire(&deps, session)).await {
             Ok(f) => f,
             Err(AcquireError::TimedOut) => {
                 tracing::warn!(%session, "lease wait timed out; input stays queued");
@@ -190,11 +191,16 @@ async fn drain(deps: Arc<Deps>, session: SessionId, addr: Addr<SessionActor>) {
         let refresher = Refresher::spawn(deps.clone(), fence.clone());
         // Under the lease-first order, a `started` admission we find now belonged to a
         // previous holder: resume it if it stopped in its tool round, else it is unknown.
+        let mut released = false;
         for orphan in crate::recovery::orphans(&deps, &fence).await {
-            run_one(&deps, &addr, &fence, &refresher, &orphan, None, &[]).await;
+            if released {
+                break;
+            }
+            let next = run_one(&deps, &addr, &fence, &refresher, &orphan, None, &[]).await;
+            released = next == Next::Released;
         }
         loop {
-            if deps.shutdown.is_cancelled() || refresher.lost.is_cancelled() {
+            if released || deps.shutdown.is_cancelled() || refresher.lost.is_cancelled() {
                 break;
             }
             let admission = match deps.store.next_queued(session).await {
@@ -206,26 +212,34 @@ async fn drain(deps: Arc<Deps>, session: SessionId, addr: Addr<SessionActor>) {
                 }
             };
             let burst = burst(&deps, &admission).await;
-            if !run_one(
-                &deps,
-                &addr,
-                &fence,
-                &refresher,
-                &admission,
-                Some(TurnId::new()),
-                &burst,
-            )
-            .await
-            {
-                break;
+            let turn = Some(TurnId::new());
+            match run_one(&deps, &addr, &fence, &refresher, &admission, turn, &burst).await {
+                Next::Go => {}
+                Next::Stop => break,
+                Next::Released => released = true,
             }
         }
         drop(refresher);
+        if released {
+            continue;
+        }
         if let Err(e) = deps.store.release_lease(&fence).await {
             // It expires by TTL; nothing is lost, another drain only waits longer.
             tracing::warn!(%session, error = %e, "lease release failed");
         }
     }
+}
+
+/// What the drain does after a turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Next {
+    /// Take the next queued admission.
+    Go,
+    /// Stop draining now (the claim failed); release the lease.
+    Stop,
+    /// The turn's end commit released the lease: nothing was queued. Look once more, from
+    /// the top, in case something arrived since.
+    Released,
 }
 
 /// Something to do: a queued admission, or a `started` one a dead owner left resumable.
@@ -308,7 +322,7 @@ async fn coalesce(
 
 /// Runs one admission under the held lease: a queued one is claimed as `turn` (`Some`), a
 /// resumable orphan is taken over (`None`). `burst` are queued admissions the claimed turn
-/// carries too (`agent.coalesce_ms`). Answers whether the drain may go on.
+/// carries too (`agent.coalesce_ms`). Answers what the drain does next.
 async fn run_one(
     deps: &Arc<Deps>,
     addr: &Addr<SessionActor>,
@@ -317,19 +331,21 @@ async fn run_one(
     admission: &Admission,
     turn: Option<TurnId>,
     burst: &[Admission],
-) -> bool {
+) -> Next {
     let session = admission.session_id;
     let (turn_id, start, claimed) = match turn {
-        Some(turn_id) => (
-            turn_id,
-            Start::Fresh,
-            deps.store
-                .claim(fence, admission.id, &deps.instance.owner, turn_id)
-                .await,
-        ),
+        Some(turn_id) => {
+            TURNS
+                .queue_wait
+                .observe(seconds_since(admission.created_at));
+            let claimed = deps
+                .store
+                .claim(fence, admission.id, &deps.instance.owner, turn_id);
+            (turn_id, Start::Fresh, timed(Stage::Claim, claimed).await)
+        }
         None => {
             let Some(turn_id) = admission.turn_id else {
-                return true;
+                return Next::Go;
             };
             (
                 turn_id,
@@ -343,10 +359,10 @@ async fn run_one(
     let control = TurnControl::new(refresher.lost.clone());
     match claimed {
         Ok(events) => events.into_iter().for_each(|e| deps.hub.publish(e)),
-        Err(StoreError::WrongState(_)) => return true,
+        Err(StoreError::WrongState(_)) => return Next::Go,
         Err(e) => {
             tracing::error!(%session, error = %e, "claim failed");
-            return false;
+            return Next::Stop;
         }
     }
     addr.do_send(TurnBegan {
@@ -361,7 +377,12 @@ async fn run_one(
     } else {
         coalesce(deps, fence, admission, turn_id, burst).await
     };
-    turn::run::run_turn(deps, &control, fence, &admission, turn_id, start).await;
+    let released = turn::run::run_turn(deps, &control, fence, &admission, turn_id, start).await;
+    TURNS.turn.observe(seconds_since(admission.created_at));
     addr.do_send(TurnEnded);
-    true
+    if released {
+        Next::Released
+    } else {
+        Next::Go
+    }
 }

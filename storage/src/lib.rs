@@ -3,6 +3,7 @@
 //! events). SQL dialect differences stay inside this crate.
 pub mod entity;
 pub mod ids;
+pub mod metrics;
 pub mod model;
 pub mod status;
 mod store;

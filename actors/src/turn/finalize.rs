@@ -3,6 +3,7 @@
 //! assemble the result, and commit all of it with the terminal receipt in one transaction.
 use super::TurnFailure;
 use crate::deps::Deps;
+use crate::stages::{timed, Stage};
 use serde_json::{json, Value};
 use turnkey_providers::{estimate_tokens, Usage};
 use turnkey_storage::*;
@@ -30,17 +31,19 @@ pub fn usage_json(u: &Usage) -> Value {
     })
 }
 
-pub async fn finalize(deps: &Deps, c: Closing) {
+/// Commits the turn's end. When nothing is queued behind it, the same commit gives the
+/// session's lease up; answers whether it did (the drain then has nothing left to release).
+pub async fn finalize(deps: &Deps, c: Closing) -> bool {
     match c.failure {
         Some(TurnFailure::Stopped(super::StopReason::LeaseLost)) => {
             // Another process may own the session: every write would be fenced out anyway,
             // and the new holder settles this admission.
             tracing::warn!(turn = %c.turn_id, "lease lost; turn ends without writing");
-            return;
+            return false;
         }
         Some(TurnFailure::Parked) => {
             tracing::info!(turn = %c.turn_id, "turn parked in its tool round; the next process resumes it");
-            return;
+            return false;
         }
         _ => {}
     }
@@ -132,11 +135,18 @@ pub async fn finalize(deps: &Deps, c: Closing) {
         events,
         reply,
     };
-    match deps.store.commit_turn_end(&c.fence, &end).await {
-        Ok(committed) => committed.into_iter().for_each(|e| deps.hub.publish(e)),
+    let committed = deps.store.commit_turn_end_and_release(&c.fence, &end);
+    match timed(Stage::Finalize, committed).await {
+        Ok((committed, released)) => {
+            committed.into_iter().for_each(|e| deps.hub.publish(e));
+            released
+        }
         // The receipt stays `started`; once this process releases the lease, recovery marks it
         // `unknown` rather than inventing an outcome.
-        Err(e) => tracing::error!(turn = %c.turn_id, error = %e, "turn end not committed"),
+        Err(e) => {
+            tracing::error!(turn = %c.turn_id, error = %e, "turn end not committed");
+            false
+        }
     }
 }
 

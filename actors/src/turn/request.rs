@@ -5,6 +5,7 @@ use super::context::TurnContext;
 use super::TurnControl;
 use crate::delivery::Publish;
 use crate::deps::Deps;
+use crate::stages::{timed, Stage, TURNS};
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -177,9 +178,12 @@ pub async fn call_with_retries(
             publisher.send(text);
         };
         let result = tokio::select! {
-            r = provider.chat(&req, &sink) => Some(r),
+            r = timed(Stage::Provider, provider.chat(&req, &sink)) => Some(r),
             _ = control.stopped() => None,
         };
+        if let Some(Err(e)) = &result {
+            TURNS.provider_error(e.code());
+        }
         publisher.finish().await;
         control.touch();
         let Some(result) = result else {

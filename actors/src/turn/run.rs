@@ -7,6 +7,7 @@ use super::preflight::{self, Carried, GateState};
 use super::request::{self, CallOutcome, StreamedText};
 use super::{fallback, grace, normalize, tool_round, StopReason, TurnControl, TurnFailure};
 use crate::deps::Deps;
+use crate::stages::{timed, Stage};
 use std::time::Duration;
 use turnkey_providers::{ChatResponse, Pricing, Provider, ProviderError, Usage};
 use turnkey_storage::{Admission, Fence, MessageRole, NewUsage, TurnId};
@@ -26,6 +27,7 @@ pub enum Start {
     Resume,
 }
 
+/// Runs the turn to its end; answers whether its end commit released the session's lease.
 pub async fn run_turn(
     deps: &Deps,
     control: &TurnControl,
@@ -33,7 +35,7 @@ pub async fn run_turn(
     admission: &Admission,
     turn_id: TurnId,
     start: Start,
-) {
+) -> bool {
     let timeout = Duration::from_secs(deps.config.agent.turn_timeout_s);
     let timer = {
         let control = control.clone();
@@ -56,8 +58,20 @@ pub async fn run_turn(
         usage_rows: Vec::new(),
     };
     let prepared = match start {
-        Start::Fresh => context::prepare(deps, fence, admission, turn_id).await,
-        Start::Resume => context::resume(deps, fence, admission, turn_id).await,
+        Start::Fresh => {
+            timed(
+                Stage::Context,
+                context::prepare(deps, fence, admission, turn_id),
+            )
+            .await
+        }
+        Start::Resume => {
+            timed(
+                Stage::Context,
+                context::resume(deps, fence, admission, turn_id),
+            )
+            .await
+        }
     };
     match prepared {
         Ok(mut ctx) => {
@@ -74,7 +88,7 @@ pub async fn run_turn(
         w.abort();
     }
     closing.streamed = streamed.take();
-    finalize::finalize(deps, closing).await;
+    finalize::finalize(deps, closing).await
 }
 
 async fn iterate(

@@ -194,13 +194,18 @@ impl Store {
         turn: TurnId,
     ) -> Result<Vec<Event>> {
         let tx = self.write_tx().await?;
-        check_fence(&tx, fence).await?;
-        // The lease row records which turn its holder runs (SPEC R4.1).
-        lease::Entity::update_many()
+        // The lease row records which turn its holder runs (SPEC R4.1); writing it under the
+        // fence's filter is also the fence check.
+        let fenced = lease::Entity::update_many()
             .col_expr(lease::Column::TurnId, Expr::value(turn.to_string()))
             .filter(lease::Column::SessionId.eq(fence.session_id.to_string()))
+            .filter(lease::Column::HolderInstance.eq(fence.instance.to_string()))
+            .filter(lease::Column::Generation.eq(fence.generation.0))
             .exec(&tx)
             .await?;
+        if fenced.rows_affected != 1 {
+            return Err(StoreError::Fenced(fence.session_id.to_string()));
+        }
         let res = admission::Entity::update_many()
             .col_expr(
                 admission::Column::Status,
@@ -591,27 +596,50 @@ pub(super) async fn insert_status_event<C: ConnectionTrait>(
     db: &C,
     session: SessionId,
 ) -> Result<Event> {
-    let sid = session.to_string();
-    let count = |status: AdmissionStatus| {
-        admission::Entity::find()
-            .filter(admission::Column::SessionId.eq(sid.clone()))
-            .filter(admission::Column::Status.eq(status.as_str()))
-            .count(db)
+    insert_event(db, &status_event(db, session).await?.0).await
+}
+
+/// The session's `status` event as its admissions stand in `db` now: `running` while one is
+/// started, and how many are queued (one grouped count); and whether it is idle (neither).
+pub(super) async fn status_event<C: ConnectionTrait>(
+    db: &C,
+    session: SessionId,
+) -> Result<(NewEvent, bool)> {
+    #[derive(sea_orm::FromQueryResult)]
+    struct Counted {
+        status: String,
+        n: i64,
+    }
+    let counts = admission::Entity::find()
+        .select_only()
+        .column(admission::Column::Status)
+        .column_as(admission::Column::Id.count(), "n")
+        .filter(admission::Column::SessionId.eq(session.to_string()))
+        .filter(admission::Column::Status.is_in([
+            AdmissionStatus::Queued.as_str(),
+            AdmissionStatus::Started.as_str(),
+        ]))
+        .group_by(admission::Column::Status)
+        .into_model::<Counted>()
+        .all(db)
+        .await?;
+    let of = |status: AdmissionStatus| {
+        counts
+            .iter()
+            .find(|c| c.status == status.as_str())
+            .map_or(0, |c| c.n)
     };
-    let queue_depth = count(AdmissionStatus::Queued).await?;
-    let running = count(AdmissionStatus::Started).await? > 0;
-    insert_event(
-        db,
-        &NewEvent {
-            session_id: session,
-            kind: EventKind::Status,
-            turn_id: None,
-            admission_id: None,
-            data: json!({
-                "state": if running { "running" } else { "idle" },
-                "queue_depth": queue_depth,
-            }),
-        },
-    )
-    .await
+    let queue_depth = of(AdmissionStatus::Queued);
+    let running = of(AdmissionStatus::Started) > 0;
+    let event = NewEvent {
+        session_id: session,
+        kind: EventKind::Status,
+        turn_id: None,
+        admission_id: None,
+        data: json!({
+            "state": if running { "running" } else { "idle" },
+            "queue_depth": queue_depth,
+        }),
+    };
+    Ok((event, !running && queue_depth == 0))
 }

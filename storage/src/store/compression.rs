@@ -126,7 +126,7 @@ impl Store {
         compression_lock::Entity::delete_many()
             .filter(compression_lock::Column::SessionId.eq(session.to_string()))
             .filter(compression_lock::Column::Holder.eq(holder))
-            .exec(self.connection())
+            .exec(self.writer())
             .await?;
         Ok(())
     }

@@ -39,6 +39,7 @@ impl Store {
         let sid = c.session.to_string();
         let now = now_ms();
         let row = lease::Entity::find_by_id(sid.clone()).one(&tx).await?;
+        let mut takeover = false;
         let generation = match row {
             None => {
                 lease::Entity::insert(lease::ActiveModel {
@@ -66,6 +67,7 @@ impl Store {
                     tx.rollback().await?;
                     return Ok(None);
                 }
+                takeover = current.holder.is_some();
                 let next = row.generation + 1;
                 let res = lease::Entity::update_many()
                     .col_expr(
@@ -91,6 +93,11 @@ impl Store {
             }
         };
         tx.commit().await?;
+        if takeover {
+            crate::metrics::STORE
+                .lease_takeovers
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         Ok(Some(Fence {
             session_id: c.session,
             instance: c.owner.instance,
@@ -100,13 +107,15 @@ impl Store {
 
     /// Extends the lease by `ttl_ms` from now. `Fenced` when the generation lost it.
     pub async fn refresh_lease(&self, fence: &Fence, ttl_ms: i64) -> Result<()> {
+        let tx = self.write_tx().await?;
         let res = lease::Entity::update_many()
             .col_expr(lease::Column::ExpiresAt, Expr::value(now_ms() + ttl_ms))
             .filter(lease::Column::SessionId.eq(fence.session_id.to_string()))
             .filter(lease::Column::HolderInstance.eq(fence.instance.to_string()))
             .filter(lease::Column::Generation.eq(fence.generation.0))
-            .exec(self.connection())
+            .exec(&tx)
             .await?;
+        tx.commit().await?;
         if res.rows_affected == 1 {
             Ok(())
         } else {
@@ -117,21 +126,10 @@ impl Store {
     /// Gives the lease up. Releasing a lease that was already lost is not an error: there is
     /// nothing of ours left to release.
     pub async fn release_lease(&self, fence: &Fence) -> Result<bool> {
-        let res = lease::Entity::update_many()
-            .col_expr(
-                lease::Column::HolderInstance,
-                Expr::value(Option::<String>::None),
-            )
-            .col_expr(lease::Column::HolderPid, Expr::value(Option::<i64>::None))
-            .col_expr(lease::Column::Host, Expr::value(Option::<String>::None))
-            .col_expr(lease::Column::TurnId, Expr::value(Option::<String>::None))
-            .col_expr(lease::Column::ExpiresAt, Expr::value(0i64))
-            .filter(lease::Column::SessionId.eq(fence.session_id.to_string()))
-            .filter(lease::Column::HolderInstance.eq(fence.instance.to_string()))
-            .filter(lease::Column::Generation.eq(fence.generation.0))
-            .exec(self.connection())
-            .await?;
-        Ok(res.rows_affected == 1)
+        let tx = self.write_tx().await?;
+        let released = release_in(&tx, fence).await?;
+        tx.commit().await?;
+        Ok(released)
     }
 
     pub async fn get_lease(&self, session: SessionId) -> Result<Option<Lease>> {
@@ -141,6 +139,25 @@ impl Store {
             .map(convert::lease)
             .transpose()
     }
+}
+
+/// Gives the lease up inside `db`'s transaction; false when `fence` no longer held it.
+pub(super) async fn release_in<C: ConnectionTrait>(db: &C, fence: &Fence) -> Result<bool> {
+    let res = lease::Entity::update_many()
+        .col_expr(
+            lease::Column::HolderInstance,
+            Expr::value(Option::<String>::None),
+        )
+        .col_expr(lease::Column::HolderPid, Expr::value(Option::<i64>::None))
+        .col_expr(lease::Column::Host, Expr::value(Option::<String>::None))
+        .col_expr(lease::Column::TurnId, Expr::value(Option::<String>::None))
+        .col_expr(lease::Column::ExpiresAt, Expr::value(0i64))
+        .filter(lease::Column::SessionId.eq(fence.session_id.to_string()))
+        .filter(lease::Column::HolderInstance.eq(fence.instance.to_string()))
+        .filter(lease::Column::Generation.eq(fence.generation.0))
+        .exec(db)
+        .await?;
+    Ok(res.rows_affected == 1)
 }
 
 /// Takes the lease of `session` away from `owner`, who is judged dead: clears the holder and

@@ -1,6 +1,6 @@
 //! The two append-only logs of a session: events (what clients replay by seq) and the
 //! transcript (what the model sees next). Turn writes are fenced by the lease generation.
-use super::{check_fence, convert, insert_event, Result, Store, StoreError};
+use super::{check_fence, convert, insert_events, Result, Store, StoreError};
 use crate::entity::{event, message, session};
 use crate::ids::*;
 use crate::model::*;
@@ -18,21 +18,42 @@ impl Store {
         batch: &[(Option<Fence>, NewEvent)],
     ) -> Result<Vec<Result<Event>>> {
         let tx = self.write_tx().await?;
-        let mut out = Vec::with_capacity(batch.len());
+        // Each distinct fence is checked once; a batch is mostly one turn's deltas.
+        let mut checked: Vec<(&Fence, bool)> = Vec::new();
+        let mut admitted = Vec::with_capacity(batch.len());
+        let mut held = Vec::with_capacity(batch.len());
         for (fence, ev) in batch {
-            if let Some(f) = fence {
-                match check_fence(&tx, f).await {
-                    Ok(()) => {}
-                    Err(e @ StoreError::Fenced(_)) => {
-                        out.push(Err(e));
-                        continue;
+            let ok = match fence {
+                None => true,
+                Some(f) => match checked.iter().find(|(c, _)| *c == f) {
+                    Some((_, ok)) => *ok,
+                    None => {
+                        let ok = match check_fence(&tx, f).await {
+                            Ok(()) => true,
+                            Err(StoreError::Fenced(_)) => false,
+                            Err(e) => return Err(e),
+                        };
+                        checked.push((f, ok));
+                        ok
                     }
-                    Err(e) => return Err(e),
-                }
+                },
+            };
+            held.push(ok);
+            if ok {
+                admitted.push(ev.clone());
             }
-            out.push(Ok(insert_event(&tx, ev).await?));
         }
+        let mut committed = insert_events(&tx, &admitted).await?.into_iter();
         tx.commit().await?;
+        let mut out = Vec::with_capacity(batch.len());
+        for ((_, ev), ok) in batch.iter().zip(held) {
+            out.push(match ok {
+                true => Ok(committed.next().ok_or_else(|| {
+                    StoreError::Corrupt("an appended event was not returned".into())
+                })?),
+                false => Err(StoreError::Fenced(ev.session_id.to_string())),
+            });
+        }
         Ok(out)
     }
 

@@ -20,16 +20,19 @@ mod tail;
 mod tokens;
 mod tool_runs;
 mod turn_end;
+mod writer;
+use writer::{WriteTx, Writer};
 
 use crate::entity::{event, lease, session};
 use crate::ids::{now_ms, Seq};
+use crate::metrics::STORE;
 use crate::model::{Event, Fence, NewEvent};
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectOptions, ConnectionTrait, Database, DatabaseConnection,
-    DatabaseTransaction, DbBackend, DbErr, EntityTrait, QueryFilter, SqliteTransactionMode,
-    TransactionOptions, TransactionTrait,
+    DbBackend, DbErr, EntityTrait, QueryFilter,
 };
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
@@ -53,10 +56,17 @@ pub enum StoreError {
 
 pub type Result<T> = std::result::Result<T, StoreError>;
 
-/// Handle to the database; cheap to clone (the pool is shared).
+/// Handle to the database; cheap to clone (the pools are shared).
 #[derive(Clone, Debug)]
 pub struct Store {
+    /// Reads (and, on PostgreSQL, writes too).
     db: DatabaseConnection,
+    /// Writes. On SQLite, one connection with group commit (see [`writer`]): the database
+    /// has one writer anyway, and queueing for it here is first come first served, where eight
+    /// connections racing for the file's write lock sleep in SQLite's busy handler (1, 2, 5 …
+    /// 100 ms backoff) while it is free. On PostgreSQL the same pool as `db`: its row locks
+    /// let writers run side by side.
+    writes: Writer,
 }
 
 impl Store {
@@ -64,9 +74,25 @@ impl Store {
     /// timeout so that several processes can share one file, and full fsync so that an admitted
     /// input survives even a power loss.
     pub async fn connect(url: &str) -> Result<Self> {
+        let sqlite = url.starts_with("sqlite");
+        let in_memory = url.contains(":memory:") || url.contains("mode=memory");
+        let mut db = Database::connect(Self::options(url, if sqlite { 8 } else { 16 })).await?;
+        db.set_metric_callback(count_statement);
+        let writes = if sqlite && !in_memory {
+            let mut w = Database::connect(Self::options(url, 1)).await?;
+            w.set_metric_callback(count_statement);
+            Writer::grouped(w)
+        } else {
+            Writer::plain(db.clone())
+        };
+        Ok(Self { db, writes })
+    }
+
+    fn options(url: &str, connections: u32) -> ConnectOptions {
         let mut opts = ConnectOptions::new(url.to_owned());
         opts.sqlx_logging(false)
-            .max_connections(if url.starts_with("sqlite") { 8 } else { 16 })
+            .max_connections(connections)
+            .min_connections(1)
             .acquire_timeout(Duration::from_secs(30))
             .map_sqlx_sqlite_opts(|o| {
                 use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
@@ -75,13 +101,12 @@ impl Store {
                     .busy_timeout(Duration::from_secs(30))
                     .foreign_keys(true)
             });
-        let db = Database::connect(opts).await?;
-        Ok(Self { db })
+        opts
     }
 
     pub async fn migrate(&self) -> Result<()> {
         use migration::MigratorTrait;
-        migration::Migrator::up(&self.db, None).await?;
+        migration::Migrator::up(self.writes.connection(), None).await?;
         Ok(())
     }
 
@@ -98,23 +123,26 @@ impl Store {
         self.db.get_database_backend()
     }
 
+    /// The connection for reads.
     pub fn connection(&self) -> &DatabaseConnection {
         &self.db
     }
 
-    /// A write transaction. On SQLite it is `BEGIN IMMEDIATE`, taking the write lock up front:
-    /// a deferred transaction that reads before it writes can fail to upgrade under a
-    /// concurrent writer, which busy_timeout cannot cure.
-    pub(crate) async fn write_tx(&self) -> Result<DatabaseTransaction> {
-        Ok(self
-            .db
-            .begin_with_options(TransactionOptions {
-                isolation_level: None,
-                access_mode: None,
-                sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
-            })
-            .await?)
+    /// The connection for a write outside a transaction (one statement, committed alone).
+    pub(crate) fn writer(&self) -> &DatabaseConnection {
+        self.writes.connection()
     }
+
+    /// A write transaction: on SQLite one of a commit group (see [`writer`]).
+    pub(crate) async fn write_tx(&self) -> Result<WriteTx> {
+        Ok(self.writes.begin().await?)
+    }
+}
+
+/// sea-orm's per-statement callback: counts the statement and its time for `/metrics`.
+fn count_statement(info: &sea_orm::metric::Info<'_>) {
+    STORE.statements.fetch_add(1, Ordering::Relaxed);
+    STORE.statement_time.observe_duration(info.elapsed);
 }
 
 /// Fails with `Fenced` unless `fence` still holds its session's lease. It is an UPDATE, not a
@@ -140,41 +168,79 @@ pub(crate) async fn check_fence<C: ConnectionTrait>(db: &C, fence: &Fence) -> Re
 
 /// Appends one event inside `db`'s transaction, taking the next per-session seq.
 pub(crate) async fn insert_event<C: ConnectionTrait>(db: &C, ev: &NewEvent) -> Result<Event> {
-    let sid = ev.session_id.to_string();
-    let bumped = session::Entity::update_many()
-        .col_expr(
-            session::Column::LastEventSeq,
-            Expr::col(session::Column::LastEventSeq).add(1),
-        )
-        .filter(session::Column::Id.eq(sid.clone()))
-        .exec_with_returning(db)
-        .await?;
-    let seq = bumped
-        .first()
-        .map(|s| s.last_event_seq)
-        .ok_or_else(|| StoreError::NotFound(format!("session {sid}")))?;
+    let mut out = insert_events(db, std::slice::from_ref(ev)).await?;
+    out.pop()
+        .ok_or_else(|| StoreError::Corrupt("an appended event was not returned".into()))
+}
+
+/// Rows per multi-row `INSERT` of events (7 parameters a row; far below every backend's limit).
+const EVENT_ROWS_PER_INSERT: usize = 256;
+
+/// Appends `evs` inside `db`'s transaction, each session's in their order, with two statements
+/// per session however many there are: one `UPDATE … RETURNING` moves the session's seq on
+/// by their count, one multi-row `INSERT` writes them. Answers the events in `evs`'s order.
+pub(crate) async fn insert_events<C: ConnectionTrait>(
+    db: &C,
+    evs: &[NewEvent],
+) -> Result<Vec<Event>> {
+    // Sessions in first-seen order, each with the indexes of its events.
+    let mut sessions: Vec<(crate::ids::SessionId, Vec<usize>)> = Vec::new();
+    for (i, ev) in evs.iter().enumerate() {
+        match sessions.iter_mut().find(|(s, _)| *s == ev.session_id) {
+            Some((_, idx)) => idx.push(i),
+            None => sessions.push((ev.session_id, vec![i])),
+        }
+    }
     let created_at = now_ms();
-    let payload = ev.data.to_string();
-    event::Entity::insert(event::ActiveModel {
-        session_id: Set(sid),
-        seq: Set(seq),
-        turn_id: Set(ev.turn_id.map(|t| t.to_string())),
-        admission_id: Set(ev.admission_id.map(|a| a.to_string())),
-        kind: Set(ev.kind.as_str().to_owned()),
-        payload: Set(payload),
-        created_at: Set(created_at),
-    })
-    .exec_without_returning(db)
-    .await?;
-    Ok(Event {
-        session_id: ev.session_id,
-        seq: Seq(seq),
-        kind: ev.kind,
-        turn_id: ev.turn_id,
-        admission_id: ev.admission_id,
-        created_at: crate::ids::rfc3339(created_at),
-        data: ev.data.clone(),
-    })
+    let mut out: Vec<Option<Event>> = vec![None; evs.len()];
+    for (session_id, idx) in sessions {
+        let sid = session_id.to_string();
+        let n = i64::try_from(idx.len()).unwrap_or(i64::MAX);
+        let bumped = session::Entity::update_many()
+            .col_expr(
+                session::Column::LastEventSeq,
+                Expr::col(session::Column::LastEventSeq).add(n),
+            )
+            .filter(session::Column::Id.eq(sid.clone()))
+            .exec_with_returning(db)
+            .await?;
+        let last = bumped
+            .first()
+            .map(|s| s.last_event_seq)
+            .ok_or_else(|| StoreError::NotFound(format!("session {sid}")))?;
+        let first = last - n + 1;
+        let mut rows = Vec::with_capacity(idx.len());
+        for (k, &i) in idx.iter().enumerate() {
+            let ev = &evs[i];
+            let seq = first + i64::try_from(k).unwrap_or(i64::MAX);
+            rows.push(event::ActiveModel {
+                session_id: Set(sid.clone()),
+                seq: Set(seq),
+                turn_id: Set(ev.turn_id.map(|t| t.to_string())),
+                admission_id: Set(ev.admission_id.map(|a| a.to_string())),
+                kind: Set(ev.kind.as_str().to_owned()),
+                payload: Set(ev.data.to_string()),
+                created_at: Set(created_at),
+            });
+            out[i] = Some(Event {
+                session_id: ev.session_id,
+                seq: Seq(seq),
+                kind: ev.kind,
+                turn_id: ev.turn_id,
+                admission_id: ev.admission_id,
+                created_at: crate::ids::rfc3339(created_at),
+                data: ev.data.clone(),
+            });
+        }
+        let mut rows = rows.into_iter().peekable();
+        while rows.peek().is_some() {
+            let chunk: Vec<_> = rows.by_ref().take(EVENT_ROWS_PER_INSERT).collect();
+            event::Entity::insert_many(chunk)
+                .exec_without_returning(db)
+                .await?;
+        }
+    }
+    Ok(out.into_iter().flatten().collect())
 }
 
 /// True when `err` is a unique-constraint violation (a lost insert race).

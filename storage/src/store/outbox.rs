@@ -20,7 +20,7 @@ impl Store {
     /// Writes one platform message on its own (a command's answer, a refusal). `false` when
     /// its idempotency key was written before; the first row stands.
     pub async fn enqueue_outbox(&self, row: &NewOutbox) -> Result<bool> {
-        enqueue_in(self.connection(), row).await
+        enqueue_in(self.writer(), row).await
     }
 
     /// Rows newest first, optionally of one status and only of sessions owned by `owner`
@@ -138,7 +138,7 @@ impl Store {
             .filter(outbox::Column::Id.eq(id))
             .filter(outbox::Column::Status.eq(OutboxStatus::Pending.as_str()))
             .filter(outbox::Column::NextAttemptAt.lte(now))
-            .exec(self.connection())
+            .exec(self.writer())
             .await?;
         if res.rows_affected == 0 {
             return Ok(None);
@@ -270,7 +270,7 @@ impl Store {
             .filter(outbox::Column::Id.eq(id))
             .filter(outbox::Column::Status.eq(OutboxStatus::Sending.as_str()))
             .filter(outbox::Column::OwnerInstance.eq(owner_instance))
-            .exec(self.connection())
+            .exec(self.writer())
             .await?;
         Ok(res.rows_affected == 1)
     }
@@ -291,7 +291,7 @@ impl Store {
                 OutboxStatus::Unknown.as_str(),
                 OutboxStatus::Failed.as_str(),
             ]))
-            .exec(self.connection())
+            .exec(self.writer())
             .await?;
         let row = self
             .get_outbox(id)
@@ -324,7 +324,7 @@ impl Store {
                 .do_nothing()
                 .to_owned(),
         )
-        .exec_without_returning(self.connection())
+        .exec_without_returning(self.writer())
         .await?;
         Ok(inserted == 1)
     }
@@ -345,7 +345,7 @@ impl Store {
         if let Some(o) = owner {
             q = q.filter(outbox::Column::OwnerInstance.eq(o.to_string()));
         }
-        let res = q.exec(self.connection()).await?;
+        let res = q.exec(self.writer()).await?;
         if res.rows_affected == 1 {
             Ok(())
         } else {

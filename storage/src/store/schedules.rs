@@ -143,7 +143,7 @@ impl Store {
     pub async fn create_schedule(&self, new: NewSchedule) -> Result<Schedule> {
         let id = new.id;
         schedule::Entity::insert(active(new, now_ms()))
-            .exec_without_returning(self.connection())
+            .exec_without_returning(self.writer())
             .await?;
         self.get_schedule(id)
             .await?
@@ -177,7 +177,7 @@ impl Store {
     pub async fn delete_schedule(&self, id: ScheduleId) -> Result<bool> {
         let res = schedule::Entity::delete_many()
             .filter(schedule::Column::Id.eq(id.to_string()))
-            .exec(self.connection())
+            .exec(self.writer())
             .await?;
         Ok(res.rows_affected == 1)
     }
@@ -243,7 +243,7 @@ impl Store {
             Some(s) => q.filter(schedule::Column::LastDueAt.eq(s)),
             None => q.filter(schedule::Column::LastDueAt.is_null()),
         };
-        Ok(q.exec(self.connection()).await?.rows_affected == 1)
+        Ok(q.exec(self.writer()).await?.rows_affected == 1)
     }
 }
 

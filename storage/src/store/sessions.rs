@@ -15,7 +15,7 @@ const KEYED_CREATE_ATTEMPTS: usize = 3;
 impl Store {
     pub async fn create_session(&self, s: NewSession) -> Result<Session> {
         let id = s.id;
-        insert_session(self.connection(), s).await?;
+        insert_session(self.writer(), s).await?;
         self.get_session(id)
             .await?
             .ok_or_else(|| super::StoreError::NotFound(format!("session {id}")))
@@ -114,7 +114,7 @@ impl Store {
         if let Some(p) = busy_policy {
             q = q.col_expr(session::Column::BusyPolicy, Expr::value(p));
         }
-        q.exec(self.connection()).await?;
+        q.exec(self.writer()).await?;
         self.get_session(id).await
     }
 

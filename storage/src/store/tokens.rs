@@ -30,7 +30,7 @@ impl Store {
             created_at: Set(now_ms()),
         })
         .on_conflict_do_nothing_on([principal::Column::Id])
-        .exec_without_returning(self.connection())
+        .exec_without_returning(self.writer())
         .await?;
         Ok(Principal {
             id: id.to_owned(),
@@ -67,7 +67,7 @@ impl Store {
             created_at: Set(now_ms()),
             revoked_at: Set(None),
         })
-        .exec_without_returning(self.connection())
+        .exec_without_returning(self.writer())
         .await?;
         Ok(id)
     }

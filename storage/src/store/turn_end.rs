@@ -2,9 +2,10 @@
 //! totals, the closing of an open tail, the terminal receipt and the closing events (with the
 //! session's new `status`), and the reply to the session's chat (if it has one) either all
 //! commit or none do.
-use super::admissions::insert_status_event;
+use super::admissions::status_event;
+use super::leases::release_in;
 use super::log::insert_message;
-use super::{check_fence, insert_event, outbox, tail, Result, Store, StoreError};
+use super::{check_fence, insert_events, outbox, tail, Result, Store, StoreError};
 use crate::entity::{admission, session, usage};
 use crate::ids::*;
 use crate::model::*;
@@ -15,6 +16,26 @@ use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter};
 impl Store {
     /// `started → terminal` for the lease holder, with everything that closes the turn.
     pub async fn commit_turn_end(&self, fence: &Fence, end: &TurnEnd) -> Result<Vec<Event>> {
+        Ok(self.turn_end(fence, end, false).await?.0)
+    }
+
+    /// [`commit_turn_end`](Self::commit_turn_end), and in the same commit the session's lease
+    /// is given up if nothing is queued behind the turn (nor running): the drain that ends
+    /// with this turn needs no commit of its own to release. Answers whether it was released.
+    pub async fn commit_turn_end_and_release(
+        &self,
+        fence: &Fence,
+        end: &TurnEnd,
+    ) -> Result<(Vec<Event>, bool)> {
+        self.turn_end(fence, end, true).await
+    }
+
+    async fn turn_end(
+        &self,
+        fence: &Fence,
+        end: &TurnEnd,
+        release_when_idle: bool,
+    ) -> Result<(Vec<Event>, bool)> {
         let tx = self.write_tx().await?;
         check_fence(&tx, fence).await?;
         for m in &end.messages {
@@ -88,10 +109,10 @@ impl Store {
         if res.rows_affected != 1 {
             return Err(StoreError::WrongState(end.admission_id.to_string()));
         }
-        for ev in &end.events {
-            events.push(insert_event(&tx, ev).await?);
-        }
-        events.push(insert_status_event(&tx, fence.session_id).await?);
+        let (status, idle) = status_event(&tx, fence.session_id).await?;
+        let mut closing = end.events.clone();
+        closing.push(status);
+        events.extend(insert_events(&tx, &closing).await?);
         if let Some(text) = &end.reply {
             outbox::to_session_chat(
                 &tx,
@@ -103,7 +124,8 @@ impl Store {
             )
             .await?;
         }
+        let released = release_when_idle && idle && release_in(&tx, fence).await?;
         tx.commit().await?;
-        Ok(events)
+        Ok((events, released))
     }
 }

@@ -105,6 +105,9 @@ impl Metrics {
                 escape_label(route)
             ));
         }
+        drop(map);
+        turnkey_actors::stages::TURNS.render(&mut out);
+        turnkey_storage::metrics::STORE.render(&mut out);
         out
     }
 }
@@ -134,7 +137,15 @@ fn escape_label(v: &str) -> String {
         description = "Prometheus text: `turnkey_up`, `turnkey_ready`, `turnkey_shutting_down`, \
                        `turnkey_uptime_seconds`, `turnkey_event_streams_open`, \
                        `turnkey_build_info{version}`, `turnkey_http_requests_total{route,status}`, \
-                       `turnkey_outbox_rows{status}`",
+                       `turnkey_outbox_rows{status}`; histograms \
+                       `turnkey_turn_stage_seconds{stage}` (admit, lease, claim, context, \
+                       provider, finalize, delivery), `turnkey_turn_seconds`, \
+                       `turnkey_turn_queue_wait_seconds`, `turnkey_delivery_batch_events`, \
+                       `turnkey_store_write_wait_seconds`, `turnkey_store_statement_seconds`; \
+                       counters `turnkey_unknown_turns_total`, \
+                       `turnkey_provider_errors_total{class}`, `turnkey_lease_takeovers_total`, \
+                       `turnkey_store_statements_total`, \
+                       `turnkey_store_write_transactions_total`",
         body = String,
         content_type = "text/plain; version=0.0.4; charset=utf-8",
     )),
