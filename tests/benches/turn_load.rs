@@ -2,13 +2,19 @@
 //! what is measured is turnkey's own overhead (admission, lease, transcript, events, delivery).
 //! Prints turns/s and latency percentiles; it is a measurement, not a test.
 //!
+//! Also prints the server's CPU time per turn and RSS (from `/proc`), statements and commits per
+//! turn and the mean time per stage (from `/metrics`), and the machine's raw limits measured in
+//! the same run: fsyncs/s and rows/s of a batched insert.
+//!
 //! `cargo bench -p turnkey-tests --bench turn_load` (env: BENCH_SESSIONS, BENCH_TURNS,
-//! BENCH_DATABASE_URL to run on PostgreSQL instead of a fresh SQLite file).
+//! BENCH_DATABASE_URL to run on PostgreSQL instead of a fresh SQLite file; TURNKEY_BIN to
+//! measure another build of the server).
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
+use turnkey_tests::bench;
 use turnkey_tests::stats::percentile;
 use turnkey_tests::{ScriptedProvider, Turnkey, TurnkeyOptions};
 
@@ -86,9 +92,27 @@ async fn run_session(base: String, token: String, turns: usize, deadline: Instan
     out
 }
 
+/// Mean seconds of a histogram over the run, from its `_sum` and `_count` deltas.
+fn mean_ms(
+    before: &std::collections::BTreeMap<String, f64>,
+    after: &std::collections::BTreeMap<String, f64>,
+    series: &str,
+    labels: &str,
+) -> Option<(f64, f64)> {
+    let braces = if labels.is_empty() {
+        String::new()
+    } else {
+        format!("{{{labels}}}")
+    };
+    let sum = bench::delta(before, after, &format!("{series}_sum{braces}"))?;
+    let count = bench::delta(before, after, &format!("{series}_count{braces}"))?;
+    (count > 0.0).then(|| (sum / count * 1000.0, count))
+}
+
 fn main() {
     let sessions = env_usize("BENCH_SESSIONS", 64);
     let turns = env_usize("BENCH_TURNS", 10);
+    let database_url = std::env::var("BENCH_DATABASE_URL").ok();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -97,11 +121,17 @@ fn main() {
         let provider = ScriptedProvider::start();
         let mut options =
             TurnkeyOptions::new(&provider).extra_toml("[agent]\ndelta_flush_ms = 20\n");
-        if let Ok(url) = std::env::var("BENCH_DATABASE_URL") {
-            options = options.database(&url);
+        if let Some(url) = &database_url {
+            options = options.database(url);
         }
         let tk = Turnkey::start(options).await;
+        let pid = tk.pid().expect("server pid");
+        // The machine's raw limits, measured now, in the same place the server writes.
+        let fsyncs = bench::fsyncs_per_second(tk.dir.path(), Duration::from_secs(2));
+        let rows = bench::batched_rows_per_second(tk.dir.path(), database_url.as_deref()).await;
         let deadline = Instant::now() + Duration::from_secs(300);
+        let metrics_before = bench::scrape(&tk.url).await;
+        let cpu_before = bench::cpu_seconds(pid).unwrap_or(0.0);
         let started = Instant::now();
         let tasks: Vec<_> = (0..sessions)
             .map(|_| {
@@ -118,6 +148,9 @@ fn main() {
             lat.extend(t.await.expect("session task"));
         }
         let wall = started.elapsed().as_secs_f64();
+        let cpu = bench::cpu_seconds(pid).unwrap_or(0.0) - cpu_before;
+        let rss = bench::rss_mib(pid).unwrap_or(0.0);
+        let metrics_after = bench::scrape(&tk.url).await;
         lat.sort_by(|a, b| a.total_cmp(b));
         let mut provider_ms: Vec<f64> = provider
             .requests()
@@ -128,18 +161,16 @@ fn main() {
             })
             .collect();
         provider_ms.sort_by(|a, b| a.total_cmp(b));
-        let backend = if std::env::var("BENCH_DATABASE_URL").is_ok() {
+        let backend = if database_url.is_some() {
             "postgresql"
         } else {
             "sqlite"
         };
+        let n = lat.len() as f64;
         println!("turn_load: {sessions} sessions x {turns} turns on {backend}");
         println!("turns completed:        {}", lat.len());
         println!("wall time:              {wall:.2} s");
-        println!(
-            "throughput:             {:.1} turns/s",
-            lat.len() as f64 / wall
-        );
+        println!("throughput:             {:.1} turns/s", n / wall);
         println!(
             "turn latency (ms):      p50 {:.1}  p95 {:.1}  max {:.1}",
             percentile(&lat, 0.50),
@@ -156,5 +187,60 @@ fn main() {
             percentile(&lat, 0.50) - percentile(&provider_ms, 0.50),
             percentile(&lat, 0.95) - percentile(&provider_ms, 0.95)
         );
+        println!(
+            "server CPU:             {:.2} ms/turn ({cpu:.2} s over the run)",
+            cpu * 1000.0 / n.max(1.0)
+        );
+        println!("server RSS at the end:  {rss:.1} MiB");
+        let per_turn = |key: &str| {
+            bench::delta(&metrics_before, &metrics_after, key)
+                .map_or("n/a (not exported)".to_owned(), |d| {
+                    format!("{:.1}", d / n.max(1.0))
+                })
+        };
+        println!(
+            "statements per turn:    {}",
+            per_turn("turnkey_store_statements_total")
+        );
+        println!(
+            "write tx per turn:      {}",
+            per_turn("turnkey_store_write_transactions_total")
+        );
+        println!(
+            "commits per turn:       {}  (SQLite group commits; PostgreSQL commits each write tx)",
+            per_turn("turnkey_store_commit_group_transactions_count")
+        );
+        println!("raw limits (same run, same filesystem):");
+        println!("  fsync/s (4 KiB + fdatasync):     {fsyncs:.0}");
+        println!("  rows/s (batched insert, one tx): {rows:.0}");
+        println!(
+            "  turns per fsync the run needed:  {:.2}",
+            (n / wall) / fsyncs.max(1.0)
+        );
+        println!("where the time goes (mean ms per occurrence, occurrences per turn):");
+        for stage in [
+            "admit", "lease", "claim", "context", "provider", "finalize", "delivery",
+        ] {
+            match mean_ms(
+                &metrics_before,
+                &metrics_after,
+                "turnkey_turn_stage_seconds",
+                &format!("stage=\"{stage}\""),
+            ) {
+                Some((ms, count)) => {
+                    println!("  {stage:<9} {ms:>8.2} ms  x{:.2}", count / n.max(1.0))
+                }
+                None => println!("  {stage:<9} n/a"),
+            }
+        }
+        for (label, series) in [
+            ("queue wait", "turnkey_turn_queue_wait_seconds"),
+            ("write wait", "turnkey_store_write_wait_seconds"),
+            ("statement", "turnkey_store_statement_seconds"),
+        ] {
+            if let Some((ms, count)) = mean_ms(&metrics_before, &metrics_after, series, "") {
+                println!("  {label:<10} {ms:>7.3} ms  x{:.2}", count / n.max(1.0));
+            }
+        }
     });
 }

@@ -1,6 +1,7 @@
 //! End-to-end test support for turnkey: a scripted model provider, a harness that runs the real
 //! `turnkey` binary, a typed API client and fresh PostgreSQL databases.
 pub mod api;
+pub mod bench;
 pub mod browser;
 pub mod chat_pty;
 pub mod cut_proxy;

@@ -1,0 +1,258 @@
+//! Soak: a steady open-loop load at half of the measured capacity for a long time (10 minutes by
+//! default), against the instant scripted provider. First a closed-loop burst (64 sessions, 10
+//! s) measures capacity; then submissions arrive at half that rate, spread round-robin over 64
+//! sessions, whatever the server's latency. Every minute it prints the window's turns, latency
+//! p50/p99 and the server's RSS and CPU; at the end, RSS growth after the first (warm-up)
+//! window and the drift of p99 from the first window to the last. A measurement, not a test.
+//!
+//! `cargo bench -p turnkey-tests --bench soak` (env: SOAK_SECS, default 600; SOAK_RATE to
+//! fix the rate in turns/s instead of measuring; BENCH_DATABASE_URL for PostgreSQL).
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+use eventsource_stream::Eventsource;
+use futures::StreamExt;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use turnkey_tests::bench;
+use turnkey_tests::stats::percentile;
+use turnkey_tests::{ScriptedProvider, Turnkey, TurnkeyOptions};
+
+const SESSIONS: usize = 64;
+
+/// Submit times of admissions not finished yet, and finished turns' (finish time, latency ms).
+#[derive(Default)]
+struct Book {
+    pending: HashMap<String, Instant>,
+    done: Vec<(Instant, f64)>,
+    failed: u64,
+}
+
+async fn open_session(http: &reqwest::Client, base: &str, auth: &str) -> String {
+    let session: Value = http
+        .post(format!("{base}/v1/sessions"))
+        .header("authorization", auth)
+        .json(&json!({"title": "soak"}))
+        .send()
+        .await
+        .expect("create session")
+        .json()
+        .await
+        .expect("session json");
+    session["id"].as_str().expect("id").to_owned()
+}
+
+/// Follows a session's events and settles each finished turn in `book`.
+async fn follow(
+    http: reqwest::Client,
+    base: String,
+    auth: String,
+    sid: String,
+    book: Arc<Mutex<Book>>,
+) {
+    let resp = http
+        .get(format!("{base}/v1/sessions/{sid}/events"))
+        .header("authorization", &auth)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .expect("sse");
+    let mut events = resp.bytes_stream().eventsource();
+    while let Some(Ok(ev)) = events.next().await {
+        if ev.event != "turn.finished" {
+            continue;
+        }
+        let event: Value = serde_json::from_str(&ev.data).expect("json");
+        let Some(admission) = event["admission_id"].as_str() else {
+            continue;
+        };
+        let now = Instant::now();
+        let mut b = book.lock().unwrap();
+        if let Some(t0) = b.pending.remove(admission) {
+            if event["data"]["result"] == "completed" {
+                b.done.push((now, (now - t0).as_secs_f64() * 1000.0));
+            } else {
+                b.failed += 1;
+            }
+        }
+    }
+}
+
+async fn submit(
+    http: &reqwest::Client,
+    base: &str,
+    auth: &str,
+    sid: &str,
+    i: u64,
+    book: &Mutex<Book>,
+) {
+    let t0 = Instant::now();
+    let receipt: Value = http
+        .post(format!("{base}/v1/sessions/{sid}/submissions"))
+        .header("authorization", auth)
+        .json(&json!({"text": format!("soak turn {i}"), "request_id": format!("s{i}")}))
+        .send()
+        .await
+        .expect("submit")
+        .json()
+        .await
+        .expect("receipt");
+    let admission = receipt["admission_id"]
+        .as_str()
+        .expect("admission")
+        .to_owned();
+    let mut b = book.lock().unwrap();
+    // The turn may have finished before the receipt was read: then it is settled below.
+    b.pending.insert(admission, t0);
+}
+
+fn main() {
+    let secs: u64 = std::env::var("SOAK_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(600);
+    let fixed_rate: Option<f64> = std::env::var("SOAK_RATE").ok().and_then(|v| v.parse().ok());
+    let database_url = std::env::var("BENCH_DATABASE_URL").ok();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async move {
+        let provider = ScriptedProvider::start();
+        let mut options =
+            TurnkeyOptions::new(&provider).extra_toml("[agent]\ndelta_flush_ms = 20\n");
+        if let Some(url) = &database_url {
+            options = options.database(url);
+        }
+        let tk = Turnkey::start(options).await;
+        let pid = tk.pid().expect("server pid");
+        let http = reqwest::Client::new();
+        let auth = format!("Bearer {}", tk.token);
+        let book = Arc::new(Mutex::new(Book::default()));
+        let mut sids = Vec::new();
+        for _ in 0..SESSIONS {
+            let sid = open_session(&http, &tk.url, &auth).await;
+            tokio::spawn(follow(
+                http.clone(),
+                tk.url.clone(),
+                auth.clone(),
+                sid.clone(),
+                book.clone(),
+            ));
+            sids.push(sid);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let mut next_id = 0u64;
+
+        // Capacity: every session submits its next turn as soon as the last one finished.
+        let rate = match fixed_rate {
+            Some(r) => r,
+            None => {
+                let t0 = Instant::now();
+                let calibrate = Duration::from_secs(10);
+                let mut tasks = Vec::new();
+                for sid in sids.clone() {
+                    let (http, base, auth, book) =
+                        (http.clone(), tk.url.clone(), auth.clone(), book.clone());
+                    let first = next_id;
+                    next_id += 1_000_000;
+                    tasks.push(tokio::spawn(async move {
+                        let mut i = first;
+                        while t0.elapsed() < calibrate {
+                            let before = book.lock().unwrap().done.len();
+                            submit(&http, &base, &auth, &sid, i, &book).await;
+                            i += 1;
+                            // Wait for some turn to finish (ours, most likely) before the next.
+                            let wait = Instant::now();
+                            while book.lock().unwrap().done.len() == before
+                                && wait.elapsed() < Duration::from_secs(30)
+                            {
+                                tokio::time::sleep(Duration::from_millis(2)).await;
+                            }
+                        }
+                    }));
+                }
+                for t in tasks {
+                    t.await.expect("calibration task");
+                }
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                let done = book.lock().unwrap().done.len();
+                let capacity = done as f64 / t0.elapsed().as_secs_f64();
+                println!(
+                    "measured capacity: {capacity:.1} turns/s (closed loop, {SESSIONS} sessions)"
+                );
+                capacity / 2.0
+            }
+        };
+        book.lock().unwrap().done.clear();
+        println!("soak: {rate:.1} turns/s for {secs} s, {SESSIONS} sessions");
+        println!("window  turns   p50 ms   p99 ms   RSS MiB   CPU ms/turn");
+
+        let started = Instant::now();
+        let end = started + Duration::from_secs(secs);
+        let interval = Duration::from_secs_f64(1.0 / rate.max(0.1));
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+        let mut window_start = Instant::now();
+        let mut cpu_mark = bench::cpu_seconds(pid).unwrap_or(0.0);
+        let mut windows: Vec<(f64, f64)> = Vec::new(); // (p99, rss)
+        let mut k = 0usize;
+        while Instant::now() < end {
+            ticker.tick().await;
+            let sid = sids[k % SESSIONS].clone();
+            k += 1;
+            let (client, base, bearer, ledger) =
+                (http.clone(), tk.url.clone(), auth.clone(), book.clone());
+            let i = next_id;
+            next_id += 1;
+            tokio::spawn(async move { submit(&client, &base, &bearer, &sid, i, &ledger).await });
+            if window_start.elapsed() >= Duration::from_secs(60) || Instant::now() >= end {
+                let now = Instant::now();
+                let mut lat: Vec<f64> = {
+                    let b = book.lock().unwrap();
+                    b.done
+                        .iter()
+                        .filter(|(t, _)| *t >= window_start && *t < now)
+                        .map(|(_, l)| *l)
+                        .collect()
+                };
+                lat.sort_by(|a, b| a.total_cmp(b));
+                let cpu = bench::cpu_seconds(pid).unwrap_or(0.0);
+                let rss = bench::rss_mib(pid).unwrap_or(0.0);
+                let p99 = percentile(&lat, 0.99);
+                println!(
+                    "{:>6}  {:>5}  {:>7.1}  {:>7.1}  {:>8.1}  {:>11.2}",
+                    windows.len() + 1,
+                    lat.len(),
+                    percentile(&lat, 0.50),
+                    p99,
+                    rss,
+                    (cpu - cpu_mark) * 1000.0 / (lat.len().max(1) as f64)
+                );
+                windows.push((p99, rss));
+                cpu_mark = cpu;
+                window_start = now;
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let b = book.lock().unwrap();
+        println!(
+            "finished turns: {}, failed: {}, still pending: {}",
+            b.done.len(),
+            b.failed,
+            b.pending.len()
+        );
+        if windows.len() >= 2 {
+            let (p99_first, rss_warm) = windows[0];
+            let (p99_last, rss_last) = windows[windows.len() - 1];
+            println!(
+                "RSS after warm-up: {rss_warm:.1} -> {rss_last:.1} MiB ({:+.1} %)",
+                (rss_last - rss_warm) / rss_warm.max(0.1) * 100.0
+            );
+            println!(
+                "p99 drift: {p99_first:.1} -> {p99_last:.1} ms ({:+.1} ms)",
+                p99_last - p99_first
+            );
+        }
+    });
+}
