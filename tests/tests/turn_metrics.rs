@@ -1,0 +1,64 @@
+//! `/metrics` says where a turn's time went (issue: throughput, observability): after turns
+//! against the real binary, every stage histogram of a turn has counted them, the turn and
+//! queue-wait histograms and the store's statement and write-transaction counters moved, and a
+//! provider failure is counted by its error class.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+use turnkey_tests::{bench, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
+
+const BOUND: Duration = Duration::from_secs(60);
+
+fn value(m: &BTreeMap<String, f64>, key: &str) -> f64 {
+    m.get(key)
+        .copied()
+        .unwrap_or_else(|| panic!("/metrics has no {key}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stages_turns_store_work_and_provider_errors_are_measured() {
+    let provider = ScriptedProvider::start();
+    let tk = Turnkey::start(TurnkeyOptions::new(&provider).provider_toml("max_retries = 0")).await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    let before = bench::scrape(&tk.url).await;
+
+    for i in 0..3 {
+        provider.push(Reply::chunks(&["an ", "answer"], Duration::from_millis(5)));
+        let a = api.submit_accepted(&s, &format!("question {i}")).await;
+        let adm = api.wait_terminal(&a, BOUND).await;
+        assert_eq!(adm["outcome"]["result"], "completed", "{adm}");
+    }
+    provider.push(Reply::error(500, "boom"));
+    let a = api.submit_accepted(&s, "this one fails").await;
+    let adm = api.wait_terminal(&a, BOUND).await;
+    assert_eq!(adm["outcome"]["result"], "failed", "{adm}");
+
+    let after = bench::scrape(&tk.url).await;
+    let moved = |key: &str| value(&after, key) - before.get(key).copied().unwrap_or(0.0);
+    for stage in ["admit", "lease", "claim", "context", "provider", "finalize"] {
+        let key = format!("turnkey_turn_stage_seconds_count{{stage=\"{stage}\"}}");
+        assert!(moved(&key) >= 4.0, "{key} moved by {}", moved(&key));
+        let inf = format!("turnkey_turn_stage_seconds_bucket{{stage=\"{stage}\",le=\"+Inf\"}}");
+        assert_eq!(value(&after, &inf), value(&after, &key), "{inf}");
+    }
+    // Streamed deltas are committed by the delivery actor's group commits.
+    assert!(moved("turnkey_turn_stage_seconds_count{stage=\"delivery\"}") >= 1.0);
+    assert!(moved("turnkey_delivery_batch_events_count") >= 1.0);
+    assert!(moved("turnkey_turn_seconds_count") >= 4.0);
+    assert!(moved("turnkey_turn_queue_wait_seconds_count") >= 4.0);
+    assert!(moved("turnkey_store_statements_total") >= 4.0 * 10.0);
+    assert!(moved("turnkey_store_write_transactions_total") >= 4.0 * 3.0);
+    // SQLite: every write transaction ended in some group's commit.
+    assert!(moved("turnkey_store_commit_group_transactions_count") >= 1.0);
+    assert_eq!(
+        value(
+            &after,
+            "turnkey_provider_errors_total{class=\"provider_server_error\"}"
+        ),
+        1.0
+    );
+    assert_eq!(value(&after, "turnkey_unknown_turns_total"), 0.0);
+    assert_eq!(value(&after, "turnkey_lease_takeovers_total"), 0.0);
+}
