@@ -5,8 +5,11 @@
 //! commits while others queue does not commit alone: it releases the connection with its
 //! transaction still open, and the writers queued behind it run inside that same transaction,
 //! each in a savepoint of its own. The group commits once, with one fsync, when its last
-//! member finds no one queued (or the group is [`MAX_GROUP`] large); a member that committed
-//! earlier takes the connection once more to commit the group itself if no one has yet. Every
+//! member finds no one queued (or the group is [`MAX_GROUP`] large); for a member that
+//! committed earlier a task takes the connection once more and commits the group if no one has
+//! yet. `BEGIN`, `SAVEPOINT`, commits and rollbacks run in tasks of their own, so a caller that
+//! stops waiting cannot cut one half way nor strand its group (and SQLite's write lock, which
+//! other processes wait for) open. Every
 //! member's `commit` resolves only after the group's commit is durable, and with its result: a
 //! failed group commit fails every member, as a failed commit always did. A member that rolls
 //! back (or is dropped) undoes only its own savepoint; the group's first member runs without
@@ -115,23 +118,17 @@ impl Writer {
                 WriteTx::Plain(Some(conn.begin_with_options(immediate()).await?))
             }
             Writer::Grouped(shared) => {
-                let mut guard = {
+                let guard = {
                     shared.queued.fetch_add(1, Ordering::Relaxed);
                     let _queued = Queued(&shared.queued);
                     shared.group.clone().lock_owned().await
                 };
-                let savepoint = match &guard.outer {
-                    Some(outer) => Some(outer.begin().await?),
-                    None => {
-                        guard.outer = Some(shared.conn.begin_with_options(immediate()).await?);
-                        None
-                    }
-                };
-                WriteTx::Grouped(Member {
-                    shared: shared.clone(),
-                    guard: Some(guard),
-                    savepoint,
-                })
+                let shared = shared.clone();
+                // `BEGIN` / `SAVEPOINT` run to the end even if the caller stops waiting: cut
+                // off half way they would leave the connection one level deeper than any
+                // transaction object knows, and the group's COMMIT would only release a
+                // savepoint. If the caller is gone, the member is dropped, which rolls it back.
+                settled(tokio::spawn(Member::begin(shared, guard))).await??
             }
         };
         STORE.write_wait.observe_duration(asked.elapsed());
@@ -169,8 +166,14 @@ impl WriteTx {
         tx.expect("a write transaction is open until it is committed or rolled back")
     }
 
-    /// Commits; with group commit, resolves once the group's commit is durable.
-    pub(crate) async fn commit(mut self) -> Result<(), DbErr> {
+    /// Commits; with group commit, resolves once the group's commit is durable. Runs to its
+    /// end in a task of its own: a caller that stops waiting cannot cut a `RELEASE` or a
+    /// `COMMIT` half way, nor strand a group (and SQLite's write lock) open.
+    pub(crate) async fn commit(self) -> Result<(), DbErr> {
+        settled(tokio::spawn(self.commit_to_end())).await?
+    }
+
+    async fn commit_to_end(mut self) -> Result<(), DbErr> {
         match &mut self {
             WriteTx::Plain(tx) => match tx.take() {
                 Some(tx) => tx.commit().await,
@@ -180,7 +183,12 @@ impl WriteTx {
         }
     }
 
-    pub(crate) async fn rollback(mut self) -> Result<(), DbErr> {
+    /// Rolls back (in a task of its own, like `commit`).
+    pub(crate) async fn rollback(self) -> Result<(), DbErr> {
+        settled(tokio::spawn(self.rollback_to_end())).await?
+    }
+
+    async fn rollback_to_end(mut self) -> Result<(), DbErr> {
         match &mut self {
             WriteTx::Plain(tx) => match tx.take() {
                 Some(tx) => tx.rollback().await,
@@ -206,7 +214,31 @@ impl WriteTx {
     }
 }
 
+/// The outcome of a task that runs a step of a write transaction to its end.
+async fn settled<T>(task: tokio::task::JoinHandle<T>) -> Result<T, DbErr> {
+    task.await
+        .map_err(|e| DbErr::Custom(format!("write transaction task failed: {e}")))
+}
+
 impl Member {
+    async fn begin(
+        shared: Arc<Shared>,
+        mut guard: OwnedMutexGuard<Group>,
+    ) -> Result<WriteTx, DbErr> {
+        let savepoint = match &guard.outer {
+            Some(outer) => Some(outer.begin().await?),
+            None => {
+                guard.outer = Some(shared.conn.begin_with_options(immediate()).await?);
+                None
+            }
+        };
+        Ok(WriteTx::Grouped(Member {
+            shared,
+            guard: Some(guard),
+            savepoint,
+        }))
+    }
+
     async fn commit(&mut self) -> Result<(), DbErr> {
         let Some(mut guard) = self.guard.take() else {
             return Ok(());
