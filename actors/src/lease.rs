@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use turnkey_storage::{Fence, LeaseClaim, SessionId, StoreError};
+use turnkey_storage::{Claimed, Fence, LeaseClaim, SessionId, StoreError, TurnId};
 
 /// Why waiting for a lease ended without one.
 #[derive(Debug)]
@@ -18,8 +18,14 @@ pub enum AcquireError {
 }
 
 /// Waits up to `lease.wait_s` for the lease of `session`. Polls with a growing pause (50 ms up
-/// to 1 s): on SQLite there is no cross-process wake-up to wait on instead.
-pub async fn acquire(deps: &Deps, session: SessionId) -> Result<Fence, AcquireError> {
+/// to 1 s): on SQLite there is no cross-process wake-up to wait on instead. With `turn`, the
+/// commit that takes the lease also claims the session's FIFO head as that turn when nothing
+/// of the session is `started` (`Store::try_acquire_lease_and_claim`).
+pub async fn acquire(
+    deps: &Deps,
+    session: SessionId,
+    turn: Option<TurnId>,
+) -> Result<(Fence, Option<Claimed>), AcquireError> {
     let deadline = Instant::now() + Duration::from_secs(deps.config.lease.wait_s);
     let mut pause = Duration::from_millis(50);
     let ttl_ms = ms(deps.config.lease.ttl_s);
@@ -31,8 +37,12 @@ pub async fn acquire(deps: &Deps, session: SessionId) -> Result<Fence, AcquireEr
             ttl_ms,
         };
         let dead = |o: &turnkey_storage::Owner| deps.instance.is_dead(o);
-        match deps.store.try_acquire_lease(claim, &dead).await {
-            Ok(Some(fence)) => return Ok(fence),
+        match deps
+            .store
+            .try_acquire_lease_and_claim(claim, &dead, turn)
+            .await
+        {
+            Ok(Some(taken)) => return Ok(taken),
             Ok(None) => {}
             // A busy database is a reason to wait, not to give up on the input.
             Err(StoreError::Db(e)) => tracing::warn!(%session, error = %e, "lease attempt failed"),

@@ -176,8 +176,11 @@ async fn drain(deps: Arc<Deps>, session: SessionId, addr: Addr<SessionActor>) {
         if deps.shutdown.is_cancelled() {
             return;
         }
-        let fence = match timed(Stage::Lease, lease::acquire(&deps, session)).await {
-            Ok(f) => f,
+        // Without coalescing, the commit that takes the lease claims the FIFO head too.
+        let turn = (deps.config.agent.coalesce_ms == 0).then(TurnId::new);
+        let (fence, claimed) = match timed(Stage::Lease, lease::acquire(&deps, session, turn)).await
+        {
+            Ok(taken) => taken,
             Err(AcquireError::TimedOut) => {
                 tracing::warn!(%session, "lease wait timed out; input stays queued");
                 return;
@@ -192,12 +195,23 @@ async fn drain(deps: Arc<Deps>, session: SessionId, addr: Addr<SessionActor>) {
         // Under the lease-first order, a `started` admission we find now belonged to a
         // previous holder: resume it if it stopped in its tool round, else it is unknown.
         let mut released = false;
-        for orphan in crate::recovery::orphans(&deps, &fence).await {
-            if released {
-                break;
+        match (claimed, turn) {
+            // Nothing was started: no orphans to settle.
+            (Some(head), Some(turn)) => {
+                let how = Claim::Claimed(turn, head.events);
+                let next = run_one(&deps, &addr, &fence, &refresher, &head.admission, how, &[]);
+                released = next.await == Next::Released;
             }
-            let next = run_one(&deps, &addr, &fence, &refresher, &orphan, None, &[]).await;
-            released = next == Next::Released;
+            _ => {
+                for orphan in crate::recovery::orphans(&deps, &fence).await {
+                    if released {
+                        break;
+                    }
+                    let how = Claim::Resume;
+                    let next = run_one(&deps, &addr, &fence, &refresher, &orphan, how, &[]);
+                    released = next.await == Next::Released;
+                }
+            }
         }
         loop {
             if released || deps.shutdown.is_cancelled() || refresher.lost.is_cancelled() {
@@ -212,8 +226,8 @@ async fn drain(deps: Arc<Deps>, session: SessionId, addr: Addr<SessionActor>) {
                 }
             };
             let burst = burst(&deps, &admission).await;
-            let turn = Some(TurnId::new());
-            match run_one(&deps, &addr, &fence, &refresher, &admission, turn, &burst).await {
+            let how = Claim::Fresh(TurnId::new());
+            match run_one(&deps, &addr, &fence, &refresher, &admission, how, &burst).await {
                 Next::Go => {}
                 Next::Stop => break,
                 Next::Released => released = true,
@@ -228,6 +242,16 @@ async fn drain(deps: Arc<Deps>, session: SessionId, addr: Addr<SessionActor>) {
             tracing::warn!(%session, error = %e, "lease release failed");
         }
     }
+}
+
+/// How `run_one` comes by its turn.
+enum Claim {
+    /// Claim the queued admission as this turn.
+    Fresh(TurnId),
+    /// Already claimed as this turn, with the lease; these events announce it.
+    Claimed(TurnId, Vec<turnkey_storage::Event>),
+    /// Take over a resumable orphan: its turn id is on the admission.
+    Resume,
 }
 
 /// What the drain does after a turn.
@@ -320,8 +344,8 @@ async fn coalesce(
     joined
 }
 
-/// Runs one admission under the held lease: a queued one is claimed as `turn` (`Some`), a
-/// resumable orphan is taken over (`None`). `burst` are queued admissions the claimed turn
+/// Runs one admission under the held lease: a queued one is claimed (or was, with the
+/// lease), a resumable orphan is taken over. `burst` are queued admissions the claimed turn
 /// carries too (`agent.coalesce_ms`). Answers what the drain does next.
 async fn run_one(
     deps: &Arc<Deps>,
@@ -329,12 +353,12 @@ async fn run_one(
     fence: &Fence,
     refresher: &Refresher,
     admission: &Admission,
-    turn: Option<TurnId>,
+    how: Claim,
     burst: &[Admission],
 ) -> Next {
     let session = admission.session_id;
-    let (turn_id, start, claimed) = match turn {
-        Some(turn_id) => {
+    let (turn_id, start, claimed) = match how {
+        Claim::Fresh(turn_id) => {
             TURNS
                 .queue_wait
                 .observe(seconds_since(admission.created_at));
@@ -343,7 +367,13 @@ async fn run_one(
                 .claim(fence, admission.id, &deps.instance.owner, turn_id);
             (turn_id, Start::Fresh, timed(Stage::Claim, claimed).await)
         }
-        None => {
+        Claim::Claimed(turn_id, events) => {
+            TURNS
+                .queue_wait
+                .observe(seconds_since(admission.created_at));
+            (turn_id, Start::Fresh, Ok(events))
+        }
+        Claim::Resume => {
             let Some(turn_id) = admission.turn_id else {
                 return Next::Go;
             };

@@ -14,9 +14,10 @@ use turnkey_storage::metrics::{header, Histogram};
 pub enum Stage {
     /// Admission: validate, commit the input durably, answer 202.
     Admit,
-    /// Taking the session's lease.
+    /// Taking the session's lease; when a drain starts, with the claim of the FIFO head in
+    /// the same commit.
     Lease,
-    /// `queued → started` with `turn.started`.
+    /// `queued → started` with `turn.started`, for the inputs a drain claims after its first.
     Claim,
     /// Reading the session and transcript, writing the user row.
     Context,

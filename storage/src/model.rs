@@ -249,6 +249,14 @@ pub struct Admitted {
     pub events: Vec<Event>,
 }
 
+/// An admission claimed together with its session's lease: as it was read before the claim
+/// (`queued`), and the committed `turn.started` and `status` events.
+#[derive(Clone, Debug)]
+pub struct Claimed {
+    pub admission: Admission,
+    pub events: Vec<Event>,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum MessageRole {

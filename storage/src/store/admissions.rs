@@ -3,8 +3,8 @@
 //! `AdmissionStatus::can_become` allows, committed with the event that announces it.
 use super::leases::fence_out;
 use super::{
-    check_fence, convert, insert_event, is_unique_violation, outbox, tail, Result, Store,
-    StoreError,
+    check_fence, convert, insert_event, insert_events, is_unique_violation, outbox, tail, Result,
+    Store, StoreError,
 };
 use crate::entity::{admission, lease, session};
 use crate::ids::*;
@@ -194,56 +194,9 @@ impl Store {
         turn: TurnId,
     ) -> Result<Vec<Event>> {
         let tx = self.write_tx().await?;
-        // The lease row records which turn its holder runs (SPEC R4.1); writing it under the
-        // fence's filter is also the fence check.
-        let fenced = lease::Entity::update_many()
-            .col_expr(lease::Column::TurnId, Expr::value(turn.to_string()))
-            .filter(lease::Column::SessionId.eq(fence.session_id.to_string()))
-            .filter(lease::Column::HolderInstance.eq(fence.instance.to_string()))
-            .filter(lease::Column::Generation.eq(fence.generation.0))
-            .exec(&tx)
-            .await?;
-        if fenced.rows_affected != 1 {
-            return Err(StoreError::Fenced(fence.session_id.to_string()));
-        }
-        let res = admission::Entity::update_many()
-            .col_expr(
-                admission::Column::Status,
-                Expr::value(AdmissionStatus::Started.as_str()),
-            )
-            .col_expr(
-                admission::Column::OwnerInstance,
-                Expr::value(owner.instance.to_string()),
-            )
-            .col_expr(admission::Column::OwnerPid, Expr::value(owner.pid))
-            .col_expr(
-                admission::Column::OwnerHost,
-                Expr::value(owner.host.clone()),
-            )
-            .col_expr(admission::Column::TurnId, Expr::value(turn.to_string()))
-            .col_expr(admission::Column::StartedAt, Expr::value(now_ms()))
-            .filter(admission::Column::Id.eq(admission.to_string()))
-            .filter(admission::Column::SessionId.eq(fence.session_id.to_string()))
-            .filter(admission::Column::Status.eq(AdmissionStatus::Queued.as_str()))
-            .exec(&tx)
-            .await?;
-        if res.rows_affected != 1 {
-            return Err(StoreError::WrongState(admission.to_string()));
-        }
-        let ev = insert_event(
-            &tx,
-            &NewEvent {
-                session_id: fence.session_id,
-                kind: EventKind::TurnStarted,
-                turn_id: Some(turn),
-                admission_id: Some(admission),
-                data: json!({"turn_id": turn, "admission_id": admission}),
-            },
-        )
-        .await?;
-        let status = insert_status_event(&tx, fence.session_id).await?;
+        let events = claim_in(&tx, fence, admission, owner, turn).await?;
         tx.commit().await?;
-        Ok(vec![ev, status])
+        Ok(events)
     }
 
     /// Settles a queued admission as carried by the running turn `turn` of admission
@@ -642,4 +595,60 @@ pub(super) async fn status_event<C: ConnectionTrait>(
         }),
     };
     Ok((event, !running && queue_depth == 0))
+}
+
+/// `queued → started` of `admission` as `turn` inside `db`'s transaction, fenced, with the
+/// `turn.started` and `status` events (see [`Store::claim`]).
+pub(super) async fn claim_in<C: ConnectionTrait>(
+    db: &C,
+    fence: &Fence,
+    admission: AdmissionId,
+    owner: &Owner,
+    turn: TurnId,
+) -> Result<Vec<Event>> {
+    // The lease row records which turn its holder runs (SPEC R4.1); writing it under the
+    // fence's filter is also the fence check.
+    let fenced = lease::Entity::update_many()
+        .col_expr(lease::Column::TurnId, Expr::value(turn.to_string()))
+        .filter(lease::Column::SessionId.eq(fence.session_id.to_string()))
+        .filter(lease::Column::HolderInstance.eq(fence.instance.to_string()))
+        .filter(lease::Column::Generation.eq(fence.generation.0))
+        .exec(db)
+        .await?;
+    if fenced.rows_affected != 1 {
+        return Err(StoreError::Fenced(fence.session_id.to_string()));
+    }
+    let res = admission::Entity::update_many()
+        .col_expr(
+            admission::Column::Status,
+            Expr::value(AdmissionStatus::Started.as_str()),
+        )
+        .col_expr(
+            admission::Column::OwnerInstance,
+            Expr::value(owner.instance.to_string()),
+        )
+        .col_expr(admission::Column::OwnerPid, Expr::value(owner.pid))
+        .col_expr(
+            admission::Column::OwnerHost,
+            Expr::value(owner.host.clone()),
+        )
+        .col_expr(admission::Column::TurnId, Expr::value(turn.to_string()))
+        .col_expr(admission::Column::StartedAt, Expr::value(now_ms()))
+        .filter(admission::Column::Id.eq(admission.to_string()))
+        .filter(admission::Column::SessionId.eq(fence.session_id.to_string()))
+        .filter(admission::Column::Status.eq(AdmissionStatus::Queued.as_str()))
+        .exec(db)
+        .await?;
+    if res.rows_affected != 1 {
+        return Err(StoreError::WrongState(admission.to_string()));
+    }
+    let started = NewEvent {
+        session_id: fence.session_id,
+        kind: EventKind::TurnStarted,
+        turn_id: Some(turn),
+        admission_id: Some(admission),
+        data: json!({"turn_id": turn, "admission_id": admission}),
+    };
+    let (status, _) = status_event(db, fence.session_id).await?;
+    insert_events(db, &[started, status]).await
 }

@@ -1,11 +1,15 @@
 //! Fenced turn leases (SPEC R4, R13.3). One row per session that is never deleted: release
 //! clears the holder but keeps the generation, so a generation is never handed out twice.
+use super::admissions::claim_in;
 use super::{convert, is_unique_violation, Result, Store, StoreError};
-use crate::entity::lease;
+use crate::entity::{admission, lease};
 use crate::ids::*;
 use crate::model::*;
+use crate::status::AdmissionStatus;
 use sea_orm::sea_query::{Expr, ExprTrait};
-use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
+use sea_orm::{
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
+};
 
 /// What to write into the lease row when it is taken.
 #[derive(Clone, Debug)]
@@ -24,7 +28,24 @@ impl Store {
         claim: LeaseClaim<'_>,
         holder_is_dead: &(dyn Fn(&Owner) -> bool + Sync),
     ) -> Result<Option<Fence>> {
-        match self.try_acquire_inner(&claim, holder_is_dead).await {
+        Ok(self
+            .try_acquire_lease_and_claim(claim, holder_is_dead, None)
+            .await?
+            .map(|(fence, _)| fence))
+    }
+
+    /// [`try_acquire_lease`](Self::try_acquire_lease), and with `turn`, in the same commit, the
+    /// claim of the session's FIFO head as that turn (see [`Store::claim`]) when nothing of the
+    /// session is `started` (a started admission belongs to an earlier holder: the drain
+    /// settles it first). A drain that finds one queued input thus takes the lease and claims
+    /// it with one commit.
+    pub async fn try_acquire_lease_and_claim(
+        &self,
+        claim: LeaseClaim<'_>,
+        holder_is_dead: &(dyn Fn(&Owner) -> bool + Sync),
+        turn: Option<TurnId>,
+    ) -> Result<Option<(Fence, Option<Claimed>)>> {
+        match self.try_acquire_inner(&claim, holder_is_dead, turn).await {
             Err(StoreError::Db(e)) if is_unique_violation(&e) => Ok(None),
             other => other,
         }
@@ -34,7 +55,8 @@ impl Store {
         &self,
         c: &LeaseClaim<'_>,
         holder_is_dead: &(dyn Fn(&Owner) -> bool + Sync),
-    ) -> Result<Option<Fence>> {
+        turn: Option<TurnId>,
+    ) -> Result<Option<(Fence, Option<Claimed>)>> {
         let tx = self.write_tx().await?;
         let sid = c.session.to_string();
         let now = now_ms();
@@ -92,17 +114,22 @@ impl Store {
                 next
             }
         };
+        let fence = Fence {
+            session_id: c.session,
+            instance: c.owner.instance,
+            generation: LeaseGeneration(generation),
+        };
+        let claimed = match turn {
+            Some(turn) => claim_head(&tx, &fence, c.owner, turn).await?,
+            None => None,
+        };
         tx.commit().await?;
         if takeover {
             crate::metrics::STORE
                 .lease_takeovers
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
-        Ok(Some(Fence {
-            session_id: c.session,
-            instance: c.owner.instance,
-            generation: LeaseGeneration(generation),
-        }))
+        Ok(Some((fence, claimed)))
     }
 
     /// Extends the lease by `ttl_ms` from now. `Fenced` when the generation lost it.
@@ -139,6 +166,32 @@ impl Store {
             .map(convert::lease)
             .transpose()
     }
+}
+
+/// Claims the FIFO head of `fence`'s session as `turn` inside `db`'s transaction, unless an
+/// admission of the session is `started` or none is queued.
+async fn claim_head<C: ConnectionTrait>(
+    db: &C,
+    fence: &Fence,
+    owner: &Owner,
+    turn: TurnId,
+) -> Result<Option<Claimed>> {
+    let sid = fence.session_id.to_string();
+    let of_status = |status: AdmissionStatus| {
+        admission::Entity::find()
+            .filter(admission::Column::SessionId.eq(sid.clone()))
+            .filter(admission::Column::Status.eq(status.as_str()))
+            .order_by_asc(admission::Column::Seq)
+    };
+    if of_status(AdmissionStatus::Started).one(db).await?.is_some() {
+        return Ok(None);
+    }
+    let Some(head) = of_status(AdmissionStatus::Queued).one(db).await? else {
+        return Ok(None);
+    };
+    let admission = convert::admission(head)?;
+    let events = claim_in(db, fence, admission.id, owner, turn).await?;
+    Ok(Some(Claimed { admission, events }))
 }
 
 /// Gives the lease up inside `db`'s transaction; false when `fence` no longer held it.
