@@ -9,6 +9,7 @@ use crate::turn::{self, StopReason, TurnControl};
 use actix::prelude::*;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument;
 use turnkey_storage::{Admission, Fence, SessionId, StoreError, TurnId};
 
 /// An actor with nothing queued and nothing running stops after this long.
@@ -175,23 +176,35 @@ async fn drain(deps: Arc<Deps>, session: SessionId, addr: Addr<SessionActor>) {
         if deps.shutdown.is_cancelled() {
             return;
         }
-        let fence = match lease::acquire(&deps, session).await {
+        // The first turn of this drain waits for the lease: its span opens now, so that the
+        // wait shows as its `lease` phase.
+        let first = turn_span(session);
+        let acquired = lease::acquire(&deps, session)
+            .instrument(tracing::info_span!(parent: &first, "lease"))
+            .await;
+        let fence = match acquired {
             Ok(f) => f,
             Err(AcquireError::TimedOut) => {
+                first.record("otel.status_code", "ERROR");
                 tracing::warn!(%session, "lease wait timed out; input stays queued");
                 return;
             }
             Err(AcquireError::Cancelled) => return,
             Err(AcquireError::Store(e)) => {
+                first.record("otel.status_code", "ERROR");
                 tracing::error!(%session, error = %e, "lease acquisition failed");
                 return;
             }
         };
+        let mut first = Some(first);
         let refresher = Refresher::spawn(deps.clone(), fence.clone());
         // Under the lease-first order, a `started` admission we find now belonged to a
         // previous holder: resume it if it stopped in its tool round, else it is unknown.
         for orphan in crate::recovery::orphans(&deps, &fence).await {
-            run_one(&deps, &addr, &fence, &refresher, &orphan, None, &[]).await;
+            let span = first.take().unwrap_or_else(|| turn_span(session));
+            run_one(&deps, &addr, &fence, &refresher, &orphan, None, &[])
+                .instrument(span)
+                .await;
         }
         loop {
             if deps.shutdown.is_cancelled() || refresher.lost.is_cancelled() {
@@ -206,6 +219,7 @@ async fn drain(deps: Arc<Deps>, session: SessionId, addr: Addr<SessionActor>) {
                 }
             };
             let burst = burst(&deps, &admission).await;
+            let span = first.take().unwrap_or_else(|| turn_span(session));
             if !run_one(
                 &deps,
                 &addr,
@@ -215,6 +229,7 @@ async fn drain(deps: Arc<Deps>, session: SessionId, addr: Addr<SessionActor>) {
                 Some(TurnId::new()),
                 &burst,
             )
+            .instrument(span)
             .await
             {
                 break;
@@ -226,6 +241,21 @@ async fn drain(deps: Arc<Deps>, session: SessionId, addr: Addr<SessionActor>) {
             tracing::warn!(%session, error = %e, "lease release failed");
         }
     }
+}
+
+/// The root span of one turn (exported as an OpenTelemetry trace when `[telemetry]` is on):
+/// its phases (`lease`, `admission`, `context`, `preflight`, `request`, `tool_round`,
+/// `finalize` with `delivery`) are its children. `run_one` fills in the turn's ids.
+fn turn_span(session: SessionId) -> tracing::Span {
+    tracing::info_span!(
+        parent: None,
+        "turn",
+        session_id = %session,
+        admission_id = tracing::field::Empty,
+        turn_id = tracing::field::Empty,
+        resumed = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    )
 }
 
 /// Something to do: a queued admission, or a `started` one a dead owner left resumable.
@@ -319,36 +349,45 @@ async fn run_one(
     burst: &[Admission],
 ) -> bool {
     let session = admission.session_id;
-    let (turn_id, start, claimed) = match turn {
-        Some(turn_id) => (
-            turn_id,
-            Start::Fresh,
-            deps.store
-                .claim(fence, admission.id, &deps.instance.owner, turn_id)
-                .await,
-        ),
-        None => {
-            let Some(turn_id) = admission.turn_id else {
-                return true;
-            };
-            (
+    let span = tracing::Span::current();
+    span.record("admission_id", tracing::field::display(admission.id));
+    let claim = async {
+        match turn {
+            Some(turn_id) => Some((
                 turn_id,
-                Start::Resume,
+                Start::Fresh,
                 deps.store
-                    .take_over(fence, admission.id, &deps.instance.owner)
+                    .claim(fence, admission.id, &deps.instance.owner, turn_id)
                     .await,
-            )
+            )),
+            None => {
+                let turn_id = admission.turn_id?;
+                Some((
+                    turn_id,
+                    Start::Resume,
+                    deps.store
+                        .take_over(fence, admission.id, &deps.instance.owner)
+                        .await,
+                ))
+            }
         }
+    };
+    let Some((turn_id, start, claimed)) = claim.instrument(tracing::info_span!("admission")).await
+    else {
+        return true;
     };
     let control = TurnControl::new(refresher.lost.clone());
     match claimed {
         Ok(events) => events.into_iter().for_each(|e| deps.hub.publish(e)),
         Err(StoreError::WrongState(_)) => return true,
         Err(e) => {
+            span.record("otel.status_code", "ERROR");
             tracing::error!(%session, error = %e, "claim failed");
             return false;
         }
     }
+    span.record("turn_id", tracing::field::display(turn_id));
+    span.record("resumed", start == Start::Resume);
     addr.do_send(TurnBegan {
         turn_id,
         control: control.clone(),
@@ -359,7 +398,9 @@ async fn run_one(
     let admission = if burst.is_empty() {
         admission.clone()
     } else {
-        coalesce(deps, fence, admission, turn_id, burst).await
+        coalesce(deps, fence, admission, turn_id, burst)
+            .instrument(tracing::info_span!("admission", coalesced = burst.len()))
+            .await
     };
     turn::run::run_turn(deps, &control, fence, &admission, turn_id, start).await;
     addr.do_send(TurnEnded);

@@ -133,7 +133,12 @@ pub async fn finalize(deps: &Deps, c: Closing) {
         reply,
     };
     match deps.store.commit_turn_end(&c.fence, &end).await {
-        Ok(committed) => committed.into_iter().for_each(|e| deps.hub.publish(e)),
+        Ok(committed) => {
+            // Delivery: the committed events go out to every subscriber (SSE, WebSocket,
+            // platform drafts); platform replies leave through the outbox sender.
+            let _delivery = tracing::info_span!("delivery", events = committed.len()).entered();
+            committed.into_iter().for_each(|e| deps.hub.publish(e));
+        }
         // The receipt stays `started`; once this process releases the lease, recovery marks it
         // `unknown` rather than inventing an outcome.
         Err(e) => tracing::error!(turn = %c.turn_id, error = %e, "turn end not committed"),
