@@ -517,7 +517,13 @@ fn compose_runs_migrate_once_then_two_replicas_on_postgres_behind_nginx() {
         .get("/etc/nginx/conf.d/default.conf")
         .expect("nginx.conf mounted");
     let conf = std::fs::read_to_string(conf).expect("nginx.conf");
-    let upstreams: Vec<&str> = conf
+    let upstream = conf
+        .split("upstream turnkey {")
+        .nth(1)
+        .and_then(|rest| rest.split('}').next())
+        .expect("an upstream turnkey block");
+    assert!(conf.contains("proxy_pass http://turnkey;"));
+    let upstreams: Vec<&str> = upstream
         .lines()
         .filter_map(|l| l.trim().strip_prefix("server "))
         .map(|l| l.split_whitespace().next().unwrap().trim_end_matches(';'))
