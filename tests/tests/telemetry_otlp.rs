@@ -33,7 +33,9 @@ fn hex(id: &[u8]) -> String {
 async fn run_a_tool_turn(tk: &Turnkey) -> (String, String, String) {
     let api = tk.api();
     let session = api.create_session_id().await;
-    let admission = api.submit_accepted(&session, "say hi through the terminal").await;
+    let admission = api
+        .submit_accepted(&session, "say hi through the terminal")
+        .await;
     let adm = api.wait_terminal(&admission, BOUND).await;
     assert_eq!(adm["outcome"]["result"], "completed", "{adm}");
     let events = api.all_events(&session, 0).await;
@@ -71,10 +73,16 @@ async fn a_turn_is_one_trace_with_its_phases_as_children_flushed_at_shutdown() {
     let status = tk.terminate(BOUND).await.expect("turnkey exits on SIGTERM");
     assert!(status.success(), "{status:?}\n{}", tk.log_tail(50));
     let spans = collector
-        .wait_for(Duration::from_secs(10), |s| s.iter().any(|s| s.name == "turn"))
+        .wait_for(Duration::from_secs(10), |s| {
+            s.iter().any(|s| s.name == "turn")
+        })
         .await
         .unwrap_or_else(|s| panic!("no turn span after shutdown; got {s:#?}"));
-    assert!(collector.undecodable().is_empty(), "{:?}", collector.undecodable());
+    assert!(
+        collector.undecodable().is_empty(),
+        "{:?}",
+        collector.undecodable()
+    );
     assert!(
         collector
             .content_types()

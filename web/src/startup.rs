@@ -234,16 +234,17 @@ pub fn build_app(
             let started = Instant::now();
             let method = req.method().clone();
             let path = req.path().to_owned();
-            // The server span of the request (OpenTelemetry semantic conventions); named
-            // `METHOD ROUTE` once the route is known.
+            // The server span of the request (OpenTelemetry semantic conventions), named
+            // `METHOD ROUTE` (the exporter takes the name when the span opens).
+            let route = req.match_pattern().unwrap_or_else(|| "unmatched".into());
             let span = tracing::info_span!(
                 "http_request",
-                otel.name = tracing::field::Empty,
+                otel.name = %format!("{method} {route}"),
                 otel.kind = "server",
                 otel.status_code = tracing::field::Empty,
                 http.request.method = %method,
                 url.path = %path,
-                http.route = tracing::field::Empty,
+                http.route = %route,
                 http.response.status_code = tracing::field::Empty,
             );
             let fut = {
@@ -258,8 +259,6 @@ pub fn build_app(
                     .match_pattern()
                     .unwrap_or_else(|| "unmatched".into());
                 let status = res.status().as_u16();
-                recorded.record("otel.name", format!("{method} {route}"));
-                recorded.record("http.route", route.as_str());
                 recorded.record("http.response.status_code", status);
                 if status >= 500 {
                     recorded.record("otel.status_code", "ERROR");

@@ -89,9 +89,7 @@ fn tracer_provider(settings: &TelemetrySettings) -> Result<SdkTracerProvider, In
                 format!("cannot set up the OTLP exporter: {e}"),
             )
         })?;
-    let sampler = Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
-        settings.sample_ratio,
-    )));
+    let sampler = Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(settings.sample_ratio)));
     Ok(SdkTracerProvider::builder()
         .with_batch_exporter(exporter)
         .with_sampler(sampler)

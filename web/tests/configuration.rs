@@ -342,15 +342,24 @@ fn telemetry_is_off_by_default_and_takes_its_keys_from_file_and_environment() {
             ("TURNKEY__TELEMETRY__SAMPLE_RATIO", "0.5"),
         ],
     );
-    assert_eq!(s.telemetry.traces_url(), "https://otel.example.com/v1/traces");
+    assert_eq!(
+        s.telemetry.traces_url(),
+        "https://otel.example.com/v1/traces"
+    );
     assert_eq!(s.telemetry.sample_ratio, 0.5);
 }
 
 #[test]
 fn telemetry_values_it_cannot_use_are_refused_by_key() {
     for (toml, key) in [
-        ("otlp_endpoint = \"127.0.0.1:4318\"", "telemetry.otlp_endpoint"),
-        ("otlp_endpoint = \"grpc://collector:4317\"", "telemetry.otlp_endpoint"),
+        (
+            "otlp_endpoint = \"127.0.0.1:4318\"",
+            "telemetry.otlp_endpoint",
+        ),
+        (
+            "otlp_endpoint = \"grpc://collector:4317\"",
+            "telemetry.otlp_endpoint",
+        ),
         ("sample_ratio = 1.5", "telemetry.sample_ratio"),
         ("sample_ratio = -0.1", "telemetry.sample_ratio"),
         ("service_name = \" \"", "telemetry.service_name"),

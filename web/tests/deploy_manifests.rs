@@ -170,7 +170,10 @@ fn dockerfile() -> Vec<Stage> {
             }
         }
     }
-    assert!(cur.is_empty(), "the Dockerfile ends inside a continued line");
+    assert!(
+        cur.is_empty(),
+        "the Dockerfile ends inside a continued line"
+    );
     let mut stages: Vec<Stage> = Vec::new();
     for l in joined {
         let (ins, args) = l.split_once(' ').unwrap_or((&l, ""));
@@ -240,7 +243,11 @@ fn the_dockerfile_builds_on_rust_and_runs_as_non_root_on_slim_debian() {
     let stages = dockerfile();
     assert_eq!(stages.len(), 2, "a builder and a runtime stage");
     let (builder, runtime) = (&stages[0], &stages[1]);
-    assert!(builder.from.starts_with("rust:"), "builder: {}", builder.from);
+    assert!(
+        builder.from.starts_with("rust:"),
+        "builder: {}",
+        builder.from
+    );
     assert!(builder.from.ends_with(" AS builder"), "{}", builder.from);
     let image = runtime.from.split_whitespace().next().unwrap();
     assert!(
@@ -249,17 +256,28 @@ fn the_dockerfile_builds_on_rust_and_runs_as_non_root_on_slim_debian() {
     );
     // Same Debian release in both, so the binary finds the glibc it was linked with.
     let release = |from: &str| {
-        from.split_whitespace().next().unwrap().split(':').nth(1).unwrap()
-            .rsplit('-').find(|p| !p.chars().next().unwrap().is_ascii_digit() && *p != "slim")
+        from.split_whitespace()
+            .next()
+            .unwrap()
+            .split(':')
+            .nth(1)
+            .unwrap()
+            .rsplit('-')
+            .find(|p| !p.chars().next().unwrap().is_ascii_digit() && *p != "slim")
             .map(str::to_owned)
     };
     assert_eq!(release(&builder.from), release(&runtime.from));
     assert!(
-        builder.last("RUN").contains("cargo build --release --locked"),
+        builder
+            .last("RUN")
+            .contains("cargo build --release --locked"),
         "the builder builds the locked release"
     );
     assert!(
-        runtime.all("COPY").iter().any(|c| c.contains("--from=builder")),
+        runtime
+            .all("COPY")
+            .iter()
+            .any(|c| c.contains("--from=builder")),
         "the runtime copies the binary from the builder"
     );
 
@@ -438,7 +456,10 @@ fn compose_runs_migrate_once_then_two_replicas_on_postgres_behind_nginx() {
     );
     assert_eq!(str_at(migrate, &["restart"]), "no", "migrate is one-shot");
     let migrate_cmd = turnkey_command(&strings(at(migrate, &["command"])), "migrate");
-    assert!(matches!(migrate_cmd, Command::Migrate(_)), "{migrate_cmd:?}");
+    assert!(
+        matches!(migrate_cmd, Command::Migrate(_)),
+        "{migrate_cmd:?}"
+    );
 
     // Both replicas: after migrate succeeded, the same config and database, a drain that
     // fits in stop_grace_period.
@@ -472,10 +493,7 @@ fn compose_runs_migrate_once_then_two_replicas_on_postgres_behind_nginx() {
         }
         assert_eq!(
             depends_on(service),
-            BTreeMap::from([(
-                "migrate".into(),
-                "service_completed_successfully".into()
-            )]),
+            BTreeMap::from([("migrate".into(), "service_completed_successfully".into())]),
             "{name}"
         );
         assert!(matches!(command, Command::Serve(_)), "{name}: {command:?}");
@@ -485,7 +503,11 @@ fn compose_runs_migrate_once_then_two_replicas_on_postgres_behind_nginx() {
             Some("tk_compose_test"),
             "{name}: the replicas share the operator token"
         );
-        assert_eq!(settings.providers.len(), 1, "{name}: OPENAI_* make a provider");
+        assert_eq!(
+            settings.providers.len(),
+            1,
+            "{name}: OPENAI_* make a provider"
+        );
         assert_eq!(str_at(service, &["stop_signal"]), "SIGTERM");
         let grace = seconds(str_at(service, &["stop_grace_period"]));
         let bound = drain_bound(&settings.server);
@@ -500,7 +522,11 @@ fn compose_runs_migrate_once_then_two_replicas_on_postgres_behind_nginx() {
             .any(|v| v == &format!("{name}-data:/var/lib/turnkey")));
     }
     databases.dedup();
-    assert_eq!(databases.len(), 1, "migrate and the replicas use one database");
+    assert_eq!(
+        databases.len(),
+        1,
+        "migrate and the replicas use one database"
+    );
 
     // nginx: after both replicas are healthy, routing to both on the port they bind.
     let proxy = at(services, &["proxy"]);
@@ -563,7 +589,9 @@ fn nginx_passes_event_streams(conf: &str) {
         );
     }
     // WebSocket upgrade for /v1/ws.
-    assert!(directive("proxy_set_header").iter().any(|h| h.starts_with("Upgrade ")));
+    assert!(directive("proxy_set_header")
+        .iter()
+        .any(|h| h.starts_with("Upgrade ")));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -610,7 +638,10 @@ fn the_systemd_unit_runs_real_flags_hardened_and_waits_out_the_drain() {
         assert_eq!(v.len(), 1, "{k}= more than once");
         &v[0]
     };
-    let exec: Vec<String> = one("ExecStart").split_whitespace().map(String::from).collect();
+    let exec: Vec<String> = one("ExecStart")
+        .split_whitespace()
+        .map(String::from)
+        .collect();
     assert!(
         exec[0].starts_with('/') && exec[0].ends_with("/turnkey"),
         "ExecStart needs an absolute path: {}",
@@ -722,7 +753,10 @@ async fn the_kubernetes_manifests_probe_the_real_endpoints_and_outlast_the_drain
     );
     // The keys the kustomization's comment tells to put in the Secret.
     let secrets = HashMap::from([
-        ("database-url", "postgres://turnkey:pw@postgres:5432/turnkey"),
+        (
+            "database-url",
+            "postgres://turnkey:pw@postgres:5432/turnkey",
+        ),
         ("operator-token", "tk_k8s_test"),
         ("openai-api-key", "sk-test"),
     ]);
@@ -767,14 +801,20 @@ async fn the_kubernetes_manifests_probe_the_real_endpoints_and_outlast_the_drain
     assert_eq!(settings.auth.operator_token.as_deref(), Some("tk_k8s_test"));
     assert_eq!(settings.providers.len(), 1);
     // The provider reads its key from the variable the Secret fills.
-    let key_env = settings.providers[0].api_key_env.clone().expect("api_key_env");
+    let key_env = settings.providers[0]
+        .api_key_env
+        .clone()
+        .expect("api_key_env");
     assert_eq!(env.get(&key_env).map(String::as_str), Some("sk-test"));
     let init = at(pod, &["initContainers", "0"]);
     let migrate = turnkey_command(&strings(at(init, &["args"])), "the init container");
     assert!(matches!(migrate, Command::Migrate(_)), "{migrate:?}");
     assert_eq!(config_flag(&migrate), Some(config.clone()));
     let migrate_env = env_of(init, &secrets);
-    assert_eq!(migrate_env.get("DATABASE_URL"), Some(&settings.database.url));
+    assert_eq!(
+        migrate_env.get("DATABASE_URL"),
+        Some(&settings.database.url)
+    );
 
     // Probes: readiness on /readyz, liveness on /healthz, both on the port the server binds.
     let port = port_of(&settings.server.bind);
@@ -811,7 +851,11 @@ async fn the_kubernetes_manifests_probe_the_real_endpoints_and_outlast_the_drain
     assert_eq!(live, "/healthz");
     assert_eq!(startup, "/healthz");
     for p in [ready_port, live_port, startup_port] {
-        assert_eq!(p, i64::from(port), "a probe on another port than the server's");
+        assert_eq!(
+            p,
+            i64::from(port),
+            "a probe on another port than the server's"
+        );
     }
     // The paths answer 200 on the real app.
     let tmp = TempDir::new().unwrap();
@@ -876,7 +920,10 @@ async fn the_kubernetes_manifests_probe_the_real_endpoints_and_outlast_the_drain
     );
     let service = &docs["Service"];
     selects(at(service, &["spec", "selector"]), "the Service");
-    assert_eq!(str_at(service, &["spec", "ports", "0", "targetPort"]), "http");
+    assert_eq!(
+        str_at(service, &["spec", "ports", "0", "targetPort"]),
+        "http"
+    );
     let pdb = &docs["PodDisruptionBudget"];
     selects(
         at(pdb, &["spec", "selector", "matchLabels"]),
@@ -910,6 +957,9 @@ fn the_readme_documents_every_deployment_file() {
         "deploy/k8s",
         "[telemetry]",
     ] {
-        assert!(section.contains(file), "the Deploy section does not name {file}");
+        assert!(
+            section.contains(file),
+            "the Deploy section does not name {file}"
+        );
     }
 }

@@ -57,12 +57,16 @@ pub async fn run_turn(
         usage_rows: Vec::new(),
     };
     let prepared = match start {
-        Start::Fresh => context::prepare(deps, fence, admission, turn_id)
-            .instrument(info_span!("context"))
-            .await,
-        Start::Resume => context::resume(deps, fence, admission, turn_id)
-            .instrument(info_span!("context", resumed = true))
-            .await,
+        Start::Fresh => {
+            context::prepare(deps, fence, admission, turn_id)
+                .instrument(info_span!("context"))
+                .await
+        }
+        Start::Resume => {
+            context::resume(deps, fence, admission, turn_id)
+                .instrument(info_span!("context", resumed = true))
+                .await
+        }
     };
     match prepared {
         Ok(mut ctx) => {
