@@ -29,9 +29,9 @@ use turnkey_storage::*;
 
 /// After the shutdown grace, how long interrupted turns get to settle (commit their tail and
 /// receipt) before the process stops anyway.
-const SETTLE_AFTER_INTERRUPT: Duration = Duration::from_secs(5);
+pub const SETTLE_AFTER_INTERRUPT: Duration = Duration::from_secs(5);
 /// At shutdown, how long platform messages being sent get to finish.
-const OUTBOX_DRAIN: Duration = Duration::from_secs(5);
+pub const OUTBOX_DRAIN: Duration = Duration::from_secs(5);
 
 #[derive(Clone)]
 pub struct Gateway {

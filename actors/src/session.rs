@@ -10,6 +10,7 @@ use crate::turn::{self, StopReason, TurnControl};
 use actix::prelude::*;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument;
 use turnkey_storage::{Admission, Fence, SessionId, StoreError, TurnId};
 
 /// An actor with nothing queued and nothing running stops after this long.
@@ -178,19 +179,26 @@ async fn drain(deps: Arc<Deps>, session: SessionId, addr: Addr<SessionActor>) {
         }
         // Without coalescing, the commit that takes the lease claims the FIFO head too.
         let turn = (deps.config.agent.coalesce_ms == 0).then(TurnId::new);
-        let (fence, claimed) = match timed(Stage::Lease, lease::acquire(&deps, session, turn)).await
-        {
+        // The first turn of this drain waits for the lease: its span opens now, so that the
+        // wait (and the claim that commits with the lease) shows as its `lease` phase.
+        let first = turn_span(session);
+        let acquire = lease::acquire(&deps, session, turn)
+            .instrument(tracing::info_span!(parent: &first, "lease"));
+        let (fence, claimed) = match timed(Stage::Lease, acquire).await {
             Ok(taken) => taken,
             Err(AcquireError::TimedOut) => {
+                first.record("otel.status_code", "ERROR");
                 tracing::warn!(%session, "lease wait timed out; input stays queued");
                 return;
             }
             Err(AcquireError::Cancelled) => return,
             Err(AcquireError::Store(e)) => {
+                first.record("otel.status_code", "ERROR");
                 tracing::error!(%session, error = %e, "lease acquisition failed");
                 return;
             }
         };
+        let mut first = Some(first);
         let refresher = Refresher::spawn(deps.clone(), fence.clone());
         // Under the lease-first order, a `started` admission we find now belonged to a
         // previous holder: resume it if it stopped in its tool round, else it is unknown.
@@ -198,18 +206,20 @@ async fn drain(deps: Arc<Deps>, session: SessionId, addr: Addr<SessionActor>) {
         match (claimed, turn) {
             // Nothing was started: no orphans to settle.
             (Some(head), Some(turn)) => {
+                let span = first.take().unwrap_or_else(|| turn_span(session));
                 let how = Claim::Claimed(turn, head.events);
                 let next = run_one(&deps, &addr, &fence, &refresher, &head.admission, how, &[]);
-                released = next.await == Next::Released;
+                released = next.instrument(span).await == Next::Released;
             }
             _ => {
                 for orphan in crate::recovery::orphans(&deps, &fence).await {
                     if released {
                         break;
                     }
+                    let span = first.take().unwrap_or_else(|| turn_span(session));
                     let how = Claim::Resume;
                     let next = run_one(&deps, &addr, &fence, &refresher, &orphan, how, &[]);
-                    released = next.await == Next::Released;
+                    released = next.instrument(span).await == Next::Released;
                 }
             }
         }
@@ -226,8 +236,10 @@ async fn drain(deps: Arc<Deps>, session: SessionId, addr: Addr<SessionActor>) {
                 }
             };
             let burst = burst(&deps, &admission).await;
+            let span = first.take().unwrap_or_else(|| turn_span(session));
             let how = Claim::Fresh(TurnId::new());
-            match run_one(&deps, &addr, &fence, &refresher, &admission, how, &burst).await {
+            let next = run_one(&deps, &addr, &fence, &refresher, &admission, how, &burst);
+            match next.instrument(span).await {
                 Next::Go => {}
                 Next::Stop => break,
                 Next::Released => released = true,
@@ -264,6 +276,21 @@ enum Next {
     /// The turn's end commit released the lease: nothing was queued. Look once more, from
     /// the top, in case something arrived since.
     Released,
+}
+
+/// The root span of one turn (exported as an OpenTelemetry trace when `[telemetry]` is on):
+/// its phases (`lease`, `admission`, `context`, `preflight`, `request`, `tool_round`,
+/// `finalize` with `delivery`) are its children. `run_one` fills in the turn's ids.
+fn turn_span(session: SessionId) -> tracing::Span {
+    tracing::info_span!(
+        parent: None,
+        "turn",
+        session_id = %session,
+        admission_id = tracing::field::Empty,
+        turn_id = tracing::field::Empty,
+        resumed = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    )
 }
 
 /// Something to do: a queued admission, or a `started` one a dead owner left resumable.
@@ -357,6 +384,8 @@ async fn run_one(
     burst: &[Admission],
 ) -> Next {
     let session = admission.session_id;
+    let span = tracing::Span::current();
+    span.record("admission_id", tracing::field::display(admission.id));
     let (turn_id, start, claimed) = match how {
         Claim::Fresh(turn_id) => {
             TURNS
@@ -364,7 +393,8 @@ async fn run_one(
                 .observe(seconds_since(admission.created_at));
             let claimed = deps
                 .store
-                .claim(fence, admission.id, &deps.instance.owner, turn_id);
+                .claim(fence, admission.id, &deps.instance.owner, turn_id)
+                .instrument(tracing::info_span!("admission"));
             (turn_id, Start::Fresh, timed(Stage::Claim, claimed).await)
         }
         Claim::Claimed(turn_id, events) => {
@@ -377,13 +407,11 @@ async fn run_one(
             let Some(turn_id) = admission.turn_id else {
                 return Next::Go;
             };
-            (
-                turn_id,
-                Start::Resume,
-                deps.store
-                    .take_over(fence, admission.id, &deps.instance.owner)
-                    .await,
-            )
+            let taken = deps
+                .store
+                .take_over(fence, admission.id, &deps.instance.owner)
+                .instrument(tracing::info_span!("admission"));
+            (turn_id, Start::Resume, taken.await)
         }
     };
     let control = TurnControl::new(refresher.lost.clone());
@@ -391,10 +419,13 @@ async fn run_one(
         Ok(events) => events.into_iter().for_each(|e| deps.hub.publish(e)),
         Err(StoreError::WrongState(_)) => return Next::Go,
         Err(e) => {
+            span.record("otel.status_code", "ERROR");
             tracing::error!(%session, error = %e, "claim failed");
             return Next::Stop;
         }
     }
+    span.record("turn_id", tracing::field::display(turn_id));
+    span.record("resumed", start == Start::Resume);
     addr.do_send(TurnBegan {
         turn_id,
         control: control.clone(),
@@ -405,7 +436,9 @@ async fn run_one(
     let admission = if burst.is_empty() {
         admission.clone()
     } else {
-        coalesce(deps, fence, admission, turn_id, burst).await
+        coalesce(deps, fence, admission, turn_id, burst)
+            .instrument(tracing::info_span!("admission", coalesced = burst.len()))
+            .await
     };
     let released = turn::run::run_turn(deps, &control, fence, &admission, turn_id, start).await;
     TURNS.turn.observe(seconds_since(admission.created_at));

@@ -10,6 +10,7 @@ pub mod harness;
 pub mod local_model;
 pub mod openai_sdk;
 pub mod openapi_validator;
+pub mod otlp;
 pub mod pg;
 pub mod scripted;
 mod scripted_server;

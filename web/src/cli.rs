@@ -118,14 +118,16 @@ impl From<StartupError> for Failure {
 
 /// Runs the parsed command to its end and reports how it went.
 pub fn run(cli: Cli) -> ExitCode {
-    crate::telemetry::init();
+    // `serve` installs logging once its settings say whether traces are exported.
+    if !matches!(cli.command, Command::Serve(_)) {
+        crate::telemetry::init();
+    }
     let outcome = match cli.command {
         Command::Chat(args) => {
             crate::chat::run(&args.url, args.session.as_deref(), args.token.as_deref())
                 .map_err(Failure::from)
         }
-        Command::Serve(args) => load(args.config, args.bind, args.database)
-            .and_then(|s| in_system(startup::serve(s)).map_err(Failure::from)),
+        Command::Serve(args) => load(args.config, args.bind, args.database).and_then(serve),
         Command::Migrate(args) => {
             load(args.config, None, args.database).and_then(|s| in_system(migrate(s)))
         }
@@ -152,6 +154,14 @@ fn load(
         bind,
         database_url,
     })?)
+}
+
+/// `turnkey serve` with its trace export (`[telemetry]`), flushed once the server has stopped.
+fn serve(settings: Settings) -> Result<(), Failure> {
+    let traces = crate::telemetry::init_with(&settings.telemetry)?;
+    let served = in_system(startup::serve(settings)).map_err(Failure::from);
+    traces.shutdown();
+    served
 }
 
 /// Runs `fut` on a fresh actix System (the gateway's actors need one).

@@ -2,7 +2,7 @@
 //! the gateway, then the HTTP server. On SIGTERM/SIGINT admission stops first, running turns
 //! get a bounded grace, and only then does the server stop (actix's own signal handling is off).
 use crate::auth::{self, OPERATOR_ID, OPERATOR_KIND};
-use crate::configuration::{InvalidConfig, Settings};
+use crate::configuration::{InvalidConfig, ServerSettings, Settings};
 use crate::error;
 use crate::routes::{self, metrics::Metrics};
 use crate::security::{self, CorsPolicy};
@@ -15,12 +15,29 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
+use tracing::Instrument;
 use turnkey_actors::{Gateway, GatewayError};
 use turnkey_storage::{Store, StoreError};
 
 const OPERATOR_TOKEN_FILE: &str = "operator.token";
 /// `server.sse_keepalive_s` by default.
 const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(15);
+
+/// The longest `turnkey serve` takes from SIGTERM/SIGINT to its exit (SPEC R2.4): running turns
+/// get `server.shutdown_grace_s`; then interrupted turns get
+/// [`turnkey_actors::gateway::SETTLE_AFTER_INTERRUPT`] to settle and platform sends
+/// [`turnkey_actors::gateway::OUTBOX_DRAIN`] to finish; then open HTTP connections get
+/// `server.http_shutdown_grace_s`; last, buffered traces get [`crate::telemetry::FLUSH_TIMEOUT`].
+/// A supervisor must wait at least this long before it kills the process: the files in
+/// deploy/ (systemd TimeoutStopSec, compose stop_grace_period, Kubernetes
+/// terminationGracePeriodSeconds) are checked against it by web/tests/deploy_manifests.rs.
+pub fn drain_bound(server: &ServerSettings) -> Duration {
+    Duration::from_secs(server.shutdown_grace_s)
+        + turnkey_actors::gateway::SETTLE_AFTER_INTERRUPT
+        + turnkey_actors::gateway::OUTBOX_DRAIN
+        + Duration::from_secs(server.http_shutdown_grace_s)
+        + crate::telemetry::FLUSH_TIMEOUT
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
@@ -217,7 +234,24 @@ pub fn build_app(
             let started = Instant::now();
             let method = req.method().clone();
             let path = req.path().to_owned();
-            let fut = srv.call(req);
+            // The server span of the request (OpenTelemetry semantic conventions), named
+            // `METHOD ROUTE` (the exporter takes the name when the span opens).
+            let route = req.match_pattern().unwrap_or_else(|| "unmatched".into());
+            let span = tracing::info_span!(
+                "http_request",
+                otel.name = %format!("{method} {route}"),
+                otel.kind = "server",
+                otel.status_code = tracing::field::Empty,
+                http.request.method = %method,
+                url.path = %path,
+                http.route = %route,
+                http.response.status_code = tracing::field::Empty,
+            );
+            let fut = {
+                let _entered = span.enter();
+                srv.call(req)
+            };
+            let recorded = span.clone();
             async move {
                 let res = fut.await?;
                 let route = res
@@ -225,6 +259,10 @@ pub fn build_app(
                     .match_pattern()
                     .unwrap_or_else(|| "unmatched".into());
                 let status = res.status().as_u16();
+                recorded.record("http.response.status_code", status);
+                if status >= 500 {
+                    recorded.record("otel.status_code", "ERROR");
+                }
                 metrics.record_request(&route, status);
                 tracing::info!(
                     %method, %path, status, ms = started.elapsed().as_millis() as u64,
@@ -232,6 +270,7 @@ pub fn build_app(
                 );
                 Ok(res)
             }
+            .instrument(span)
         })
 }
 

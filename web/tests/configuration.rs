@@ -315,17 +315,59 @@ fn a_negative_number_is_reported_as_negative() {
 }
 
 #[test]
-fn sections_this_build_does_not_serve_are_refused_by_name() {
-    let toml = "[telemetry]\notlp_endpoint = \"\"\n";
-    let e = refused(toml);
-    assert_eq!(e.key, "telemetry", "{toml}: {e}");
-    assert!(
-        e.reason.contains("not available in this build"),
-        "{toml}: {e}"
+fn telemetry_is_off_by_default_and_takes_its_keys_from_file_and_environment() {
+    let s = ok(&dir_with_file(None), &[]);
+    assert!(!s.telemetry.enabled());
+    assert_eq!(
+        (s.telemetry.service_name.as_str(), s.telemetry.sample_ratio),
+        ("turnkey", 1.0)
     );
-    let d = dir_with_file(None);
-    let e = err(&d, &[("TURNKEY__TELEMETRY__OTLP_ENDPOINT", "http://x")]);
-    assert_eq!(e.key, "telemetry", "{e}");
+    let d = dir_with_file(Some(
+        "[telemetry]\notlp_endpoint = \"http://127.0.0.1:4318\"\nservice_name = \"tk-a\"\nsample_ratio = 0.25\n",
+    ));
+    let s = ok(&d, &[]);
+    assert!(s.telemetry.enabled());
+    assert_eq!(s.telemetry.traces_url(), "http://127.0.0.1:4318/v1/traces");
+    assert_eq!(
+        (s.telemetry.service_name.as_str(), s.telemetry.sample_ratio),
+        ("tk-a", 0.25)
+    );
+    let s = ok(
+        &dir_with_file(None),
+        &[
+            (
+                "TURNKEY__TELEMETRY__OTLP_ENDPOINT",
+                "https://otel.example.com/v1/traces",
+            ),
+            ("TURNKEY__TELEMETRY__SAMPLE_RATIO", "0.5"),
+        ],
+    );
+    assert_eq!(
+        s.telemetry.traces_url(),
+        "https://otel.example.com/v1/traces"
+    );
+    assert_eq!(s.telemetry.sample_ratio, 0.5);
+}
+
+#[test]
+fn telemetry_values_it_cannot_use_are_refused_by_key() {
+    for (toml, key) in [
+        (
+            "otlp_endpoint = \"127.0.0.1:4318\"",
+            "telemetry.otlp_endpoint",
+        ),
+        (
+            "otlp_endpoint = \"grpc://collector:4317\"",
+            "telemetry.otlp_endpoint",
+        ),
+        ("sample_ratio = 1.5", "telemetry.sample_ratio"),
+        ("sample_ratio = -0.1", "telemetry.sample_ratio"),
+        ("service_name = \" \"", "telemetry.service_name"),
+        ("otlp_port = 4318", "telemetry.otlp_port"),
+    ] {
+        let e = refused(&format!("[telemetry]\n{toml}\n"));
+        assert_eq!(e.key, key, "{toml}: {e}");
+    }
 }
 
 #[test]

@@ -138,6 +138,9 @@ pub async fn finalize(deps: &Deps, c: Closing) -> bool {
     let committed = deps.store.commit_turn_end_and_release(&c.fence, &end);
     match timed(Stage::Finalize, committed).await {
         Ok((committed, released)) => {
+            // Delivery: the committed events go out to every subscriber (SSE, WebSocket,
+            // platform drafts); platform replies leave through the outbox sender.
+            let _delivery = tracing::info_span!("delivery", events = committed.len()).entered();
             committed.into_iter().for_each(|e| deps.hub.publish(e));
             released
         }

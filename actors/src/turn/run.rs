@@ -9,6 +9,7 @@ use super::{fallback, grace, normalize, tool_round, StopReason, TurnControl, Tur
 use crate::deps::Deps;
 use crate::stages::{timed, Stage};
 use std::time::Duration;
+use tracing::{info_span, Instrument};
 use turnkey_providers::{ChatResponse, Pricing, Provider, ProviderError, Usage};
 use turnkey_storage::{Admission, Fence, MessageRole, NewUsage, TurnId};
 
@@ -59,16 +60,14 @@ pub async fn run_turn(
     };
     let prepared = match start {
         Start::Fresh => {
-            timed(
-                Stage::Context,
-                context::prepare(deps, fence, admission, turn_id),
-            )
-            .await
+            let prepare = context::prepare(deps, fence, admission, turn_id);
+            timed(Stage::Context, prepare.instrument(info_span!("context"))).await
         }
         Start::Resume => {
+            let resume = context::resume(deps, fence, admission, turn_id);
             timed(
                 Stage::Context,
-                context::resume(deps, fence, admission, turn_id),
+                resume.instrument(info_span!("context", resumed = true)),
             )
             .await
         }
@@ -88,7 +87,9 @@ pub async fn run_turn(
         w.abort();
     }
     closing.streamed = streamed.take();
-    finalize::finalize(deps, closing).await
+    finalize::finalize(deps, closing)
+        .instrument(info_span!("finalize"))
+        .await
 }
 
 async fn iterate(
@@ -120,7 +121,15 @@ async fn iterate(
     let mut iterations = u32::try_from(spent).unwrap_or(u32::MAX);
     let mut budget = cfg.agent.iteration_budget.saturating_sub(iterations);
     // Finish the round a crash interrupted before the model is called again.
-    if let Err(f) = tool_round::execute_pending(deps, ctx, control).await {
+    let pending = tool_round::execute_pending(deps, ctx, control);
+    let pending = if spent > 0 {
+        pending
+            .instrument(info_span!("tool_round", resumed = true))
+            .await
+    } else {
+        pending.await
+    };
+    if let Err(f) = pending {
         out.failure = Some(f);
         return out;
     }
@@ -146,6 +155,7 @@ async fn iterate(
                 streamed,
                 &mut |r| record_usage(&mut out, &pricing, provider.as_ref(), r),
             )
+            .instrument(info_span!("request", grace = true))
             .await;
             out.final_text = text;
             out.failure = Some(failure);
@@ -156,7 +166,10 @@ async fn iterate(
         control.touch();
 
         // assemble_api_request + run_preflight_gate (compressing when the pressure asks)
-        let wire = match preflight::pass(deps, ctx, &provider, &mut gate).await {
+        let passed = preflight::pass(deps, ctx, &provider, &mut gate)
+            .instrument(info_span!("preflight", iteration = iterations))
+            .await;
+        let wire = match passed {
             Ok(wire) => wire,
             Err(f) => {
                 out.failure = Some(f);
@@ -177,6 +190,11 @@ async fn iterate(
             streamed,
             &mut |r| record_usage(&mut out, &pricing, provider.as_ref(), r),
         )
+        .instrument(info_span!(
+            "request",
+            iteration = iterations,
+            provider = %provider.name(),
+        ))
         .await;
         let called = match called {
             Ok(called) => called,
@@ -228,7 +246,14 @@ async fn iterate(
         });
 
         if !resp.tool_calls.is_empty() {
-            if let Err(f) = tool_round::run(deps, ctx, control, &resp).await {
+            let round = tool_round::run(deps, ctx, control, &resp)
+                .instrument(info_span!(
+                    "tool_round",
+                    iteration = iterations,
+                    calls = resp.tool_calls.len()
+                ))
+                .await;
+            if let Err(f) = round {
                 out.failure = Some(f);
                 return out;
             }
