@@ -131,7 +131,16 @@ impl Store {
             .filter(lease::Column::Generation.eq(fence.generation.0))
             .exec(self.connection())
             .await?;
-        Ok(res.rows_affected == 1)
+        let released = res.rows_affected == 1;
+        if released {
+            // Sent after the one-statement commit: the lease is free either way, and a lost
+            // notice only costs a waiting replica its next lease poll.
+            let kind = crate::notify::NoticeKind::Released;
+            if let Err(e) = crate::notify::send(self.connection(), kind, fence.session_id, None).await {
+                tracing::warn!(session = %fence.session_id, error = %e, "lease release notice not sent");
+            }
+        }
+        Ok(released)
     }
 
     pub async fn get_lease(&self, session: SessionId) -> Result<Option<Lease>> {

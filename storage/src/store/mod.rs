@@ -6,6 +6,8 @@ mod chats;
 pub use chats::Inbound;
 mod compression;
 pub use compression::{Compaction, CompactionDone, Replaced};
+mod interrupts;
+pub use interrupts::{InterruptRequest, InterruptStatus};
 mod convert;
 mod leases;
 pub use leases::LeaseClaim;
@@ -166,6 +168,7 @@ pub(crate) async fn insert_event<C: ConnectionTrait>(db: &C, ev: &NewEvent) -> R
     })
     .exec_without_returning(db)
     .await?;
+    crate::notify::send(db, crate::notify::NoticeKind::Events, ev.session_id, None).await?;
     Ok(Event {
         session_id: ev.session_id,
         seq: Seq(seq),
