@@ -86,15 +86,15 @@ pub async fn forward(
     else {
         return Ok(None);
     };
-    if let Some(seq) = admitted_before {
-        let older = deps
-            .store
-            .admission_of_turn(turn)
-            .await?
-            .is_some_and(|a| a.seq < seq);
-        if !older {
-            return Ok(None);
-        }
+    // The lease names the holder's last turn until it is released: it must still run.
+    let running = deps
+        .store
+        .admission_of_turn(turn)
+        .await?
+        .filter(|a| a.status == AdmissionStatus::Started)
+        .filter(|a| admitted_before.is_none_or(|before| a.seq < before));
+    if running.is_none() {
+        return Ok(None);
     }
     // Subscribed before the request commits: an answer that comes at once still wakes us.
     let mut answered = deps.interrupt_acks.subscribe(session);

@@ -214,8 +214,10 @@ impl Store {
             }
             DbBackend::Sqlite => {
                 let pool = self.connection().get_sqlite_connection_pool();
-                let conn = pool.acquire().await.map_err(unavailable)?.detach();
-                tokio::spawn(poll_sqlite(conn, sink));
+                let mut conn = pool.acquire().await.map_err(unavailable)?.detach();
+                // Read before returning: any commit after this call is seen as a change.
+                let seen = data_version(&mut conn).await.map_err(unavailable)?;
+                tokio::spawn(poll_sqlite(conn, seen, sink));
             }
             other => {
                 return Err(StoreError::Unavailable(format!(
@@ -267,24 +269,27 @@ async fn listen_pg(mut listener: sea_orm::sqlx::postgres::PgListener, mut sink: 
     }
 }
 
+async fn data_version(
+    conn: &mut sea_orm::sqlx::SqliteConnection,
+) -> std::result::Result<i64, sea_orm::sqlx::Error> {
+    sea_orm::sqlx::query_scalar::<_, i64>("PRAGMA data_version")
+        .fetch_one(conn)
+        .await
+}
+
 /// `data_version` changes when another connection (of any process) commits to the file.
-async fn poll_sqlite(mut conn: sea_orm::sqlx::SqliteConnection, mut sink: Sink) {
-    let mut seen: Option<i64> = None;
+async fn poll_sqlite(mut conn: sea_orm::sqlx::SqliteConnection, mut seen: i64, mut sink: Sink) {
     loop {
         tokio::select! {
             _ = sink.tx.closed() => return,
             _ = tokio::time::sleep(SQLITE_POLL) => {}
         }
-        let version = sea_orm::sqlx::query_scalar::<_, i64>("PRAGMA data_version")
-            .fetch_one(&mut conn)
-            .await;
-        match version {
-            Ok(v) => {
-                if seen.is_some_and(|s| s != v) {
-                    sink.push(Wake::Resync);
-                }
-                seen = Some(v);
+        match data_version(&mut conn).await {
+            Ok(v) if v != seen => {
+                seen = v;
+                sink.push(Wake::Resync);
             }
+            Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "reading data_version failed"),
         }
     }
