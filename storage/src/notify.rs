@@ -250,6 +250,8 @@ async fn listen_pg(mut listener: sea_orm::sqlx::postgres::PgListener, mut sink: 
                 tracing::warn!("notice connection lost and re-established; resyncing");
                 sink.push(Wake::Resync);
             }
+            // The store is closing: nothing left to listen to.
+            Err(sea_orm::sqlx::Error::PoolClosed) => return,
             Err(e) => {
                 tracing::warn!(error = %e, "notice connection lost; reconnecting");
                 loop {
@@ -259,6 +261,7 @@ async fn listen_pg(mut listener: sea_orm::sqlx::postgres::PgListener, mut sink: 
                     }
                     match listener.listen(CHANNEL).await {
                         Ok(()) => break,
+                        Err(sea_orm::sqlx::Error::PoolClosed) => return,
                         Err(e) => tracing::warn!(error = %e, "notice reconnect failed"),
                     }
                 }
