@@ -29,6 +29,9 @@ const KILL_EVERY_MS: (u64, u64) = (2_000, 3_500);
 const SUBMIT_EVERY_MS: (u64, u64) = (600, 2_400);
 /// How often a client sends an accepted request again (it must get the same receipt).
 const RESEND_CHANCE: f64 = 0.25;
+/// A submission that gets no answer this soon is sent again elsewhere (a replica frozen or
+/// killed mid-request must not stall the client).
+const SUBMIT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Attempts per submission before the client gives up (each on a random replica).
 const ATTEMPTS: usize = 40;
 /// After the load: how long the survivors get to drain, and the readers to catch up.
@@ -341,7 +344,10 @@ async fn submit(
 ) -> Option<String> {
     for _ in 0..ATTEMPTS {
         let api = &apis[rng.gen_range(0..apis.len())];
-        match api.try_submit(session, text, Some(rid)).await {
+        let answer = tokio::time::timeout(SUBMIT_TIMEOUT, api.try_submit(session, text, Some(rid)))
+            .await
+            .unwrap_or_else(|_| Err(format!("no answer within {SUBMIT_TIMEOUT:?}")));
+        match answer {
             Ok(r) if r.status == 200 || r.status == 202 => {
                 assert_eq!(r.body["duplicate"], r.status == 200, "{}", r.text);
                 return Some(r.str_field("admission_id"));
