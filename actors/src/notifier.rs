@@ -114,7 +114,11 @@ impl Notifier {
         self.sweeping = true;
         let (deps, registry) = (self.deps.clone(), self.registry.clone());
         let sweep = async move { remote_interrupt::sweep(&deps, &registry).await };
-        ctx.spawn(sweep.into_actor(self).map(|(), act, _| act.sweeping = false));
+        ctx.spawn(
+            sweep
+                .into_actor(self)
+                .map(|(), act, _| act.sweeping = false),
+        );
     }
 }
 

@@ -82,8 +82,7 @@ pub async fn forward(
     reason: String,
     admitted_before: Option<i64>,
 ) -> Result<Option<Interruption>, GatewayError> {
-    let Some((holder, turn)) = running_elsewhere(deps, deps.store.get_lease(session).await?)
-    else {
+    let Some((holder, turn)) = running_elsewhere(deps, deps.store.get_lease(session).await?) else {
         return Ok(None);
     };
     // The lease names the holder's last turn until it is released: it must still run.

@@ -69,11 +69,10 @@ impl Wakeups {
 
     /// Wakes every subscriber of every session (notices may have been missed).
     pub fn wake_all(&self) {
-        self.sessions
-            .retain(|_, tx| {
-                tx.send_modify(|v| *v = v.wrapping_add(1));
-                tx.receiver_count() > 0
-            });
+        self.sessions.retain(|_, tx| {
+            tx.send_modify(|v| *v = v.wrapping_add(1));
+            tx.receiver_count() > 0
+        });
     }
 }
 

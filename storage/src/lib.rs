@@ -15,7 +15,7 @@ pub use status::{
     ToolRunStatus, TurnResult,
 };
 pub use store::{
-    Compaction, CompactionDone, Inbound, InterruptRequest, InterruptStatus, LeaseClaim, Replaced, Rotation, RotationDone, Store,
-    StoreError,
+    Compaction, CompactionDone, Inbound, InterruptRequest, InterruptStatus, LeaseClaim, Replaced,
+    Rotation, RotationDone, Store, StoreError,
 };
 pub use store::{ConfigSchedulesSynced, MissedPolicy, NewSchedule, Schedule, ScheduleSource};

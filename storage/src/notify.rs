@@ -219,11 +219,7 @@ impl Store {
                 let seen = data_version(&mut conn).await.map_err(unavailable)?;
                 tokio::spawn(poll_sqlite(conn, seen, sink));
             }
-            other => {
-                return Err(StoreError::Unavailable(format!(
-                    "no notices on {other:?}"
-                )))
-            }
+            other => return Err(StoreError::Unavailable(format!("no notices on {other:?}"))),
         }
         Ok(Notices { rx })
     }

@@ -24,7 +24,9 @@ fn kinds(wakes: &[Wake], session: SessionId) -> Vec<NoticeKind> {
     wakes
         .iter()
         .filter_map(|w| match w {
-            Wake::Notice(Notice { kind, session: s, .. }) if *s == session => Some(*kind),
+            Wake::Notice(Notice {
+                kind, session: s, ..
+            }) if *s == session => Some(*kind),
             _ => None,
         })
         .collect()
@@ -41,7 +43,10 @@ async fn r13_6_postgres_notices_go_out_iff_the_write_commits() {
     let mut heard = other.notices().await.expect("listen");
     let sid = common::session(&s).await;
 
-    let first = s.admit(common::new_adm(sid, "r1", "hi")).await.expect("admit");
+    let first = s
+        .admit(common::new_adm(sid, "r1", "hi"))
+        .await
+        .expect("admit");
     let wakes = drain(&mut heard, Duration::from_millis(500)).await;
     let got = kinds(&wakes, sid);
     assert!(got.contains(&NoticeKind::Admitted), "{wakes:?}");
@@ -55,7 +60,10 @@ async fn r13_6_postgres_notices_go_out_iff_the_write_commits() {
     }
 
     // A duplicate admission rolls back: nothing is announced.
-    let again = s.admit(common::new_adm(sid, "r1", "hi")).await.expect("admit");
+    let again = s
+        .admit(common::new_adm(sid, "r1", "hi"))
+        .await
+        .expect("admit");
     assert!(again.duplicate);
     assert_eq!(again.admission.id, first.admission.id);
     let wakes = drain(&mut heard, Duration::from_millis(300)).await;
@@ -102,7 +110,10 @@ async fn r13_6_interrupt_requests_settle_once_and_are_announced(s: Store) {
         .expect("pending")
         .is_empty());
     assert_eq!(
-        s.pending_interrupts_of_turn(turn).await.expect("pending").len(),
+        s.pending_interrupts_of_turn(turn)
+            .await
+            .expect("pending")
+            .len(),
         1
     );
     assert_eq!(
@@ -118,9 +129,17 @@ async fn r13_6_interrupt_requests_settle_once_and_are_announced(s: Store) {
             .expect("settle"),
         0
     );
-    let done = s.get_interrupt_request(&r.id).await.expect("get").expect("row");
+    let done = s
+        .get_interrupt_request(&r.id)
+        .await
+        .expect("get")
+        .expect("row");
     assert_eq!(done.status, InterruptStatus::Done);
-    assert!(s.pending_interrupts_for(target).await.expect("pending").is_empty());
+    assert!(s
+        .pending_interrupts_for(target)
+        .await
+        .expect("pending")
+        .is_empty());
 
     let wakes = drain(&mut heard, Duration::from_millis(600)).await;
     if s.backend() == sea_orm::DbBackend::Postgres {

@@ -13,7 +13,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sea_orm::{ConnectionTrait, Database, DatabaseConnection, DbBackend, Statement};
 use serde_json::Value;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -80,7 +80,9 @@ async fn r13_6_chaos_three_replicas_with_kills_lose_nothing_and_run_nothing_twic
     let mut rng = StdRng::seed_from_u64(seed);
 
     let provider = ScriptedProvider::start();
-    let chunks = ["one ", "two ", "three ", "four ", "five ", "six ", "seven ", "eight"];
+    let chunks = [
+        "one ", "two ", "three ", "four ", "five ", "six ", "seven ", "eight",
+    ];
     provider.on_user_text("[chaos-", Reply::chunks(&chunks, Duration::from_millis(20)));
     let mut replicas = Vec::new();
     for i in 0..REPLICAS {
@@ -129,7 +131,8 @@ async fn r13_6_chaos_three_replicas_with_kills_lose_nothing_and_run_nothing_twic
 
     // The killer: one replica at a time, SIGKILL and a restart on the same address.
     let load_end = Instant::now() + LOAD;
-    let mut killed_pids: HashSet<i64> = HashSet::new();
+    // pid -> when it was killed (ms since the epoch, the store's clock).
+    let mut killed_pids: HashMap<i64, i64> = HashMap::new();
     while Instant::now() < load_end {
         let pause = rng.gen_range(KILL_EVERY_MS.0..=KILL_EVERY_MS.1);
         tokio::time::sleep(Duration::from_millis(pause)).await;
@@ -138,7 +141,7 @@ async fn r13_6_chaos_three_replicas_with_kills_lose_nothing_and_run_nothing_twic
         }
         let victim = rng.gen_range(0..REPLICAS);
         if let Some(pid) = replicas[victim].pid() {
-            killed_pids.insert(i64::from(pid));
+            killed_pids.insert(i64::from(pid), epoch_ms());
         }
         replicas[victim].restart_at_same_address().await;
     }
@@ -184,7 +187,7 @@ async fn r13_6_chaos_three_replicas_with_kills_lose_nothing_and_run_nothing_twic
     // Every admission settled: terminal or unknown, whatever replica admitted or ran it.
     let admissions = rows(
         &store,
-        "SELECT id, session_id, seq, request_id, status, outcome, owner_pid \
+        "SELECT id, session_id, seq, request_id, status, outcome, owner_pid, started_at \
          FROM session_admissions ORDER BY session_id, seq",
     )
     .await;
@@ -223,7 +226,10 @@ async fn r13_6_chaos_three_replicas_with_kills_lose_nothing_and_run_nothing_twic
     let mut ran_once = 0;
     for rid in tally.accepted.keys() {
         let calls = provider.request_count_for(&admission_tag(rid));
-        assert!(calls <= 1, "{rid} reached the model {calls} times (seed {seed})");
+        assert!(
+            calls <= 1,
+            "{rid} reached the model {calls} times (seed {seed})"
+        );
         ran_once += calls;
     }
     let twice = rows(
@@ -253,24 +259,37 @@ async fn r13_6_chaos_three_replicas_with_kills_lose_nothing_and_run_nothing_twic
     }
     let across = provider.max_concurrency_where(|t| t.contains("[chaos-"));
 
-    // Takeovers: a session's next turn ran on another process after its owner was killed.
+    // Takeovers: the process that ran a session's last turn was killed, and its next turn ran
+    // on another one.
     let mut takeovers = 0;
-    let mut prev: Option<(String, i64)> = None;
+    let mut prev: Option<(String, i64, i64)> = None;
     for a in &admissions {
         let session: String = a.try_get("", "session_id").unwrap();
-        let Some(pid) = a.try_get::<Option<i64>>("", "owner_pid").unwrap() else {
+        let pid = a.try_get::<Option<i64>>("", "owner_pid").unwrap();
+        let started = a.try_get::<Option<i64>>("", "started_at").unwrap();
+        let (Some(pid), Some(started)) = (pid, started) else {
             continue;
         };
-        if let Some((ps, ppid)) = &prev {
-            if *ps == session && *ppid != pid && killed_pids.contains(ppid) {
+        if let Some((ps, ppid, pstarted)) = &prev {
+            let killed_between = killed_pids
+                .get(ppid)
+                .is_some_and(|&k| *pstarted < k && k < started);
+            if *ps == session && *ppid != pid && killed_between {
                 takeovers += 1;
             }
         }
-        prev = Some((session, pid));
+        prev = Some((session, pid, started));
     }
 
-    assert!(tally.gaps.is_empty(), "SSE gaps: {:?} (seed {seed})", tally.gaps);
-    assert_eq!(reached, SESSIONS, "every SSE reader reached its session's last event");
+    assert!(
+        tally.gaps.is_empty(),
+        "SSE gaps: {:?} (seed {seed})",
+        tally.gaps
+    );
+    assert_eq!(
+        reached, SESSIONS,
+        "every SSE reader reached its session's last event"
+    );
     let unknown = by_status.get("unknown").copied().unwrap_or_default();
     println!(
         "chaos (seed {seed}): {} accepted, {} admissions stored, {completed} completed, \
@@ -426,6 +445,13 @@ async fn reader(
         }
     }
     reached(last)
+}
+
+fn epoch_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or_default()
 }
 
 async fn rows(db: &DatabaseConnection, sql: &str) -> Vec<sea_orm::QueryResult> {

@@ -99,7 +99,11 @@ async fn r13_6_interrupt_posted_to_b_stops_the_turn_running_on_a() {
     let r = b.interrupt(&s).await;
     assert_eq!(r.status, 202, "{}", r.text);
     assert_eq!(r.body, json!({"interrupted": false}), "{}", r.text);
-    assert_eq!(provider.request_count(), 1, "no model call after the interrupt");
+    assert_eq!(
+        provider.request_count(),
+        1,
+        "no model call after the interrupt"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -190,7 +194,10 @@ async fn r13_6_sse_reader_on_b_sees_turns_run_on_a_promptly_and_gap_free() {
     const TURNS: usize = 8;
     provider.on_user_text(
         "[stream]",
-        Reply::chunks(&["one ", "two ", "three ", "four ", "five"], Duration::from_millis(40)),
+        Reply::chunks(
+            &["one ", "two ", "three ", "four ", "five"],
+            Duration::from_millis(40),
+        ),
     );
     let (a, b) = (p.a.api(), p.b.api());
     let s = a.create_session_id().await;

@@ -146,7 +146,10 @@ impl Store {
     ) -> Result<u64> {
         let tx = self.write_tx().await?;
         let res = interrupt_request::Entity::update_many()
-            .col_expr(interrupt_request::Column::Status, Expr::value(status.as_str()))
+            .col_expr(
+                interrupt_request::Column::Status,
+                Expr::value(status.as_str()),
+            )
             .col_expr(interrupt_request::Column::SettledAt, Expr::value(now_ms()))
             .filter(interrupt_request::Column::TurnId.eq(turn.to_string()))
             .filter(interrupt_request::Column::Status.eq(InterruptStatus::Pending.as_str()))

@@ -136,7 +136,9 @@ impl Store {
             // Sent after the one-statement commit: the lease is free either way, and a lost
             // notice only costs a waiting replica its next lease poll.
             let kind = crate::notify::NoticeKind::Released;
-            if let Err(e) = crate::notify::send(self.connection(), kind, fence.session_id, None).await {
+            if let Err(e) =
+                crate::notify::send(self.connection(), kind, fence.session_id, None).await
+            {
                 tracing::warn!(session = %fence.session_id, error = %e, "lease release notice not sent");
             }
         }

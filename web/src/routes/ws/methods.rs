@@ -138,7 +138,9 @@ pub async fn turn_interrupt(
     let reason = p.reason.filter(|r| !r.trim().is_empty());
     let interruption = state.gateway.interrupt(who, session, reason).await?;
     // The same answer as `POST /v1/sessions/{id}/interrupt`.
-    Ok(json!(crate::routes::submissions::Interrupted::from(interruption)))
+    Ok(json!(crate::routes::submissions::Interrupted::from(
+        interruption
+    )))
 }
 
 #[derive(Debug, Deserialize)]
