@@ -111,7 +111,7 @@ pub const RETRY_REQUEST_PREFIX: &str = "retry-of:";
 /// Makes `new` durable (or finds the earlier admission of its request id), announces it, and
 /// wakes the session's drain.
 async fn admit(
-    deps: &Deps,
+    deps: &Arc<Deps>,
     registry: &SessionRegistry,
     new: NewAdmission,
 ) -> Result<Receipt, GatewayError> {
@@ -130,11 +130,22 @@ async fn admit(
             None => effective_policy(deps, session).await,
         };
         if policy == BusyPolicy::Interrupt {
+            const SUPERSEDED: &str = "superseded by a newer message";
             if let Some(addr) = registry.get(session) {
                 addr.do_send(Interrupt {
-                    reason: StopReason::Interrupted("superseded by a newer message".into()),
+                    reason: StopReason::Interrupted(SUPERSEDED.into()),
                 });
             }
+            // The running turn may be another replica's (SPEC R13.6): pass it on, off the
+            // admission's path.
+            let (deps, seq) = (deps.clone(), admitted.admission.seq);
+            actix::spawn(async move {
+                let forwarded =
+                    crate::remote_interrupt::forward(&deps, session, SUPERSEDED.into(), Some(seq));
+                if let Err(e) = forwarded.await {
+                    tracing::warn!(%session, error = %e, "busy policy interrupt not passed on");
+                }
+            });
         }
         registry.drain(session);
     }

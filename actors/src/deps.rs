@@ -32,6 +32,13 @@ pub struct Deps {
     pub tool_schemas: Vec<ToolSchema>,
     /// Wakes turns waiting on a person (approvals, decisions on unknown tool runs).
     pub wakeups: Wakeups,
+    /// Wakes event followers when another process committed events of their session (the
+    /// hub wakes them for this process's own).
+    pub event_wakes: Wakeups,
+    /// Wakes lease waiters when another process released the lease of their session.
+    pub lease_wakes: Wakeups,
+    /// Wakes an interrupt asked here for a turn another replica runs, when that replica acted.
+    pub interrupt_acks: Wakeups,
     /// Cancelled when the process begins to shut down: no new admissions, no new drains.
     pub shutdown: CancellationToken,
     /// Wakes the outbox sender after a commit that wrote platform messages outside a turn

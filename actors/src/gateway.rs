@@ -10,12 +10,14 @@ use crate::error::GatewayError;
 use crate::input::{NewSessionRequest, Receipt, Submission};
 use crate::instance::Instance;
 use crate::limits;
+use crate::notifier::Notifier;
 use crate::outbox_sender::OutboxSender;
 use crate::platforms::{self, ChatAdmission, ChatMessage};
 use crate::recovery;
 use crate::registry::SessionRegistry;
+use crate::remote_interrupt::{self, Interruption};
 use crate::scheduler::{self, ScheduleRequest, SchedulerActor};
-use crate::session::{Interrupt, SessionState, Status};
+use crate::session::{SessionState, Status};
 use crate::tool_exec::ToolExecActor;
 use crate::toolbox;
 use crate::turn::{prompt, StopReason};
@@ -44,6 +46,8 @@ pub struct Gateway {
     scheduler: Addr<SchedulerActor>,
     /// Sends platform messages; `None` when no platform is configured.
     outbox: Option<OutboxSender>,
+    /// Wakes this process on other replicas' notices (SPEC R13.6).
+    _notifier: Addr<Notifier>,
 }
 
 impl Gateway {
@@ -60,6 +64,11 @@ impl Gateway {
                 key: "providers".into(),
                 reason: e.to_string(),
             })?;
+        let instance = Instance::current();
+        // Names this process in the notices its writes send (one origin per process).
+        let origin = turnkey_storage::notify::set_origin(instance.id());
+        // Listening starts before recovery: nothing another replica does meanwhile is missed.
+        let notices = store.notices().await?;
         let toolbox = toolbox::build(&config).await?;
         let workspace = toolbox.workspace.clone();
         let hub = EventHub::default();
@@ -80,7 +89,7 @@ impl Gateway {
         let deps = Arc::new(Deps {
             store,
             config,
-            instance: Instance::current(),
+            instance,
             providers,
             provider_health: Default::default(),
             hub,
@@ -89,11 +98,15 @@ impl Gateway {
             compressor,
             tool_schemas: toolbox.schemas,
             wakeups,
+            event_wakes: Wakeups::default(),
+            lease_wakes: Wakeups::default(),
+            interrupt_acks: Wakeups::default(),
             shutdown: CancellationToken::new(),
             outbox_wake: Default::default(),
         });
         let registry = SessionRegistry::new(deps.clone());
         let admission = AdmissionActor::new(deps.clone(), registry.clone()).start();
+        let notifier = Notifier::start(deps.clone(), registry.clone(), origin, notices);
         recovery::recover_at_start(&deps, &registry).await?;
         recovery::spawn_sweeper(deps.clone(), registry.clone());
         let scheduler = scheduler::start(deps.clone(), admission.clone()).await?;
@@ -105,6 +118,7 @@ impl Gateway {
             registry,
             scheduler,
             outbox,
+            _notifier: notifier,
         })
     }
 
@@ -137,6 +151,12 @@ impl Gateway {
 
     pub fn hub(&self) -> &EventHub {
         &self.deps.hub
+    }
+
+    /// Wake-ups for events of a session that another process committed (the hub carries this
+    /// process's own): what an event follower waits on besides the hub.
+    pub fn event_wakes(&self) -> &Wakeups {
+        &self.deps.event_wakes
     }
 
     pub fn config(&self) -> &RuntimeConfig {
@@ -405,8 +425,8 @@ impl Gateway {
     }
 
     /// A person's answer to a pending approval (SPEC R9.7, R13.2). Committed with
-    /// `approval.resolved`, then the waiting turn is woken (in this process at once; on
-    /// another replica within a second).
+    /// `approval.resolved`, then the waiting turn is woken: in this process at once, on another
+    /// replica by the notice the commit sends.
     pub async fn decide_approval(
         &self,
         principal: &Principal,
@@ -555,27 +575,21 @@ impl Gateway {
         Ok((approvals, runs))
     }
 
-    /// Interrupts the running turn of `session`, if this process runs one. Returns whether a
-    /// running turn was signalled.
+    /// Interrupts the running turn of `session`, in this process or on the replica that runs
+    /// it (SPEC R13.6). Answers whether a running turn was signalled, and where.
     pub async fn interrupt(
         &self,
         principal: &Principal,
         session: SessionId,
         reason: Option<String>,
-    ) -> Result<bool, GatewayError> {
+    ) -> Result<Interruption, GatewayError> {
         let reason = reason
             .map(|r| limits::text_field("reason", &r, limits::MAX_REASON_CHARS))
             .transpose()?;
         // Any id of a rotated lineage acts on the lineage (SPEC R6.4).
         let session = self.authorize(principal, session).await?.lineage();
-        let Some(addr) = self.registry.get(session) else {
-            return Ok(false);
-        };
-        addr.send(Interrupt {
-            reason: StopReason::Interrupted(reason.unwrap_or_else(|| "user_interrupt".into())),
-        })
-        .await
-        .map_err(|_| GatewayError::ShuttingDown)
+        let reason = reason.unwrap_or_else(|| "user_interrupt".into());
+        remote_interrupt::interrupt(&self.deps, &self.registry, session, reason).await
     }
 
     /// Idle or running, and how many inputs wait. A turn run by another replica counts as

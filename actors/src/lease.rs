@@ -17,10 +17,11 @@ pub enum AcquireError {
     Store(StoreError),
 }
 
-/// Waits up to `lease.wait_s` for the lease of `session`. Polls with a growing pause (50 ms up
-/// to 1 s): on SQLite there is no cross-process wake-up to wait on instead. With `turn`, the
-/// commit that takes the lease also claims the session's FIFO head as that turn when nothing
-/// of the session is `started` (`Store::try_acquire_lease_and_claim`).
+/// Waits up to `lease.wait_s` for the lease of `session`. Tries again when the holder's
+/// release is announced (a notice from another replica, `notifier.rs`), else after a growing
+/// pause (50 ms up to 1 s): a holder that dies announces nothing, its lease just expires. With
+/// `turn`, the commit that takes the lease also claims the session's FIFO head as that turn
+/// when nothing of the session is `started` (`Store::try_acquire_lease_and_claim`).
 pub async fn acquire(
     deps: &Deps,
     session: SessionId,
@@ -29,6 +30,8 @@ pub async fn acquire(
     let deadline = Instant::now() + Duration::from_secs(deps.config.lease.wait_s);
     let mut pause = Duration::from_millis(50);
     let ttl_ms = ms(deps.config.lease.ttl_s);
+    // Subscribed before the first try: a release between a failed try and the wait counts.
+    let mut released = deps.lease_wakes.subscribe(session);
     loop {
         let claim = LeaseClaim {
             session,
@@ -53,6 +56,7 @@ pub async fn acquire(
         }
         tokio::select! {
             _ = deps.shutdown.cancelled() => return Err(AcquireError::Cancelled),
+            () = released.changed() => {}
             _ = tokio::time::sleep(pause.min(deadline - Instant::now())) => {}
         }
         pause = (pause * 2).min(Duration::from_secs(1));

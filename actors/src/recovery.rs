@@ -29,10 +29,12 @@ pub async fn recover_at_start(
 }
 
 /// Every so often: owners on other replicas die too, and a drain that timed out waiting for a
-/// lease must be retried.
+/// lease must be retried. It runs on the actix arbiter (not `tokio::spawn`): it may start
+/// session actors, which only an arbiter can, and a failed start there froze the process
+/// (the registry's map stayed locked while the half-started actor removed itself).
 pub fn spawn_sweeper(deps: Arc<Deps>, registry: SessionRegistry) {
     let every = Duration::from_secs(deps.config.lease.refresh_s.clamp(1, 30));
-    tokio::spawn(async move {
+    actix::spawn(async move {
         loop {
             tokio::select! {
                 _ = deps.shutdown.cancelled() => return,

@@ -566,6 +566,8 @@ async fn ask_approval(
     if let Some(ev) = event {
         inner.hub.publish(ev);
     }
+    // Subscribed before the first read: a decision committed in between still wakes us.
+    let mut woken = inner.wakeups.subscribe(round.batch.turn.session_id);
     loop {
         let current = inner
             .store
@@ -596,10 +598,9 @@ async fn ask_approval(
         if round.stop.is_cancelled() {
             return Ok(Approval::Stopped);
         }
-        (round.batch.activity)();
-        let wait = wakeups::POLL.min(Duration::from_millis(left.unsigned_abs()));
+        let wait = wakeups::SAFETY_NET.min(Duration::from_millis(left.unsigned_abs()));
         tokio::select! {
-            _ = inner.wakeups.wait(round.batch.turn.session_id, wait) => {}
+            _ = wait_on_person(&mut woken, wait, &round.batch.activity) => {}
             _ = round.stop.cancelled() => return Ok(Approval::Stopped),
         }
     }
@@ -621,6 +622,7 @@ async fn wait_decision(
         return Ok(call.decision);
     }
     let inner = &round.inner;
+    let mut woken = inner.wakeups.subscribe(round.batch.turn.session_id);
     loop {
         let run = inner
             .store
@@ -630,10 +632,28 @@ async fn wait_decision(
         if let Some(decision) = run.and_then(|r| r.decision) {
             return Ok(Some(decision));
         }
-        (round.batch.activity)();
         tokio::select! {
-            _ = inner.wakeups.wait(round.batch.turn.session_id, wakeups::POLL) => {}
+            _ = wait_on_person(&mut woken, wakeups::SAFETY_NET, &round.batch.activity) => {}
             _ = round.stop.cancelled() => return Ok(None),
+        }
+    }
+}
+
+/// Waits for a wake-up (a decision committed here or announced by another replica's notice)
+/// for at most `at_most`. Waiting on a person is a sign of life: the turn's liveness watchdog
+/// is told so every second, so it never takes a patient turn for a stuck one.
+async fn wait_on_person(
+    woken: &mut wakeups::Woken,
+    at_most: Duration,
+    activity: &Arc<dyn Fn() + Send + Sync>,
+) {
+    const ALIVE_EVERY: Duration = Duration::from_secs(1);
+    let deadline = tokio::time::Instant::now() + at_most;
+    loop {
+        activity();
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() || woken.wait(left.min(ALIVE_EVERY)).await {
+            return;
         }
     }
 }

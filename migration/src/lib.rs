@@ -12,6 +12,7 @@ mod m20261204_000001_session_keys;
 mod m20261205_000001_platforms;
 mod m20261205_000002_schedules;
 mod m20261205_000003_outbox_owner;
+mod m20261206_000001_interrupt_requests;
 
 pub struct Migrator;
 
@@ -29,6 +30,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261205_000001_platforms::Migration),
             Box::new(m20261205_000002_schedules::Migration),
             Box::new(m20261205_000003_outbox_owner::Migration),
+            Box::new(m20261206_000001_interrupt_requests::Migration),
         ]
     }
 }

@@ -5,6 +5,7 @@ pub mod entity;
 pub mod ids;
 pub mod metrics;
 pub mod model;
+pub mod notify;
 pub mod status;
 mod store;
 
@@ -15,7 +16,7 @@ pub use status::{
     ToolRunStatus, TurnResult,
 };
 pub use store::{
-    Compaction, CompactionDone, Inbound, LeaseClaim, Replaced, Rotation, RotationDone, Store,
-    StoreError,
+    Compaction, CompactionDone, Inbound, InterruptRequest, InterruptStatus, LeaseClaim, Replaced,
+    Rotation, RotationDone, Store, StoreError,
 };
 pub use store::{ConfigSchedulesSynced, MissedPolicy, NewSchedule, Schedule, ScheduleSource};

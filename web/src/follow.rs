@@ -2,22 +2,23 @@
 //! the stored ones, then the new ones as they commit. The SSE route, WebSocket subscriptions
 //! and the OpenAI-compatible stream all read a session's events through it.
 //!
-//! The store is the truth; the hub's broadcasts only wake the follower. A broadcast that skips
-//! ahead (the hub's receiver lagged, or another process on the same database produced events
-//! that never reach this hub) is repaired by reading the store after the last seq handed out,
-//! and an idle follower re-reads the store every [`IDLE_POLL`] for the same reason.
+//! The store is the truth; wake-ups only say when to look. Events committed by this process
+//! come through the hub; a broadcast that skips ahead (the hub's receiver lagged) is repaired by
+//! reading the store after the last seq handed out. Events committed by another process on the
+//! same database (a replica, SPEC R13.6) wake the follower through the notifier: a PostgreSQL
+//! notice, or a change SQLite's `data_version` shows. There is no timed re-read.
 use crate::startup::AppState;
 use actix_web::web;
 use std::time::Duration;
 use tokio::sync::{broadcast, watch};
-use tokio::time::{interval_at, Instant, Interval, MissedTickBehavior};
+use tokio::time::Instant;
+use turnkey_actors::wakeups::Woken;
 use turnkey_storage::{Event, Seq, SessionId};
 
 /// Events read from the store at once.
 pub const PAGE: u64 = 500;
-/// How long a follower may go without news before it re-reads the store: another process on
-/// the same database may be producing this session's events, and its broadcasts never reach us.
-const IDLE_POLL: Duration = Duration::from_secs(1);
+/// After a failed store read, how long before the next try.
+const RETRY_AFTER_ERROR: Duration = Duration::from_secs(1);
 
 pub struct EventFollower {
     state: web::Data<AppState>,
@@ -25,31 +26,31 @@ pub struct EventFollower {
     /// The last seq handed out.
     last: Seq,
     live: broadcast::Receiver<Event>,
+    /// Wake-ups for events other processes committed.
+    remote: Woken,
     shutdown: watch::Receiver<bool>,
-    poll: Interval,
-    last_news: Instant,
+    /// Set after a failed store read: when to read again.
+    retry_at: Option<Instant>,
     /// The store must be read before waiting: at the start, after a full page, after a lag.
     read_first: bool,
 }
 
 impl EventFollower {
-    /// Follows `session` after `since`. It subscribes to the hub before its first read of the
-    /// store, so nothing committed in between is missed: whatever the store read already
-    /// returned is skipped by seq when it comes live.
+    /// Follows `session` after `since`. It subscribes to the hub and to other processes'
+    /// wake-ups before its first read of the store, so nothing committed in between is missed:
+    /// whatever the store read already returned is skipped by seq when it comes live.
     pub fn start(state: web::Data<AppState>, session: SessionId, since: Seq) -> Self {
         let live = state.gateway.hub().subscribe(session);
+        let remote = state.gateway.event_wakes().subscribe(session);
         let shutdown = state.shutdown_signal();
-        let start = Instant::now();
-        let mut poll = interval_at(start + IDLE_POLL, IDLE_POLL);
-        poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
         Self {
             state,
             session,
             last: since,
             live,
+            remote,
             shutdown,
-            poll,
-            last_news: start,
+            retry_at: None,
             read_first: true,
         }
     }
@@ -84,7 +85,6 @@ impl EventFollower {
                     }
                 }
                 msg = self.live.recv() => {
-                    self.last_news = Instant::now();
                     match msg {
                         Ok(ev) if ev.seq.0 <= self.last.0 => {}
                         Ok(ev) if ev.seq.0 == self.last.0 + 1 => {
@@ -103,18 +103,17 @@ impl EventFollower {
                         }
                     }
                 }
-                _ = self.poll.tick() => {
-                    if self.last_news.elapsed() >= IDLE_POLL {
-                        self.last_news = Instant::now();
-                        self.read_first = true;
-                    }
+                () = self.remote.changed() => self.read_first = true,
+                () = retry(self.retry_at) => {
+                    self.retry_at = None;
+                    self.read_first = true;
                 }
             }
         }
     }
 
     /// One page of stored events after the cursor, which then moves past them. A store error
-    /// is logged and left for the next poll: the cursor has not moved, so nothing is skipped.
+    /// is logged and retried a little later: the cursor has not moved, so nothing is skipped.
     async fn read_store(&mut self) -> Vec<Event> {
         match self
             .state
@@ -132,10 +131,19 @@ impl EventFollower {
                 page
             }
             Err(e) => {
-                tracing::warn!(session = %self.session, error = %e, "event read failed; retrying at the next poll");
+                tracing::warn!(session = %self.session, error = %e, "event read failed; retrying");
                 self.read_first = false;
+                self.retry_at = Some(Instant::now() + RETRY_AFTER_ERROR);
                 Vec::new()
             }
         }
+    }
+}
+
+/// Resolves at `at`; never when there is nothing to retry.
+async fn retry(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }

@@ -288,18 +288,23 @@ async fn stop(
     principal: &Principal,
     session: SessionId,
 ) -> Result<String, GatewayError> {
-    let signalled = gw
+    let done = gw
         .interrupt(
             principal,
             session,
             Some("stopped from the chat (/stop)".into()),
         )
         .await?;
-    if signalled {
+    if done.interrupted {
         return Ok("⏹ Stopping the running turn.".into());
     }
-    Ok(if gw.session_state(session).await?.running {
-        "A turn runs on another replica of the gateway; it was not stopped. Try again.".into()
+    let asked_elsewhere = done
+        .forwarded
+        .is_some_and(|f| f.status == turnkey_storage::InterruptStatus::Pending);
+    Ok(if asked_elsewhere {
+        "⏹ The turn runs on another replica of the gateway; it was asked to stop.".into()
+    } else if gw.session_state(session).await?.running {
+        "A turn is starting or ending; nothing was stopped. Try again.".into()
     } else {
         "Nothing is running.".into()
     })

@@ -7,6 +7,7 @@ pub mod chat_session;
 pub mod compression_lock;
 pub mod event;
 pub mod inbound_update;
+pub mod interrupt_request;
 pub mod lease;
 pub mod message;
 pub mod outbox;

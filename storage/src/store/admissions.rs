@@ -9,6 +9,7 @@ use super::{
 use crate::entity::{admission, lease, session};
 use crate::ids::*;
 use crate::model::*;
+use crate::notify::NoticeKind;
 use crate::status::AdmissionStatus;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
@@ -113,6 +114,7 @@ impl Store {
             .one(&tx)
             .await?
             .ok_or_else(|| StoreError::NotFound(format!("admission {id}")))?;
+        crate::notify::send(&tx, NoticeKind::Admitted, new.session_id, None).await?;
         tx.commit().await?;
         Ok(Admitted {
             admission: convert::admission(row)?,

@@ -177,6 +177,7 @@ impl Store {
         }
         let a = approval_in(&tx, id).await?;
         let ev = resolved_event(&tx, &a, decision).await?;
+        crate::notify::send(&tx, crate::notify::NoticeKind::Decision, session, None).await?;
         tx.commit().await?;
         Ok((a, ev))
     }

@@ -210,7 +210,13 @@ pub(super) async fn release_in<C: ConnectionTrait>(db: &C, fence: &Fence) -> Res
         .filter(lease::Column::Generation.eq(fence.generation.0))
         .exec(db)
         .await?;
-    Ok(res.rows_affected == 1)
+    let released = res.rows_affected == 1;
+    if released {
+        // A replica waiting for this lease tries at once (PostgreSQL; delivered at commit).
+        let kind = crate::notify::NoticeKind::Released;
+        crate::notify::send(db, kind, fence.session_id, None).await?;
+    }
+    Ok(released)
 }
 
 /// Takes the lease of `session` away from `owner`, who is judged dead: clears the holder and

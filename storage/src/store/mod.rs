@@ -6,6 +6,8 @@ mod chats;
 pub use chats::Inbound;
 mod compression;
 pub use compression::{Compaction, CompactionDone, Replaced};
+mod interrupts;
+pub use interrupts::{InterruptRequest, InterruptStatus};
 mod convert;
 mod leases;
 pub use leases::LeaseClaim;
@@ -242,6 +244,9 @@ pub(crate) async fn insert_events<C: ConnectionTrait>(
                 .exec_without_returning(db)
                 .await?;
         }
+        // Readers of the session on other replicas (PostgreSQL): one notice per session,
+        // delivered at commit.
+        crate::notify::send(db, crate::notify::NoticeKind::Events, session_id, None).await?;
     }
     Ok(out.into_iter().flatten().collect())
 }

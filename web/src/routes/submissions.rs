@@ -151,8 +151,37 @@ pub struct InterruptBody {
 /// The answer of `POST /v1/sessions/{id}/interrupt`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Interrupted {
-    /// Whether a running turn of this process was signalled.
+    /// Whether a running turn was signalled: by this process, or by the replica that runs it
+    /// (then `forwarded` is set).
     pub interrupted: bool,
+    /// Present when the turn runs on another replica and the interrupt was passed to it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forwarded: Option<ForwardedInterrupt>,
+}
+
+/// An interrupt passed to the replica that runs the turn (SPEC R13.6).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ForwardedInterrupt {
+    /// The stored request the other replica acts on.
+    pub request_id: String,
+    /// The turn it is for.
+    pub turn_id: String,
+    /// `done` (that replica signalled the turn), `missed` (the turn had already ended) or
+    /// `pending` (no answer within 2 s; it is acted on when that replica sees it).
+    pub status: String,
+}
+
+impl From<turnkey_actors::remote_interrupt::Interruption> for Interrupted {
+    fn from(i: turnkey_actors::remote_interrupt::Interruption) -> Self {
+        Self {
+            interrupted: i.interrupted,
+            forwarded: i.forwarded.map(|f| ForwardedInterrupt {
+                request_id: f.request_id,
+                turn_id: f.turn_id.to_string(),
+                status: f.status.as_str().to_owned(),
+            }),
+        }
+    }
 }
 
 /// Interrupts the session's running turn, which settles as `interrupted`. The body may be
@@ -183,8 +212,8 @@ pub async fn interrupt(
     let session: SessionId = parse_id(&path, "session")?;
     let body: InterruptBody = read_optional_json(payload, state.max_body_bytes).await?;
     let reason = body.reason.filter(|r| !r.trim().is_empty());
-    let interrupted = state.gateway.interrupt(&who.0, session, reason).await?;
-    Ok(HttpResponse::Accepted().json(Interrupted { interrupted }))
+    let interruption = state.gateway.interrupt(&who.0, session, reason).await?;
+    Ok(HttpResponse::Accepted().json(Interrupted::from(interruption)))
 }
 
 #[cfg(test)]

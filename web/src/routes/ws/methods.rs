@@ -136,8 +136,11 @@ pub async fn turn_interrupt(
     let p: InterruptParams = params("turn.interrupt", p)?;
     let session: SessionId = parse_id(&p.session_id, "session")?;
     let reason = p.reason.filter(|r| !r.trim().is_empty());
-    let interrupted = state.gateway.interrupt(who, session, reason).await?;
-    Ok(json!({ "interrupted": interrupted }))
+    let interruption = state.gateway.interrupt(who, session, reason).await?;
+    // The same answer as `POST /v1/sessions/{id}/interrupt`.
+    Ok(json!(crate::routes::submissions::Interrupted::from(
+        interruption
+    )))
 }
 
 #[derive(Debug, Deserialize)]

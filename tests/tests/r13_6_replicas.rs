@@ -1,0 +1,281 @@
+//! SPEC R13.6 (and R4.2 across replicas) end to end: two `turnkey serve` processes on one
+//! PostgreSQL database. A turn admitted to replica A runs there; an interrupt or an approval
+//! posted to replica B reaches it through PostgreSQL `LISTEN/NOTIFY`, and an SSE reader on B
+//! sees A's events as they commit, in order and without a gap. Latencies are printed; they
+//! must be far below the 1 s a store poll would cost.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use eventsource_stream::Eventsource;
+use futures::StreamExt;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use turnkey_tests::stats::percentile;
+use turnkey_tests::{pg, Api, RecordedRequest, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
+
+const BOUND: Duration = Duration::from_secs(60);
+const KEY_A: &str = "sk-replica-a";
+const KEY_B: &str = "sk-replica-b";
+
+/// Two replicas on one fresh PostgreSQL database, told apart by their provider api keys.
+struct Pair {
+    _db: pg::PgDatabase,
+    a: Turnkey,
+    b: Turnkey,
+}
+
+async fn pair(provider: &ScriptedProvider, extra_toml: &str) -> Option<Pair> {
+    let db = pg::fresh_database().await?;
+    let opts = TurnkeyOptions::new(provider)
+        .database(db.url())
+        .extra_toml(extra_toml);
+    let a = Turnkey::start(opts.clone().provider_api_key(KEY_A)).await;
+    let b = Turnkey::start(opts.provider_api_key(KEY_B)).await;
+    Some(Pair { _db: db, a, b })
+}
+
+fn ran_on_a(r: &RecordedRequest) -> bool {
+    r.header("authorization") == Some(&format!("Bearer {KEY_A}"))
+}
+
+fn ms_since_epoch() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or_default()
+}
+
+fn created_ms(data: &Value) -> i64 {
+    chrono::DateTime::parse_from_rfc3339(data["created_at"].as_str().unwrap())
+        .unwrap()
+        .timestamp_millis()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r13_6_interrupt_posted_to_b_stops_the_turn_running_on_a() {
+    let provider = ScriptedProvider::start();
+    let Some(p) = pair(&provider, "").await else {
+        return;
+    };
+    provider.on_user_text("[hang]", Reply::Hang);
+    let (a, b) = (p.a.api(), p.b.api());
+    let s = a.create_session_id().await;
+    let adm = a.submit_accepted(&s, "a long one [hang]").await;
+    provider
+        .wait_for_requests(1, BOUND)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(ran_on_a(&provider.requests()[0]), "the turn runs on A");
+
+    let t0 = Instant::now();
+    let r = b.interrupt(&s).await;
+    let answered = t0.elapsed();
+    assert_eq!(r.status, 202, "{}", r.text);
+    assert_eq!(r.body["interrupted"], true, "{}", r.text);
+    assert_eq!(r.body["forwarded"]["status"], "done", "{}", r.text);
+    assert!(r.body["forwarded"]["request_id"].is_string(), "{}", r.text);
+    // The model call on A is abandoned: the provider sees its client go away.
+    let stop_deadline = Instant::now() + Duration::from_secs(10);
+    let stopped = loop {
+        if let Some(at) = provider.requests()[0].finished_at {
+            break at.saturating_duration_since(t0);
+        }
+        assert!(Instant::now() < stop_deadline, "A's model call never ended");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    };
+    let done = b.wait_terminal(&adm, BOUND).await;
+    let settled = t0.elapsed();
+    assert_eq!(done["outcome"]["result"], "interrupted", "{done}");
+    println!(
+        "interrupt posted to B, turn on A: acknowledged in {:.1} ms, model call dropped after {:.1} ms, \
+         admission terminal (seen by polling B every 100 ms) after {:.1} ms",
+        answered.as_secs_f64() * 1e3,
+        stopped.as_secs_f64() * 1e3,
+        settled.as_secs_f64() * 1e3
+    );
+    assert!(answered < Duration::from_millis(1000), "{answered:?}");
+    assert!(stopped < Duration::from_millis(1000), "{stopped:?}");
+
+    // Nothing runs any more: an interrupt now finds no turn anywhere.
+    let r = b.interrupt(&s).await;
+    assert_eq!(r.status, 202, "{}", r.text);
+    assert_eq!(r.body, json!({"interrupted": false}), "{}", r.text);
+    assert_eq!(
+        provider.request_count(),
+        1,
+        "no model call after the interrupt"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r13_6_approval_posted_to_b_wakes_the_turn_waiting_on_a() {
+    let provider = ScriptedProvider::start();
+    let Some(p) = pair(&provider, "[tools]\napproval = \"always\"\n").await else {
+        return;
+    };
+    let (a, b) = (p.a.api(), p.b.api());
+    const ROUNDS: usize = 5;
+    let mut latencies = Vec::new();
+    for round in 0..ROUNDS {
+        let tag = format!("[approve-{round}]");
+        provider.on_user_text_times(
+            &tag,
+            Reply::tool_call(
+                &format!("c{round}"),
+                "terminal",
+                json!({"command": format!("echo {round}")}),
+            ),
+            1,
+        );
+        provider.on_user_text_times(&tag, Reply::text("done"), 1);
+        let s = a.create_session_id().await;
+        let adm = a.submit_accepted(&s, &format!("run it {tag}")).await;
+        let approval_id = approval_requested(&b, &s).await;
+        let calls_before = provider.request_count_for(&tag);
+        assert_eq!(calls_before, 1, "the turn waits for the approval");
+        // A decision long after the waiter started: a poll would land anywhere in its period.
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let t0 = Instant::now();
+        let r = b
+            .post(
+                &format!("/v1/sessions/{s}/approvals/{approval_id}"),
+                &json!({"decision": "approve"}),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        // The turn on A goes on: its next model call carries the tool's result.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let woke = loop {
+            let calls: Vec<RecordedRequest> = provider
+                .requests()
+                .into_iter()
+                .filter(|r| r.last_user_text.contains(&tag))
+                .collect();
+            if let Some(next) = calls.get(1) {
+                assert!(ran_on_a(next), "the turn went on on A");
+                break next.received_at.saturating_duration_since(t0);
+            }
+            assert!(Instant::now() < deadline, "the turn on A never went on");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        };
+        latencies.push(woke.as_secs_f64() * 1e3);
+        let done = b.wait_terminal(&adm, BOUND).await;
+        assert_eq!(done["outcome"]["result"], "completed", "{done}");
+    }
+    latencies.sort_by(f64::total_cmp);
+    println!(
+        "approval posted to B -> next model call of the turn on A: p50 {:.1} ms, max {:.1} ms over {ROUNDS} turns",
+        percentile(&latencies, 0.5),
+        latencies[ROUNDS - 1]
+    );
+    assert!(
+        latencies[ROUNDS - 1] < 500.0,
+        "every wake-up far below the 1 s poll: {latencies:?}"
+    );
+}
+
+async fn approval_requested(api: &Api, session: &str) -> String {
+    let deadline = Instant::now() + BOUND;
+    loop {
+        let events = api.all_events(session, 0).await;
+        if let Some(e) = events.iter().find(|e| e["kind"] == "approval.requested") {
+            return e["data"]["approval_id"].as_str().unwrap().to_string();
+        }
+        assert!(Instant::now() < deadline, "no approval.requested");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r13_6_sse_reader_on_b_sees_turns_run_on_a_promptly_and_gap_free() {
+    let provider = ScriptedProvider::start();
+    let Some(p) = pair(&provider, "").await else {
+        return;
+    };
+    const TURNS: usize = 8;
+    provider.on_user_text(
+        "[stream]",
+        Reply::chunks(
+            &["one ", "two ", "three ", "four ", "five"],
+            Duration::from_millis(40),
+        ),
+    );
+    let (a, b) = (p.a.api(), p.b.api());
+    let s = a.create_session_id().await;
+    // The reader on B, from the start of the session's log.
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let resp = http
+        .get(format!("{}/v1/sessions/{s}/events", b.base))
+        .header("Accept", "text/event-stream")
+        .bearer_auth(&p.b.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let reader = tokio::spawn(async move {
+        let mut stream = resp.bytes_stream().eventsource();
+        let mut seen: Vec<(i64, String, i64, i64)> = Vec::new();
+        let mut finished = 0;
+        let deadline = tokio::time::Instant::now() + BOUND;
+        while let Ok(Some(item)) = tokio::time::timeout_at(deadline, stream.next()).await {
+            let ev = item.unwrap();
+            let received = ms_since_epoch();
+            let data: Value = serde_json::from_str(&ev.data).unwrap();
+            let seq: i64 = ev.id.parse().unwrap();
+            seen.push((seq, ev.event.clone(), created_ms(&data), received));
+            if ev.event == "turn.finished" {
+                finished += 1;
+                if finished == TURNS {
+                    break;
+                }
+            }
+        }
+        seen
+    });
+    let started = ms_since_epoch();
+    for n in 0..TURNS {
+        let adm = a.submit_accepted(&s, &format!("turn {n} [stream]")).await;
+        a.wait_terminal(&adm, BOUND).await;
+    }
+    let seen = reader.await.unwrap();
+    assert!(
+        provider.requests().iter().all(ran_on_a),
+        "every turn ran on A"
+    );
+    let seqs: Vec<i64> = seen.iter().map(|e| e.0).collect();
+    let first = seqs[0];
+    let expected: Vec<i64> = (first..first + seqs.len() as i64).collect();
+    assert_eq!(seqs, expected, "gap-free and in order");
+    assert_eq!(first, 1, "from the start of the log");
+    // Up to the last turn's end (a `status` event may follow it), what is stored is what came.
+    let last_seen = *seqs.last().unwrap();
+    let stored: Vec<i64> = b
+        .all_events(&s, 0)
+        .await
+        .iter()
+        .map(|e| e["seq"].as_i64().unwrap())
+        .filter(|&q| q <= last_seen)
+        .collect();
+    assert_eq!(stored, seqs, "the reader saw every stored event");
+    let finished = seen.iter().filter(|e| e.1 == "turn.finished").count();
+    assert_eq!(finished, TURNS);
+    let mut lat: Vec<f64> = seen
+        .iter()
+        .filter(|e| e.2 >= started)
+        .map(|e| (e.3 - e.2) as f64)
+        .collect();
+    lat.sort_by(f64::total_cmp);
+    let deltas = seen.iter().filter(|e| e.1 == "message.delta").count();
+    println!(
+        "SSE on B, turns on A: {} events ({deltas} deltas) gap-free; commit-to-reader latency p50 {:.0} ms, \
+         p95 {:.0} ms, max {:.0} ms",
+        lat.len(),
+        percentile(&lat, 0.5),
+        percentile(&lat, 0.95),
+        lat.last().copied().unwrap_or_default()
+    );
+    assert!(lat.len() >= TURNS * 3, "{} live events", lat.len());
+    assert!(
+        percentile(&lat, 0.5) < 200.0,
+        "p50 far below a 1 s poll: {lat:?}"
+    );
+}
