@@ -6,20 +6,9 @@
 mod common;
 
 use common::*;
-use serde_json::json;
 use std::sync::atomic::Ordering;
 use turnkey_storage::metrics::STORE;
 use turnkey_storage::*;
-
-fn delta(sid: SessionId, turn: TurnId, i: usize) -> NewEvent {
-    NewEvent {
-        session_id: sid,
-        kind: EventKind::MessageDelta,
-        turn_id: Some(turn),
-        admission_id: None,
-        data: json!({ "text": format!("d{i}") }),
-    }
-}
 
 /// Writers that arrive while a commit runs share the next one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -10,16 +10,6 @@ use common::*;
 use serde_json::json;
 use turnkey_storage::*;
 
-fn delta(sid: SessionId, turn: TurnId, i: usize) -> NewEvent {
-    NewEvent {
-        session_id: sid,
-        kind: EventKind::MessageDelta,
-        turn_id: Some(turn),
-        admission_id: None,
-        data: json!({ "text": format!("d{i}") }),
-    }
-}
-
 on_both!(concurrent_writers_commit_everything_once_with_gap_free_seqs);
 async fn concurrent_writers_commit_everything_once_with_gap_free_seqs(s: Store) {
     const SESSIONS: usize = 24;

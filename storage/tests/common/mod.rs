@@ -125,6 +125,17 @@ pub async fn lease(s: &Store, sid: SessionId, o: &Owner, ttl_ms: i64) -> Option<
     .expect("lease")
 }
 
+/// A `message.delta` of `turn` with text `d{i}`.
+pub fn delta(sid: SessionId, turn: TurnId, i: usize) -> NewEvent {
+    NewEvent {
+        session_id: sid,
+        kind: EventKind::MessageDelta,
+        turn_id: Some(turn),
+        admission_id: None,
+        data: json!({ "text": format!("d{i}") }),
+    }
+}
+
 pub fn died() -> UnknownCause {
     UnknownCause {
         reason: "owner_died".into(),
