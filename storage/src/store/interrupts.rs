@@ -108,15 +108,8 @@ impl Store {
 
     /// Pending requests for `turn`, oldest first.
     pub async fn pending_interrupts_of_turn(&self, turn: TurnId) -> Result<Vec<InterruptRequest>> {
-        interrupt_request::Entity::find()
-            .filter(interrupt_request::Column::TurnId.eq(turn.to_string()))
-            .filter(interrupt_request::Column::Status.eq(InterruptStatus::Pending.as_str()))
-            .order_by_asc(interrupt_request::Column::CreatedAt)
-            .all(self.connection())
-            .await?
-            .into_iter()
-            .map(convert)
-            .collect()
+        self.pending_interrupts(interrupt_request::Column::TurnId, turn.to_string())
+            .await
     }
 
     /// Pending requests addressed to `target`, oldest first: what a replica sweeps when its
@@ -125,8 +118,21 @@ impl Store {
         &self,
         target: InstanceId,
     ) -> Result<Vec<InterruptRequest>> {
+        self.pending_interrupts(
+            interrupt_request::Column::TargetInstance,
+            target.to_string(),
+        )
+        .await
+    }
+
+    /// Pending requests whose `column` is `value`, oldest first.
+    async fn pending_interrupts(
+        &self,
+        column: interrupt_request::Column,
+        value: String,
+    ) -> Result<Vec<InterruptRequest>> {
         interrupt_request::Entity::find()
-            .filter(interrupt_request::Column::TargetInstance.eq(target.to_string()))
+            .filter(column.eq(value))
             .filter(interrupt_request::Column::Status.eq(InterruptStatus::Pending.as_str()))
             .order_by_asc(interrupt_request::Column::CreatedAt)
             .all(self.connection())
