@@ -102,9 +102,6 @@ impl Store {
                     .synchronous(SqliteSynchronous::Full)
                     .busy_timeout(Duration::from_secs(30))
                     .foreign_keys(true)
-                    // Read pages through a shared memory map rather than a read() copy per
-                    // page per connection.
-                    .pragma("mmap_size", "268435456")
             });
         opts
     }
