@@ -24,6 +24,8 @@ const SESSIONS: usize = 64;
 #[derive(Default)]
 struct Book {
     pending: HashMap<String, Instant>,
+    /// Turns that finished before their receipt was read: finish time, completed or not.
+    early: HashMap<String, (Instant, bool)>,
     done: Vec<(Instant, f64)>,
     failed: u64,
 }
@@ -67,17 +69,29 @@ async fn follow(
             continue;
         };
         let now = Instant::now();
+        let completed = event["data"]["result"] == "completed";
         let mut b = book.lock().unwrap();
-        if let Some(t0) = b.pending.remove(admission) {
-            if event["data"]["result"] == "completed" {
-                b.done.push((now, (now - t0).as_secs_f64() * 1000.0));
-            } else {
-                b.failed += 1;
+        match b.pending.remove(admission) {
+            Some(t0) => b.settle(t0, now, completed),
+            None => {
+                b.early.insert(admission.to_owned(), (now, completed));
             }
         }
     }
 }
 
+impl Book {
+    fn settle(&mut self, t0: Instant, finished: Instant, completed: bool) {
+        if completed {
+            self.done
+                .push((finished, (finished - t0).as_secs_f64() * 1000.0));
+        } else {
+            self.failed += 1;
+        }
+    }
+}
+
+/// Submits one turn; answers its admission id.
 async fn submit(
     http: &reqwest::Client,
     base: &str,
@@ -85,7 +99,7 @@ async fn submit(
     sid: &str,
     i: u64,
     book: &Mutex<Book>,
-) {
+) -> String {
     let t0 = Instant::now();
     let receipt: Value = http
         .post(format!("{base}/v1/sessions/{sid}/submissions"))
@@ -102,8 +116,14 @@ async fn submit(
         .expect("admission")
         .to_owned();
     let mut b = book.lock().unwrap();
-    // The turn may have finished before the receipt was read: then it is settled below.
-    b.pending.insert(admission, t0);
+    // The turn may have finished before the receipt was read.
+    match b.early.remove(&admission) {
+        Some((finished, completed)) => b.settle(t0, finished, completed),
+        None => {
+            b.pending.insert(admission.clone(), t0);
+        }
+    }
+    admission
 }
 
 fn main() {
@@ -159,12 +179,11 @@ fn main() {
                     tasks.push(tokio::spawn(async move {
                         let mut i = first;
                         while t0.elapsed() < calibrate {
-                            let before = book.lock().unwrap().done.len();
-                            submit(&http, &base, &auth, &sid, i, &book).await;
+                            let admission = submit(&http, &base, &auth, &sid, i, &book).await;
                             i += 1;
-                            // Wait for some turn to finish (ours, most likely) before the next.
+                            // This session's next turn only after this one finished.
                             let wait = Instant::now();
-                            while book.lock().unwrap().done.len() == before
+                            while book.lock().unwrap().pending.contains_key(&admission)
                                 && wait.elapsed() < Duration::from_secs(30)
                             {
                                 tokio::time::sleep(Duration::from_millis(2)).await;
@@ -205,7 +224,9 @@ fn main() {
                 (http.clone(), tk.url.clone(), auth.clone(), book.clone());
             let i = next_id;
             next_id += 1;
-            tokio::spawn(async move { submit(&client, &base, &bearer, &sid, i, &ledger).await });
+            tokio::spawn(async move {
+                submit(&client, &base, &bearer, &sid, i, &ledger).await;
+            });
             if window_start.elapsed() >= Duration::from_secs(60) || Instant::now() >= end {
                 let now = Instant::now();
                 let mut lat: Vec<f64> = {
