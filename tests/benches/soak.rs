@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use turnkey_tests::bench;
 use turnkey_tests::stats::percentile;
-use turnkey_tests::{ScriptedProvider, Turnkey, TurnkeyOptions};
+use turnkey_tests::ScriptedProvider;
 
 const SESSIONS: usize = 64;
 
@@ -139,12 +139,7 @@ fn main() {
         .expect("runtime");
     rt.block_on(async move {
         let provider = ScriptedProvider::start();
-        let mut options =
-            TurnkeyOptions::new(&provider).extra_toml("[agent]\ndelta_flush_ms = 20\n");
-        if let Some(url) = &database_url {
-            options = options.database(url);
-        }
-        let tk = Turnkey::start(options).await;
+        let tk = bench::start_server(&provider, database_url.as_deref()).await;
         let pid = tk.pid().expect("server pid");
         let http = reqwest::Client::new();
         let auth = format!("Bearer {}", tk.token);

@@ -8,6 +8,21 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+/// The server a benchmark measures: the release `turnkey` (or `TURNKEY_BIN`) against the
+/// instant scripted `provider`, deltas flushed every 20 ms, on a fresh SQLite file or on
+/// `database_url`.
+pub async fn start_server(
+    provider: &crate::ScriptedProvider,
+    database_url: Option<&str>,
+) -> crate::Turnkey {
+    let mut options =
+        crate::TurnkeyOptions::new(provider).extra_toml("[agent]\ndelta_flush_ms = 20\n");
+    if let Some(url) = database_url {
+        options = options.database(url);
+    }
+    crate::Turnkey::start(options).await
+}
+
 /// `/proc` reports CPU times in USER_HZ, which Linux fixes at 100 for user space.
 const USER_HZ: f64 = 100.0;
 

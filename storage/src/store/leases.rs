@@ -9,6 +9,7 @@ use crate::status::AdmissionStatus;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
+    UpdateMany,
 };
 
 /// What to write into the lease row when it is taken.
@@ -194,17 +195,21 @@ async fn claim_head<C: ConnectionTrait>(
     Ok(Some(Claimed { admission, events }))
 }
 
+/// A lease update that clears the holder (the generation stays unless the caller moves it).
+fn without_holder(q: UpdateMany<lease::Entity>) -> UpdateMany<lease::Entity> {
+    q.col_expr(
+        lease::Column::HolderInstance,
+        Expr::value(Option::<String>::None),
+    )
+    .col_expr(lease::Column::HolderPid, Expr::value(Option::<i64>::None))
+    .col_expr(lease::Column::Host, Expr::value(Option::<String>::None))
+    .col_expr(lease::Column::TurnId, Expr::value(Option::<String>::None))
+    .col_expr(lease::Column::ExpiresAt, Expr::value(0i64))
+}
+
 /// Gives the lease up inside `db`'s transaction; false when `fence` no longer held it.
 pub(super) async fn release_in<C: ConnectionTrait>(db: &C, fence: &Fence) -> Result<bool> {
-    let res = lease::Entity::update_many()
-        .col_expr(
-            lease::Column::HolderInstance,
-            Expr::value(Option::<String>::None),
-        )
-        .col_expr(lease::Column::HolderPid, Expr::value(Option::<i64>::None))
-        .col_expr(lease::Column::Host, Expr::value(Option::<String>::None))
-        .col_expr(lease::Column::TurnId, Expr::value(Option::<String>::None))
-        .col_expr(lease::Column::ExpiresAt, Expr::value(0i64))
+    let res = without_holder(lease::Entity::update_many())
         .filter(lease::Column::SessionId.eq(fence.session_id.to_string()))
         .filter(lease::Column::HolderInstance.eq(fence.instance.to_string()))
         .filter(lease::Column::Generation.eq(fence.generation.0))
@@ -227,19 +232,11 @@ pub(super) async fn fence_out<C: ConnectionTrait>(
     session: SessionId,
     owner: &Owner,
 ) -> Result<()> {
-    lease::Entity::update_many()
-        .col_expr(
-            lease::Column::HolderInstance,
-            Expr::value(Option::<String>::None),
-        )
-        .col_expr(lease::Column::HolderPid, Expr::value(Option::<i64>::None))
-        .col_expr(lease::Column::Host, Expr::value(Option::<String>::None))
-        .col_expr(lease::Column::TurnId, Expr::value(Option::<String>::None))
+    without_holder(lease::Entity::update_many())
         .col_expr(
             lease::Column::Generation,
             Expr::col(lease::Column::Generation).add(1),
         )
-        .col_expr(lease::Column::ExpiresAt, Expr::value(0i64))
         .filter(lease::Column::SessionId.eq(session.to_string()))
         .filter(lease::Column::HolderInstance.eq(owner.instance.to_string()))
         .exec(db)
