@@ -101,20 +101,8 @@ async fn submit(
     book: &Mutex<Book>,
 ) -> String {
     let t0 = Instant::now();
-    let receipt: Value = http
-        .post(format!("{base}/v1/sessions/{sid}/submissions"))
-        .header("authorization", auth)
-        .json(&json!({"text": format!("soak turn {i}"), "request_id": format!("s{i}")}))
-        .send()
-        .await
-        .expect("submit")
-        .json()
-        .await
-        .expect("receipt");
-    let admission = receipt["admission_id"]
-        .as_str()
-        .expect("admission")
-        .to_owned();
+    let text = format!("soak turn {i}");
+    let admission = bench::submit(http, base, auth, sid, &text, &format!("s{i}")).await;
     let mut b = book.lock().unwrap();
     // The turn may have finished before the receipt was read.
     match b.early.remove(&admission) {

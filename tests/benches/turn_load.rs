@@ -55,20 +55,8 @@ async fn run_session(base: String, token: String, turns: usize, deadline: Instan
             break;
         }
         let t0 = Instant::now();
-        let receipt: Value = http
-            .post(format!("{base}/v1/sessions/{sid}/submissions"))
-            .header("authorization", &auth)
-            .json(&json!({"text": format!("bench turn {i}"), "request_id": format!("b{i}")}))
-            .send()
-            .await
-            .expect("submit")
-            .json()
-            .await
-            .expect("receipt");
-        let admission = receipt["admission_id"]
-            .as_str()
-            .expect("admission")
-            .to_owned();
+        let text = format!("bench turn {i}");
+        let admission = bench::submit(&http, &base, &auth, &sid, &text, &format!("b{i}")).await;
         loop {
             let ev = tokio::time::timeout(Duration::from_secs(60), events.next())
                 .await

@@ -23,6 +23,31 @@ pub async fn start_server(
     crate::Turnkey::start(options).await
 }
 
+/// Submits `text` to session `sid` with `request_id` and answers the receipt's admission id.
+pub async fn submit(
+    http: &reqwest::Client,
+    base: &str,
+    auth: &str,
+    sid: &str,
+    text: &str,
+    request_id: &str,
+) -> String {
+    let receipt: serde_json::Value = http
+        .post(format!("{base}/v1/sessions/{sid}/submissions"))
+        .header("authorization", auth)
+        .json(&serde_json::json!({"text": text, "request_id": request_id}))
+        .send()
+        .await
+        .expect("submit")
+        .json()
+        .await
+        .expect("receipt");
+    receipt["admission_id"]
+        .as_str()
+        .expect("admission")
+        .to_owned()
+}
+
 /// `/proc` reports CPU times in USER_HZ, which Linux fixes at 100 for user space.
 const USER_HZ: f64 = 100.0;
 

@@ -14,7 +14,7 @@ use crate::status::AdmissionStatus;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter,
-    QueryOrder, QuerySelect,
+    QueryOrder, QuerySelect, UpdateMany,
 };
 use serde_json::json;
 
@@ -322,16 +322,7 @@ impl Store {
             .filter(lease::Column::SessionId.eq(fence.session_id.to_string()))
             .exec(&tx)
             .await?;
-        admission::Entity::update_many()
-            .col_expr(
-                admission::Column::OwnerInstance,
-                Expr::value(owner.instance.to_string()),
-            )
-            .col_expr(admission::Column::OwnerPid, Expr::value(owner.pid))
-            .col_expr(
-                admission::Column::OwnerHost,
-                Expr::value(owner.host.clone()),
-            )
+        owned_by(admission::Entity::update_many(), owner)
             .filter(admission::Column::Id.eq(admission.to_string()))
             .exec(&tx)
             .await?;
@@ -620,19 +611,10 @@ pub(super) async fn claim_in<C: ConnectionTrait>(
     if fenced.rows_affected != 1 {
         return Err(StoreError::Fenced(fence.session_id.to_string()));
     }
-    let res = admission::Entity::update_many()
+    let res = owned_by(admission::Entity::update_many(), owner)
         .col_expr(
             admission::Column::Status,
             Expr::value(AdmissionStatus::Started.as_str()),
-        )
-        .col_expr(
-            admission::Column::OwnerInstance,
-            Expr::value(owner.instance.to_string()),
-        )
-        .col_expr(admission::Column::OwnerPid, Expr::value(owner.pid))
-        .col_expr(
-            admission::Column::OwnerHost,
-            Expr::value(owner.host.clone()),
         )
         .col_expr(admission::Column::TurnId, Expr::value(turn.to_string()))
         .col_expr(admission::Column::StartedAt, Expr::value(now_ms()))
@@ -653,4 +635,17 @@ pub(super) async fn claim_in<C: ConnectionTrait>(
     };
     let (status, _) = status_event(db, fence.session_id).await?;
     insert_events(db, &[started, status]).await
+}
+
+/// An admission update that records `owner` as the process running its turn.
+fn owned_by(q: UpdateMany<admission::Entity>, owner: &Owner) -> UpdateMany<admission::Entity> {
+    q.col_expr(
+        admission::Column::OwnerInstance,
+        Expr::value(owner.instance.to_string()),
+    )
+    .col_expr(admission::Column::OwnerPid, Expr::value(owner.pid))
+    .col_expr(
+        admission::Column::OwnerHost,
+        Expr::value(owner.host.clone()),
+    )
 }
