@@ -56,9 +56,11 @@ impl Handler<Submit> for AdmissionActor {
         let registry = self.registry.clone();
         Box::pin(async move {
             // Any id of a rotated lineage admits into the lineage's one queue (SPEC R6.4).
-            let session = authorize(&deps.store, &msg.principal, msg.session)
-                .await?
-                .lineage();
+            let row = authorize(&deps.store, &msg.principal, msg.session).await?;
+            let session = row.lineage();
+            // The lineage's root row carries its busy policy; a rotated child's id is read
+            // again by `admit`.
+            let root = (row.id == session).then_some(row);
             // Input that could only fail is refused rather than queued.
             if deps.providers.is_empty() {
                 return Err(GatewayError::NoProvider);
@@ -77,7 +79,7 @@ impl Handler<Submit> for AdmissionActor {
                 surface: msg.submission.surface.clone(),
                 retry_of: None,
             };
-            admit(&deps, &registry, new).await
+            admit(&deps, &registry, new, root.as_ref()).await
         })
     }
 }
@@ -100,7 +102,7 @@ impl Handler<RetryUnknown> for AdmissionActor {
                 surface: a.surface,
                 retry_of: Some(a.id),
             };
-            admit(&deps, &registry, new).await
+            admit(&deps, &registry, new, None).await
         })
     }
 }
@@ -109,11 +111,12 @@ impl Handler<RetryUnknown> for AdmissionActor {
 pub const RETRY_REQUEST_PREFIX: &str = "retry-of:";
 
 /// Makes `new` durable (or finds the earlier admission of its request id), announces it, and
-/// wakes the session's drain.
+/// wakes the session's drain. `root` is the session's row if the caller has just read it.
 async fn admit(
     deps: &Arc<Deps>,
     registry: &SessionRegistry,
     new: NewAdmission,
+    root: Option<&Session>,
 ) -> Result<Receipt, GatewayError> {
     let session = new.session_id;
     let admitted = timed(Stage::Admit, deps.store.admit(new)).await?;
@@ -127,7 +130,10 @@ async fn admit(
         // boundary (`turn::steer`); what it does not take runs as its own turn.
         let policy = match pinned_policy(&admitted.admission.payload) {
             Some(p) => p,
-            None => effective_policy(deps, session).await,
+            None => match root {
+                Some(row) => policy_of(deps, Some(row)),
+                None => effective_policy(deps, session).await,
+            },
         };
         if policy == BusyPolicy::Interrupt {
             const SUPERSEDED: &str = "superseded by a newer message";
@@ -147,7 +153,7 @@ async fn admit(
                 }
             });
         }
-        registry.drain(session);
+        registry.drain_admitted(session);
     }
     let a = admitted.admission;
     Ok(Receipt {
@@ -163,13 +169,19 @@ async fn admit(
 /// The session's busy policy, else the platform's (SPEC R13.4).
 pub async fn effective_policy(deps: &Deps, session: SessionId) -> BusyPolicy {
     let own = match deps.store.get_session(session).await {
-        Ok(s) => s.and_then(|s| s.busy_policy),
+        Ok(s) => s,
         Err(e) => {
             tracing::warn!(%session, error = %e, "cannot read the session's busy policy");
             None
         }
     };
-    BusyPolicy::effective(own.as_deref(), deps.config.agent.busy_policy)
+    policy_of(deps, own.as_ref())
+}
+
+/// The busy policy of a session row already read, else the platform's.
+fn policy_of(deps: &Deps, row: Option<&Session>) -> BusyPolicy {
+    let own = row.and_then(|s| s.busy_policy.as_deref());
+    BusyPolicy::effective(own, deps.config.agent.busy_policy)
 }
 
 /// The session, if `principal` may act on it. Someone else's session is reported exactly like

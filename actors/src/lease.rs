@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use turnkey_storage::{Claimed, Fence, LeaseClaim, SessionId, StoreError, TurnId};
+use turnkey_storage::{
+    Admission, ClaimAs, Claimed, Fence, LeaseClaim, SessionId, StoreError, TurnId,
+};
 
 /// Why waiting for a lease ended without one.
 #[derive(Debug)]
@@ -40,9 +42,13 @@ pub async fn acquire(
             ttl_ms,
         };
         let dead = |o: &turnkey_storage::Owner| deps.instance.is_dead(o);
+        let user_row = turn.map(|t| move |a: &Admission| crate::turn::context::user_row(a, t));
+        let how = turn
+            .zip(user_row.as_ref())
+            .map(|(turn, f)| ClaimAs { turn, user_row: f });
         match deps
             .store
-            .try_acquire_lease_and_claim(claim, &dead, turn)
+            .try_acquire_lease_and_claim(claim, &dead, how)
             .await
         {
             Ok(Some(taken)) => return Ok(taken),

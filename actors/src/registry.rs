@@ -43,7 +43,14 @@ impl SessionRegistry {
 
     /// Tells the session's actor to drain its queue.
     pub fn drain(&self, session: SessionId) {
-        self.get_or_spawn(session).do_send(Drain);
+        self.get_or_spawn(session)
+            .do_send(Drain { admitted: false });
+    }
+
+    /// `drain`, right after an admission to `session` committed: the drain need not look
+    /// whether there is work before it takes the lease.
+    pub fn drain_admitted(&self, session: SessionId) {
+        self.get_or_spawn(session).do_send(Drain { admitted: true });
     }
 
     /// Forgets an actor that stopped because it was idle.

@@ -6,6 +6,7 @@ use crate::lease::{self, AcquireError, Refresher};
 use crate::registry::SessionRegistry;
 use crate::stages::{seconds_since, timed, Stage, TURNS};
 use crate::turn::run::Start;
+use crate::turn::transcript::TranscriptCache;
 use crate::turn::{self, StopReason, TurnControl};
 use actix::prelude::*;
 use std::sync::Arc;
@@ -31,9 +32,14 @@ pub struct LocalStatus {
     pub turn_id: Option<TurnId>,
 }
 
+/// Drain the session's queue. `admitted`: sent right after an admission committed, so there
+/// is work: the drain skips its first look at the queue and goes to the lease, whose commit
+/// claims the head (or finds it taken, and lets the lease go).
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct Drain;
+pub struct Drain {
+    pub admitted: bool,
+}
 
 /// Stops the running turn, if any; answers whether one was running.
 #[derive(Message)]
@@ -65,6 +71,14 @@ pub struct SessionActor {
     drain_again: bool,
     running: Option<(TurnId, TurnControl)>,
     idle_timer: Option<SpawnHandle>,
+    /// The transcript as the last turn left it; the next turn reads only what came after.
+    transcript: TranscriptCache,
+}
+
+/// What a drain works for: the session's actor, and the transcript it keeps between turns.
+struct Owner {
+    addr: Addr<SessionActor>,
+    transcript: TranscriptCache,
 }
 
 impl SessionActor {
@@ -77,20 +91,25 @@ impl SessionActor {
             drain_again: false,
             running: None,
             idle_timer: None,
+            transcript: TranscriptCache::default(),
         }
     }
 
-    fn start_drain(&mut self, ctx: &mut Context<Self>) {
+    fn start_drain(&mut self, ctx: &mut Context<Self>, admitted: bool) {
         if let Some(t) = self.idle_timer.take() {
             ctx.cancel_future(t);
         }
         self.draining = true;
-        let fut = drain(self.deps.clone(), self.id, ctx.address());
+        let owner = Owner {
+            addr: ctx.address(),
+            transcript: self.transcript.clone(),
+        };
+        let fut = drain(self.deps.clone(), self.id, owner, admitted);
         ctx.spawn(fut.into_actor(self).map(|_, act, ctx| {
             act.draining = false;
             act.running = None;
             if std::mem::take(&mut act.drain_again) {
-                act.start_drain(ctx);
+                act.start_drain(ctx, false);
             } else {
                 act.idle_timer = Some(ctx.run_later(IDLE_STOP, |act, ctx| {
                     if !act.draining {
@@ -112,12 +131,12 @@ impl Actor for SessionActor {
 
 impl Handler<Drain> for SessionActor {
     type Result = ();
-    fn handle(&mut self, _: Drain, ctx: &mut Context<Self>) {
+    fn handle(&mut self, msg: Drain, ctx: &mut Context<Self>) {
         if self.draining {
             // The running drain may already have looked at the queue; look again after it.
             self.drain_again = true;
         } else {
-            self.start_drain(ctx);
+            self.start_drain(ctx, msg.admitted);
         }
     }
 }
@@ -164,16 +183,21 @@ impl Handler<TurnEnded> for SessionActor {
 /// take the lease, settle what earlier holders left `started`, run queued admissions in seq
 /// order (lease first, then claim, so that two processes cannot reorder one session's FIFO),
 /// then release. Input that cannot run now stays queued; nothing here discards it.
-async fn drain(deps: Arc<Deps>, session: SessionId, addr: Addr<SessionActor>) {
+async fn drain(deps: Arc<Deps>, session: SessionId, owner: Owner, admitted: bool) {
+    // Just admitted: the lease's commit looks at the queue itself.
+    let mut look = !admitted;
     loop {
-        match has_work(&deps, session).await {
-            Ok(true) => {}
-            Ok(false) => return,
-            Err(e) => {
-                tracing::error!(%session, error = %e, "cannot read the queue; the sweeper retries");
-                return;
+        if look {
+            match has_work(&deps, session).await {
+                Ok(true) => {}
+                Ok(false) => return,
+                Err(e) => {
+                    tracing::error!(%session, error = %e, "cannot read the queue; the sweeper retries");
+                    return;
+                }
             }
         }
+        look = true;
         if deps.shutdown.is_cancelled() {
             return;
         }
@@ -208,7 +232,7 @@ async fn drain(deps: Arc<Deps>, session: SessionId, addr: Addr<SessionActor>) {
             (Some(head), Some(turn)) => {
                 let span = first.take().unwrap_or_else(|| turn_span(session));
                 let how = Claim::Claimed(turn, head.events);
-                let next = run_one(&deps, &addr, &fence, &refresher, &head.admission, how, &[]);
+                let next = run_one(&deps, &owner, &fence, &refresher, &head.admission, how, &[]);
                 released = next.instrument(span).await == Next::Released;
             }
             _ => {
@@ -218,7 +242,7 @@ async fn drain(deps: Arc<Deps>, session: SessionId, addr: Addr<SessionActor>) {
                     }
                     let span = first.take().unwrap_or_else(|| turn_span(session));
                     let how = Claim::Resume;
-                    let next = run_one(&deps, &addr, &fence, &refresher, &orphan, how, &[]);
+                    let next = run_one(&deps, &owner, &fence, &refresher, &orphan, how, &[]);
                     released = next.instrument(span).await == Next::Released;
                 }
             }
@@ -238,7 +262,7 @@ async fn drain(deps: Arc<Deps>, session: SessionId, addr: Addr<SessionActor>) {
             let burst = burst(&deps, &admission).await;
             let span = first.take().unwrap_or_else(|| turn_span(session));
             let how = Claim::Fresh(TurnId::new());
-            let next = run_one(&deps, &addr, &fence, &refresher, &admission, how, &burst);
+            let next = run_one(&deps, &owner, &fence, &refresher, &admission, how, &burst);
             match next.instrument(span).await {
                 Next::Go => {}
                 Next::Stop => break,
@@ -247,7 +271,11 @@ async fn drain(deps: Arc<Deps>, session: SessionId, addr: Addr<SessionActor>) {
         }
         drop(refresher);
         if released {
-            continue;
+            // The turn's end commit saw nothing queued and released in the same transaction.
+            // Whatever was admitted after it sends its own `Drain` after its commit, which
+            // finds this drain still running (`drain_again`) or finds none: either way it is
+            // drained, so there is nothing to look at again here.
+            return;
         }
         if let Err(e) = deps.store.release_lease(&fence).await {
             // It expires by TTL; nothing is lost, another drain only waits longer.
@@ -273,8 +301,8 @@ enum Next {
     Go,
     /// Stop draining now (the claim failed); release the lease.
     Stop,
-    /// The turn's end commit released the lease: nothing was queued. Look once more, from
-    /// the top, in case something arrived since.
+    /// The turn's end commit released the lease: nothing was queued then. The drain ends;
+    /// an admission committed since sends its own `Drain`.
     Released,
 }
 
@@ -376,7 +404,7 @@ async fn coalesce(
 /// carries too (`agent.coalesce_ms`). Answers what the drain does next.
 async fn run_one(
     deps: &Arc<Deps>,
-    addr: &Addr<SessionActor>,
+    owner: &Owner,
     fence: &Fence,
     refresher: &Refresher,
     admission: &Admission,
@@ -391,10 +419,21 @@ async fn run_one(
             TURNS
                 .queue_wait
                 .observe(seconds_since(admission.created_at));
-            let claimed = deps
-                .store
-                .claim(fence, admission.id, &deps.instance.owner, turn_id)
-                .instrument(tracing::info_span!("admission"));
+            // The input is final unless a burst joins it: then the user row waits for the
+            // joined text (`coalesce`), else it commits with the claim.
+            let owner = &deps.instance.owner;
+            let claimed = async {
+                if burst.is_empty() {
+                    let user = turn::context::user_row(admission, turn_id);
+                    let store = &deps.store;
+                    store
+                        .claim_with_user(fence, admission.id, owner, turn_id, &user)
+                        .await
+                } else {
+                    deps.store.claim(fence, admission.id, owner, turn_id).await
+                }
+            }
+            .instrument(tracing::info_span!("admission"));
             (turn_id, Start::Fresh, timed(Stage::Claim, claimed).await)
         }
         Claim::Claimed(turn_id, events) => {
@@ -426,7 +465,7 @@ async fn run_one(
     }
     span.record("turn_id", tracing::field::display(turn_id));
     span.record("resumed", start == Start::Resume);
-    addr.do_send(TurnBegan {
+    owner.addr.do_send(TurnBegan {
         turn_id,
         control: control.clone(),
     });
@@ -440,9 +479,13 @@ async fn run_one(
             .instrument(tracing::info_span!("admission", coalesced = burst.len()))
             .await
     };
-    let released = turn::run::run_turn(deps, &control, fence, &admission, turn_id, start).await;
+    let transcript = &owner.transcript;
+    let released = turn::run::run_turn(
+        deps, transcript, &control, fence, &admission, turn_id, start,
+    )
+    .await;
     TURNS.turn.observe(seconds_since(admission.created_at));
-    addr.do_send(TurnEnded);
+    owner.addr.do_send(TurnEnded);
     if released {
         Next::Released
     } else {

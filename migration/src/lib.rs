@@ -13,6 +13,8 @@ mod m20261205_000001_platforms;
 mod m20261205_000002_schedules;
 mod m20261205_000003_outbox_owner;
 mod m20261206_000001_interrupt_requests;
+mod m20261207_000001_usage_by_session;
+mod m20261207_000002_admissions_by_session_status;
 
 pub struct Migrator;
 
@@ -31,6 +33,8 @@ impl MigratorTrait for Migrator {
             Box::new(m20261205_000002_schedules::Migration),
             Box::new(m20261205_000003_outbox_owner::Migration),
             Box::new(m20261206_000001_interrupt_requests::Migration),
+            Box::new(m20261207_000001_usage_by_session::Migration),
+            Box::new(m20261207_000002_admissions_by_session_status::Migration),
         ]
     }
 }

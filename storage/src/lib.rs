@@ -16,7 +16,7 @@ pub use status::{
     ToolRunStatus, TurnResult,
 };
 pub use store::{
-    Compaction, CompactionDone, Inbound, InterruptRequest, InterruptStatus, LeaseClaim, Replaced,
-    Rotation, RotationDone, Store, StoreError,
+    ClaimAs, Compaction, CompactionDone, Inbound, InterruptRequest, InterruptStatus, LeaseClaim,
+    Replaced, Rotation, RotationDone, Store, StoreError,
 };
 pub use store::{ConfigSchedulesSynced, MissedPolicy, NewSchedule, Schedule, ScheduleSource};

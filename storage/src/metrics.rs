@@ -102,6 +102,10 @@ pub struct StoreMetrics {
     pub write_transactions: AtomicU64,
     /// Leases taken from a holder that had expired or died.
     pub lease_takeovers: AtomicU64,
+    /// Cross-replica notices sent with a commit (PostgreSQL; see `notify`).
+    pub notices_sent: AtomicU64,
+    /// Notices a commit did not send because no other replica listened.
+    pub notices_skipped: AtomicU64,
     /// Time from asking for a write transaction to holding it (on SQLite: the queue for the
     /// one writer).
     pub write_wait: Histogram,
@@ -115,6 +119,8 @@ pub static STORE: StoreMetrics = StoreMetrics {
     statements: AtomicU64::new(0),
     write_transactions: AtomicU64::new(0),
     lease_takeovers: AtomicU64::new(0),
+    notices_sent: AtomicU64::new(0),
+    notices_skipped: AtomicU64::new(0),
     write_wait: Histogram::latency(),
     statement_time: Histogram::latency(),
     commit_group: Histogram::size(),
@@ -137,6 +143,16 @@ impl StoreMetrics {
                 "turnkey_lease_takeovers_total",
                 "Session leases taken from a holder that had expired or died.",
                 &self.lease_takeovers,
+            ),
+            (
+                "turnkey_notices_sent_total",
+                "Cross-replica notices sent with a commit (PostgreSQL).",
+                &self.notices_sent,
+            ),
+            (
+                "turnkey_notices_skipped_total",
+                "Cross-replica notices not sent because no other replica listened.",
+                &self.notices_skipped,
             ),
         ] {
             header(out, name, "counter", help);

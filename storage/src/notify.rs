@@ -5,14 +5,35 @@
 //! SQLite (several processes may share one file), a poll of `PRAGMA data_version`. Whenever
 //! notices may have been missed (a reconnect, a full queue, any SQLite change) it says
 //! [`Wake::Resync`]: re-read the store once. Notices only wake; the store stays the truth.
+//!
+//! A notifying commit costs PostgreSQL more than a plain one (it queues the notices under one
+//! global lock at commit), and a replica ignores the notices it sent itself, so a store sends
+//! notices only while another turnkey listener may hear them ([`Peers`]):
+//! - every `LISTEN` connection is named `turnkey-listen:<store id>` (`application_name`, which
+//!   `pg_stat_activity` shows to every role), and a task of each store reads every
+//!   [`PEER_CHECK_EVERY`] whether a backend of the same database has such a name other than its
+//!   own. A write transaction collects its notices (each distinct one once) and, just before
+//!   `COMMIT`, sends them in one statement unless a reading begun less than
+//!   [`PEER_READING_FRESH_FOR`] ago found no other listener. No reading yet, a failed one, or a
+//!   stale one: it sends.
+//! - A listener that has just started may be missed by a reading begun before it connected;
+//!   such a reading is trusted until at most [`PEER_READING_FRESH_FOR`] after its start, so a
+//!   notice it suppressed was decided before the listener had listened that long, and its
+//!   transaction commits a `COMMIT` round trip later. The listener therefore yields one
+//!   [`Wake::Resync`] [`RESYNC_AFTER_LISTEN`] after each (re)connection of its `LISTEN`
+//!   connection: whatever such a commit wrote, the consumer re-reads.
 use crate::ids::{InstanceId, SessionId, TurnId};
+use crate::metrics::STORE;
 use crate::store::{Result, Store, StoreError};
-use sea_orm::{ConnectionTrait, DbBackend, Statement};
+use sea_orm::sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
+use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend, Statement};
 use std::fmt;
 use std::str::FromStr;
-use std::sync::OnceLock;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 /// The one channel every turnkey process on a database listens to.
 pub const CHANNEL: &str = "turnkey";
@@ -22,6 +43,20 @@ pub const SQLITE_POLL: Duration = Duration::from_millis(250);
 const QUEUE: usize = 1024;
 /// Pause before reconnecting a broken `LISTEN` connection.
 const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
+/// The `application_name` of every turnkey `LISTEN` connection starts with this; the store's
+/// id follows (at most 63 bytes in all, PostgreSQL's limit).
+pub const LISTENER_PREFIX: &str = "turnkey-listen:";
+/// How often a store reads whether another turnkey listener is connected to its database.
+pub const PEER_CHECK_EVERY: Duration = Duration::from_millis(500);
+/// How long a reading that found no other listener lets commits skip their notices, counted
+/// from the moment the reading began. Longer than [`PEER_CHECK_EVERY`], so that the next
+/// reading normally replaces it before it goes stale.
+pub const PEER_READING_FRESH_FOR: Duration = Duration::from_millis(750);
+/// After each (re)connection of its `LISTEN` connection a listener yields one
+/// [`Wake::Resync`] this much later: by then no peer still trusts a reading that missed it,
+/// and a commit that skipped its notice on such a reading has had
+/// `RESYNC_AFTER_LISTEN - PEER_READING_FRESH_FOR` to commit.
+pub const RESYNC_AFTER_LISTEN: Duration = Duration::from_millis(1500);
 
 /// What a notice announces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -135,30 +170,172 @@ pub fn origin() -> InstanceId {
     *ORIGIN.get_or_init(InstanceId::new)
 }
 
-/// Sends `kind` for `session` inside `db`'s transaction (PostgreSQL delivers it at commit, and
+/// Announces `kind` for `session` with `tx`'s commit (PostgreSQL delivers it at commit, and
 /// not at all on rollback). A no-op on SQLite, whose readers poll `data_version` instead.
-pub(crate) async fn send<C: ConnectionTrait>(
-    db: &C,
+pub(crate) fn send(
+    tx: &crate::store::WriteTx,
     kind: NoticeKind,
     session: SessionId,
     turn: Option<TurnId>,
-) -> Result<()> {
-    if db.get_database_backend() != DbBackend::Postgres {
-        return Ok(());
+) {
+    if tx.get_database_backend() != DbBackend::Postgres {
+        return;
     }
-    let notice = Notice {
+    tx.announce(Notice {
         kind,
         origin: origin(),
         session,
         turn,
-    };
-    db.execute_raw(Statement::from_sql_and_values(
-        DbBackend::Postgres,
-        "SELECT pg_notify($1, $2)",
-        [CHANNEL.into(), notice.to_string().into()],
-    ))
-    .await?;
-    Ok(())
+    });
+}
+
+/// The notices a write transaction announces, each distinct one once, in first-announced
+/// order.
+#[derive(Debug, Default)]
+pub(crate) struct Pending(Mutex<Vec<Notice>>);
+
+impl Pending {
+    pub(crate) fn push(&self, notice: Notice) {
+        let mut pending = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if !pending.contains(&notice) {
+            pending.push(notice);
+        }
+    }
+
+    fn take(&self) -> Vec<Notice> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Runs in `tx` just before its `COMMIT`: sends the pending notices in one statement, or
+    /// none when `peers` says no other replica listens.
+    pub(crate) async fn flush(
+        &self,
+        tx: &DatabaseTransaction,
+        peers: &Peers,
+    ) -> std::result::Result<(), sea_orm::DbErr> {
+        let notices = self.take();
+        if notices.is_empty() {
+            return Ok(());
+        }
+        let n = notices.len() as u64;
+        if !peers.may_listen() {
+            STORE.notices_skipped.fetch_add(n, Ordering::Relaxed);
+            return Ok(());
+        }
+        let payloads: Vec<String> = notices.iter().map(Notice::to_string).collect();
+        // `unnest` yields the payloads in array order, which is the order they are delivered.
+        tx.execute_raw(Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            "SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload",
+            [CHANNEL.into(), payloads.into()],
+        ))
+        .await?;
+        STORE.notices_sent.fetch_add(n, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// Whether another turnkey replica listens on this store's database (PostgreSQL), as the
+/// store's watch task last read it.
+#[derive(Debug)]
+pub(crate) struct Peers {
+    /// The `application_name` of this store's `LISTEN` connections.
+    listen_name: String,
+    reading: Mutex<Option<Reading>>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Reading {
+    /// Another turnkey listener was connected.
+    others: bool,
+    /// When the reading's query was sent.
+    began: Instant,
+}
+
+impl Peers {
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Self {
+            listen_name: format!("{LISTENER_PREFIX}{}", uuid::Uuid::now_v7()),
+            reading: Mutex::new(None),
+        })
+    }
+
+    /// False only while a reading begun less than [`PEER_READING_FRESH_FOR`] ago found no
+    /// other listener; with no reading, a failed or a stale one, notices go out.
+    pub(crate) fn may_listen(&self) -> bool {
+        match *self.reading.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(r) => r.others || r.began.elapsed() >= PEER_READING_FRESH_FOR,
+            None => true,
+        }
+    }
+
+    /// The `application_name` of this store's `LISTEN` connections.
+    pub(crate) fn name(&self) -> &str {
+        &self.listen_name
+    }
+
+    fn record(&self, reading: Option<Reading>) {
+        *self.reading.lock().unwrap_or_else(|e| e.into_inner()) = reading;
+    }
+
+    /// Reads, every [`PEER_CHECK_EVERY`] until the store is dropped or `pool` closed, whether
+    /// another turnkey listener is connected to the database.
+    pub(crate) fn watch(peers: &Arc<Self>, pool: PgPool) {
+        tokio::spawn(watch_peers(Arc::downgrade(peers), pool));
+    }
+}
+
+/// Whether a backend of the current database other than `own` is a turnkey listener.
+/// `datname` and `application_name` are shown for every role's sessions, not only the
+/// caller's.
+const OTHER_LISTENERS: &str = "SELECT EXISTS (SELECT 1 FROM pg_stat_activity \
+     WHERE datname = current_database() AND application_name LIKE $1 AND application_name <> $2)";
+
+async fn watch_peers(peers: Weak<Peers>, pool: PgPool) {
+    let pattern = format!("{LISTENER_PREFIX}%");
+    let close = pool.close_event();
+    tokio::pin!(close);
+    let mut failing = false;
+    loop {
+        let Some(p) = peers.upgrade() else {
+            return;
+        };
+        let began = Instant::now();
+        let read = sea_orm::sqlx::query_scalar::<_, bool>(OTHER_LISTENERS)
+            .bind(&pattern)
+            .bind(&p.listen_name)
+            .fetch_one(&pool);
+        let reading = tokio::select! {
+            _ = &mut close => return,
+            r = tokio::time::timeout(PEER_CHECK_EVERY, read) => r,
+        };
+        match reading {
+            Ok(Ok(others)) => {
+                if failing {
+                    tracing::info!("reading the other replicas' listeners again");
+                }
+                failing = false;
+                p.record(Some(Reading { others, began }));
+            }
+            failed => {
+                // Unknown: notices go out until a reading succeeds.
+                p.record(None);
+                if !failing {
+                    let error = match failed {
+                        Ok(Err(e)) => e.to_string(),
+                        _ => "timed out".to_owned(),
+                    };
+                    tracing::warn!(%error, "cannot read whether other replicas listen; sending every notice");
+                }
+                failing = true;
+            }
+        }
+        drop(p);
+        tokio::select! {
+            _ = &mut close => return,
+            _ = tokio::time::sleep(PEER_CHECK_EVERY) => {}
+        }
+    }
 }
 
 /// The wake-ups this process hears, in the order they arrive. Dropping it stops the listener.
@@ -206,11 +383,21 @@ impl Store {
         };
         match self.backend() {
             DbBackend::Postgres => {
-                use sea_orm::sqlx::postgres::PgListener;
                 let pool = self.connection().get_postgres_connection_pool();
-                let mut listener = PgListener::connect_with(pool).await.map_err(unavailable)?;
+                // A pool of one connection of its own, named for the other replicas' watch
+                // (every reconnect too), closed with the store's pool.
+                let name = self.peers().name();
+                let options = (*pool.connect_options()).clone().application_name(name);
+                let own = PgPoolOptions::new()
+                    .max_connections(1)
+                    .min_connections(0)
+                    .max_lifetime(None)
+                    .idle_timeout(None)
+                    .connect_lazy_with(options);
+                let mut listener = PgListener::connect_with(&own).await.map_err(unavailable)?;
                 listener.listen(CHANNEL).await.map_err(unavailable)?;
-                tokio::spawn(listen_pg(listener, sink));
+                tracing::debug!(listener = %name, "listening for notices");
+                tokio::spawn(listen_pg(listener, own, pool.clone(), sink));
             }
             DbBackend::Sqlite => {
                 let pool = self.connection().get_sqlite_connection_pool();
@@ -229,10 +416,21 @@ fn unavailable(e: sea_orm::sqlx::Error) -> StoreError {
     StoreError::Unavailable(format!("notice listener: {e}"))
 }
 
-async fn listen_pg(mut listener: sea_orm::sqlx::postgres::PgListener, mut sink: Sink) {
+async fn listen_pg(mut listener: PgListener, own: PgPool, store: PgPool, mut sink: Sink) {
+    let store_closed = store.close_event();
+    tokio::pin!(store_closed);
+    // Peers may have skipped notices until they saw this connection: re-read once when no
+    // peer can still trust a reading that missed it.
+    let mut resync_at = Some(Instant::now() + RESYNC_AFTER_LISTEN);
     loop {
         let next = tokio::select! {
-            _ = sink.tx.closed() => return,
+            _ = sink.tx.closed() => break,
+            _ = &mut store_closed => break,
+            _ = sleep_until(resync_at), if resync_at.is_some() => {
+                resync_at = None;
+                sink.push(Wake::Resync);
+                continue;
+            }
             next = listener.try_recv() => next,
         };
         match next {
@@ -241,31 +439,50 @@ async fn listen_pg(mut listener: sea_orm::sqlx::postgres::PgListener, mut sink: 
                 Err(e) => tracing::warn!(error = %e, "ignoring a notice"),
             },
             // The connection dropped and was re-established (LISTEN included): whatever was
-            // sent meanwhile is lost.
+            // sent meanwhile is lost, and peers may skip notices until they see it again.
             Ok(None) => {
                 tracing::warn!("notice connection lost and re-established; resyncing");
                 sink.push(Wake::Resync);
+                resync_at = Some(Instant::now() + RESYNC_AFTER_LISTEN);
             }
-            // The store is closing: nothing left to listen to.
-            Err(sea_orm::sqlx::Error::PoolClosed) => return,
+            Err(sea_orm::sqlx::Error::PoolClosed) => break,
             Err(e) => {
                 tracing::warn!(error = %e, "notice connection lost; reconnecting");
                 loop {
                     tokio::select! {
-                        _ = sink.tx.closed() => return,
+                        _ = sink.tx.closed() => return close(listener, own).await,
+                        _ = &mut store_closed => return close(listener, own).await,
                         _ = tokio::time::sleep(RECONNECT_PAUSE) => {}
                     }
                     match listener.listen(CHANNEL).await {
                         Ok(()) => break,
-                        Err(sea_orm::sqlx::Error::PoolClosed) => return,
+                        Err(sea_orm::sqlx::Error::PoolClosed) => return close(listener, own).await,
                         Err(e) => tracing::warn!(error = %e, "notice reconnect failed"),
                     }
                 }
                 tracing::info!("notice connection re-established; resyncing");
                 sink.push(Wake::Resync);
+                resync_at = Some(Instant::now() + RESYNC_AFTER_LISTEN);
             }
         }
     }
+    close(listener, own).await;
+}
+
+/// Waits until `at`, or forever without one.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Ends the `LISTEN` connection: other replicas stop counting it as a listener.
+async fn close(listener: PgListener, own: PgPool) {
+    // Dropping the listener hands its connection back (after `UNLISTEN *`); closing the pool
+    // waits for that and closes it.
+    drop(listener);
+    own.close().await;
 }
 
 async fn data_version(
@@ -369,5 +586,49 @@ mod tests {
         // The owed resync goes first; the third notice is dropped, the resync covers it.
         assert_eq!(rx.try_recv().ok(), Some(Wake::Resync));
         assert!(sink.owe_resync, "the third notice did not fit either");
+    }
+
+    #[test]
+    fn r13_6_a_transaction_sends_each_distinct_notice_once() {
+        let pending = Pending::default();
+        let events = notice(NoticeKind::Events, None);
+        let admitted = Notice {
+            kind: NoticeKind::Admitted,
+            ..events.clone()
+        };
+        pending.push(events.clone());
+        pending.push(admitted.clone());
+        pending.push(events.clone());
+        assert_eq!(pending.take(), [events, admitted]);
+        assert!(pending.take().is_empty());
+    }
+
+    #[test]
+    fn r13_6_only_a_fresh_reading_of_no_listener_skips_notices() {
+        let peers = Peers::new();
+        assert!(peers.name().starts_with(LISTENER_PREFIX));
+        assert!(peers.name().len() <= 63, "PostgreSQL's NAMEDATALEN");
+        assert!(peers.may_listen(), "no reading yet: send");
+        let now = Instant::now();
+        peers.record(Some(Reading {
+            others: false,
+            began: now,
+        }));
+        assert!(!peers.may_listen(), "a fresh reading of no listener: skip");
+        peers.record(Some(Reading {
+            others: true,
+            began: now,
+        }));
+        assert!(peers.may_listen());
+        let stale = now.checked_sub(PEER_READING_FRESH_FOR).expect("an instant");
+        peers.record(Some(Reading {
+            others: false,
+            began: stale,
+        }));
+        assert!(peers.may_listen(), "a stale reading: send");
+        peers.record(None);
+        assert!(peers.may_listen(), "a failed reading: send");
+        assert!(RESYNC_AFTER_LISTEN > PEER_READING_FRESH_FOR);
+        assert!(PEER_READING_FRESH_FOR > PEER_CHECK_EVERY);
     }
 }

@@ -5,8 +5,13 @@
 //! p50/p99 and the server's RSS and CPU; at the end, RSS growth after the first (warm-up)
 //! window and the drift of p99 from the first window to the last. A measurement, not a test.
 //!
+//! The scripted model's context window is small (4,000 tokens), so every session reaches its
+//! compression threshold within about a minute and then stays there, as long-lived sessions
+//! do; the compressions are part of the load.
+//!
 //! `cargo bench -p turnkey-tests --bench soak` (env: SOAK_SECS, default 600; SOAK_RATE to
-//! fix the rate in turns/s instead of measuring; BENCH_DATABASE_URL for PostgreSQL).
+//! fix the rate in turns/s instead of measuring; SOAK_CONTEXT_WINDOW in tokens, default
+//! 4,000; BENCH_DATABASE_URL for PostgreSQL).
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 use eventsource_stream::Eventsource;
 use futures::StreamExt;
@@ -16,7 +21,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use turnkey_tests::bench;
 use turnkey_tests::stats::percentile;
-use turnkey_tests::ScriptedProvider;
 
 const SESSIONS: usize = 64;
 
@@ -28,6 +32,8 @@ struct Book {
     early: HashMap<String, (Instant, bool)>,
     done: Vec<(Instant, f64)>,
     failed: u64,
+    /// `compression.completed` events seen.
+    compressions: u64,
 }
 
 async fn open_session(http: &reqwest::Client, base: &str, auth: &str) -> String {
@@ -61,6 +67,10 @@ async fn follow(
         .expect("sse");
     let mut events = resp.bytes_stream().eventsource();
     while let Some(Ok(ev)) = events.next().await {
+        if ev.event == "compression.completed" {
+            book.lock().unwrap().compressions += 1;
+            continue;
+        }
         if ev.event != "turn.finished" {
             continue;
         }
@@ -121,13 +131,22 @@ fn main() {
         .unwrap_or(600);
     let fixed_rate: Option<f64> = std::env::var("SOAK_RATE").ok().and_then(|v| v.parse().ok());
     let database_url = std::env::var("BENCH_DATABASE_URL").ok();
+    let context_window: u32 = std::env::var("SOAK_CONTEXT_WINDOW")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4_000);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("runtime");
     rt.block_on(async move {
-        let provider = ScriptedProvider::start();
-        let tk = bench::start_server(&provider, database_url.as_deref()).await;
+        let provider = bench::instant_provider();
+        // A long-lived session lives at its compression threshold: with a small window every
+        // session compresses about once a minute, so the run measures that steady state
+        // instead of transcripts that only grow.
+        let options = bench::server_options(&provider, database_url.as_deref())
+            .context_window(context_window);
+        let tk = turnkey_tests::Turnkey::start(options).await;
         let pid = tk.pid().expect("server pid");
         let http = reqwest::Client::new();
         let auth = format!("Bearer {}", tk.token);
@@ -188,7 +207,7 @@ fn main() {
         };
         book.lock().unwrap().done.clear();
         println!("soak: {rate:.1} turns/s for {secs} s, {SESSIONS} sessions");
-        println!("window  turns   p50 ms   p99 ms   RSS MiB   CPU ms/turn");
+        println!("window  turns   p50 ms   p99 ms   RSS MiB   CPU ms/turn   compressions");
 
         let started = Instant::now();
         let end = started + Duration::from_secs(secs);
@@ -197,6 +216,7 @@ fn main() {
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
         let mut window_start = Instant::now();
         let mut cpu_mark = bench::cpu_seconds(pid).unwrap_or(0.0);
+        let mut compressions_mark = book.lock().unwrap().compressions;
         let mut windows: Vec<(f64, f64)> = Vec::new(); // (p99, rss)
         let mut k = 0usize;
         while Instant::now() < end {
@@ -212,27 +232,31 @@ fn main() {
             });
             if window_start.elapsed() >= Duration::from_secs(60) || Instant::now() >= end {
                 let now = Instant::now();
-                let mut lat: Vec<f64> = {
+                let (mut lat, compressions): (Vec<f64>, u64) = {
                     let b = book.lock().unwrap();
-                    b.done
+                    let lat = b
+                        .done
                         .iter()
                         .filter(|(t, _)| *t >= window_start && *t < now)
                         .map(|(_, l)| *l)
-                        .collect()
+                        .collect();
+                    (lat, b.compressions)
                 };
                 lat.sort_by(|a, b| a.total_cmp(b));
                 let cpu = bench::cpu_seconds(pid).unwrap_or(0.0);
                 let rss = bench::rss_mib(pid).unwrap_or(0.0);
                 let p99 = percentile(&lat, 0.99);
                 println!(
-                    "{:>6}  {:>5}  {:>7.1}  {:>7.1}  {:>8.1}  {:>11.2}",
+                    "{:>6}  {:>5}  {:>7.1}  {:>7.1}  {:>8.1}  {:>11.2}  {:>13}",
                     windows.len() + 1,
                     lat.len(),
                     percentile(&lat, 0.50),
                     p99,
                     rss,
-                    (cpu - cpu_mark) * 1000.0 / (lat.len().max(1) as f64)
+                    (cpu - cpu_mark) * 1000.0 / (lat.len().max(1) as f64),
+                    compressions - compressions_mark
                 );
+                compressions_mark = compressions;
                 windows.push((p99, rss));
                 cpu_mark = cpu;
                 window_start = now;

@@ -16,7 +16,6 @@ use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use turnkey_tests::bench;
 use turnkey_tests::stats::percentile;
-use turnkey_tests::ScriptedProvider;
 
 fn env_usize(key: &str, default: usize) -> usize {
     std::env::var(key)
@@ -106,7 +105,7 @@ fn main() {
         .build()
         .expect("runtime");
     rt.block_on(async move {
-        let provider = ScriptedProvider::start();
+        let provider = bench::instant_provider();
         let tk = bench::start_server(&provider, database_url.as_deref()).await;
         let pid = tk.pid().expect("server pid");
         // The machine's raw limits, measured now, in the same place the server writes.

@@ -8,6 +8,18 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+/// The provider a benchmark runs against: the scripted one, answering every turn at once with
+/// an echo, and a compression summary request with a short summary (an echo of the
+/// conversation would be as long as what it replaces: a useless compression, then a cooldown).
+pub fn instant_provider() -> crate::ScriptedProvider {
+    let provider = crate::ScriptedProvider::start();
+    provider.on_user_text(
+        "[turnkey:compress]",
+        crate::scripted::Reply::text("The user sent numbered load turns; each was answered."),
+    );
+    provider
+}
+
 /// The server a benchmark measures: the release `turnkey` (or `TURNKEY_BIN`) against the
 /// instant scripted `provider`, deltas flushed every 20 ms, on a fresh SQLite file or on
 /// `database_url`.
@@ -15,12 +27,20 @@ pub async fn start_server(
     provider: &crate::ScriptedProvider,
     database_url: Option<&str>,
 ) -> crate::Turnkey {
+    crate::Turnkey::start(server_options(provider, database_url)).await
+}
+
+/// `start_server`'s options, for a benchmark that changes one of them before starting.
+pub fn server_options(
+    provider: &crate::ScriptedProvider,
+    database_url: Option<&str>,
+) -> crate::TurnkeyOptions {
     let mut options =
         crate::TurnkeyOptions::new(provider).extra_toml("[agent]\ndelta_flush_ms = 20\n");
     if let Some(url) = database_url {
         options = options.database(url);
     }
-    crate::Turnkey::start(options).await
+    options
 }
 
 /// Submits `text` to session `sid` with `request_id` and answers the receipt's admission id.

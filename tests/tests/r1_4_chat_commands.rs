@@ -472,7 +472,15 @@ async fn approvals_from_the_chat(database: Option<&str>) {
         .find(|a| a["approval_id"] == ids[0].as_str())
         .map(|a| a["call_id"].as_str().unwrap().to_owned())
         .unwrap();
-    let prefix = &ids[0][..13];
+    // The shortest prefix that tells the two apart, and a little more: two approvals made in
+    // the same millisecond share their UUIDv7 timestamp digits, so a fixed length can be
+    // ambiguous (and an ambiguous prefix rightly lists them instead of deciding).
+    let common = ids[0]
+        .chars()
+        .zip(ids[1].chars())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let prefix = &ids[0][..(common + 4).min(ids[0].len())];
     let r = say(&hooks, 422, &format!("/approve {prefix}")).await;
     assert_eq!(
         answer(&r, "approve"),

@@ -26,18 +26,37 @@ async fn stages_turns_store_work_and_provider_errors_are_measured() {
     let before = bench::scrape(&tk.url).await;
 
     // Two inputs at once: the drain claims the first with its lease, the second on its own.
-    for _ in 0..3 {
+    // Each answer streams within one delta window (150 ms): its one delta is held back and
+    // commits with the turn's end, so the delivery actor commits nothing for them.
+    for _ in 0..2 {
         provider.push(Reply::chunks(&["an ", "answer"], Duration::from_millis(20)));
     }
     let first = api.submit_accepted(&s, "question 0").await;
     let second = api.submit_accepted(&s, "question 1").await;
-    let third = {
-        for a in [&first, &second] {
-            let adm = api.wait_terminal(a, BOUND).await;
-            assert_eq!(adm["outcome"]["result"], "completed", "{adm}");
-        }
-        api.submit_accepted(&s, "question 2").await
-    };
+    for a in [&first, &second] {
+        let adm = api.wait_terminal(a, BOUND).await;
+        assert_eq!(adm["outcome"]["result"], "completed", "{adm}");
+    }
+    let held = bench::scrape(&tk.url).await;
+    let delivery = "turnkey_turn_stage_seconds_count{stage=\"delivery\"}";
+    let delivered = |m: &BTreeMap<String, f64>| m.get(delivery).copied().unwrap_or(0.0);
+    assert_eq!(
+        delivered(&held),
+        delivered(&before),
+        "a stream that ends within its first window commits its delta with the turn's end"
+    );
+    let events = api.all_events(&s, 0).await;
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["kind"].as_str()).collect();
+    let delta = kinds.iter().position(|k| *k == "message.delta");
+    let complete = kinds.iter().position(|k| *k == "message.complete");
+    assert!(delta.is_some() && delta < complete, "{kinds:?}");
+    assert_eq!(events[delta.unwrap()]["data"]["text"], "an answer");
+    // This one streams longer than a window: the first window's delta is committed on its own.
+    provider.push(Reply::chunks(
+        &["a ", "longer ", "answer"],
+        Duration::from_millis(200),
+    ));
+    let third = api.submit_accepted(&s, "question 2").await;
     let adm = api.wait_terminal(&third, BOUND).await;
     assert_eq!(adm["outcome"]["result"], "completed", "{adm}");
     provider.push(Reply::error(500, "boom"));

@@ -1,9 +1,12 @@
 //! Turn preparation (SPEC R5.1): sanitize, bind the session, reset per-turn state, copy the
 //! history (never the caller's list), stage and persist the user message, and take the stored
-//! system prompt. Persisting the user row is the durable "turn started" fact.
+//! system prompt. The user row is the durable "turn started" fact: it commits with the claim
+//! ([`user_row`] built inside that transaction), or here for an input a burst joined.
+use super::transcript::TranscriptCache;
 use super::TurnFailure;
 use crate::deps::Deps;
 use crate::limits::sanitize_text;
+use std::sync::Arc;
 use turnkey_providers::estimate_tokens;
 use turnkey_storage::*;
 
@@ -14,8 +17,10 @@ pub struct TurnContext {
     pub turn_id: TurnId,
     pub fence: Fence,
     pub system_prompt: String,
-    /// Transcript rows as they were before this turn (a copy; the store keeps the original).
-    pub history: Vec<Message>,
+    /// Transcript rows as they were before this turn: shared with the session's kept copy
+    /// (`turn::transcript`) and copied before this turn changes them; the store keeps the
+    /// original.
+    pub history: Arc<Vec<Message>>,
     /// Rows this turn has persisted so far, starting with the user message.
     pub turn_rows: Vec<Message>,
     /// Model override from the input, else the session's model.
@@ -68,12 +73,13 @@ impl TurnContext {
     /// the wire copy, the summary joins it, and the last real prompt size no longer applies.
     pub fn apply_compaction(&mut self, epoch: i32, compressed: &[MessageId], summary: Message) {
         let gone: std::collections::HashSet<&MessageId> = compressed.iter().collect();
-        for m in self.history.iter_mut().chain(self.turn_rows.iter_mut()) {
+        let history = Arc::make_mut(&mut self.history);
+        for m in history.iter_mut().chain(self.turn_rows.iter_mut()) {
             if gone.contains(&m.id) {
                 m.compressed_epoch = Some(epoch);
             }
         }
-        self.history.push(summary);
+        history.push(summary);
         self.session.compression_epoch = epoch;
         self.last_prompt = None;
     }
@@ -85,17 +91,18 @@ impl TurnContext {
         let copied: std::collections::HashSet<&MessageId> = kept.iter().collect();
         // The user row stays first even when copied: it leaves only the wire copy.
         let user = self.turn_rows.first().map(|m| m.id);
-        self.history.retain(|m| !copied.contains(&m.id));
+        let history = Arc::make_mut(&mut self.history);
+        history.retain(|m| !copied.contains(&m.id));
         self.turn_rows
             .retain(|m| Some(m.id) == user || !copied.contains(&m.id));
-        for m in self.history.iter_mut().chain(self.turn_rows.iter_mut()) {
+        for m in history.iter_mut().chain(self.turn_rows.iter_mut()) {
             m.compressed_epoch.get_or_insert(epoch);
         }
         let turn = self.turn_id;
         let (mine, earlier): (Vec<Message>, Vec<Message>) = child_rows
             .into_iter()
             .partition(|m| m.turn_id == Some(turn) && m.summary_epoch.is_none());
-        self.history.extend(earlier);
+        history.extend(earlier);
         self.turn_rows.extend(mine);
         self.session.compression_epoch = epoch;
         self.last_prompt = None;
@@ -112,22 +119,52 @@ impl TurnContext {
 
 pub async fn prepare(
     deps: &Deps,
+    transcript: &TranscriptCache,
     fence: &Fence,
     admission: &Admission,
     turn_id: TurnId,
 ) -> Result<TurnContext, TurnFailure> {
-    let store = &deps.store;
     let (session, system_prompt) = session_and_prompt(deps, admission).await?;
-    let history = store
-        .transcript(session.id)
+    let loaded = transcript
+        .load(&deps.store, &session, Some(turn_id))
         .await
         .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))?;
+    tracing::debug!(
+        session = %session.id, rows = loaded.history.len(), read = ?loaded.read,
+        "transcript loaded"
+    );
+    // The claim committed the user row when the input was final at claim time; a coalesced
+    // input's row is written now, with the joined text.
+    let turn_rows = if loaded.own.is_empty() {
+        let user = deps
+            .store
+            .append_message(fence, &user_row(admission, turn_id))
+            .await
+            .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))?;
+        vec![user]
+    } else {
+        loaded.own
+    };
+    Ok(TurnContext {
+        model_override: model_override(admission, &session),
+        session,
+        admission: admission.clone(),
+        turn_id,
+        fence: fence.clone(),
+        system_prompt,
+        history: loaded.history,
+        turn_rows,
+        last_prompt: None,
+    })
+}
 
+/// The user row that `admission` becomes as `turn_id`: its sanitized text and display
+/// (SPEC R5.1). Built once, for the claim's commit or for `prepare`.
+pub fn user_row(admission: &Admission, turn_id: TurnId) -> NewMessage {
     let payload = &admission.payload;
     let text = sanitize_text(payload["text"].as_str().unwrap_or_default());
     let display = payload.get("display").filter(|d| d.is_object()).cloned();
-    let model_override = model_override(admission, &session);
-    let user = NewMessage {
+    NewMessage {
         id: MessageId::new(),
         role: Some(MessageRole::User),
         token_estimate: i64::try_from(estimate_tokens(&text)).unwrap_or(i64::MAX),
@@ -136,23 +173,7 @@ pub async fn prepare(
         admission_id: Some(admission.id),
         display,
         ..Default::default()
-    };
-    let user_row = store
-        .append_message(fence, &user)
-        .await
-        .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))?;
-
-    Ok(TurnContext {
-        session,
-        admission: admission.clone(),
-        turn_id,
-        fence: fence.clone(),
-        system_prompt,
-        history,
-        turn_rows: vec![user_row],
-        model_override,
-        last_prompt: None,
-    })
+    }
 }
 
 /// Rebuilds the context of a turn a crash interrupted in its tool round (SPEC R13.1): the
@@ -160,18 +181,22 @@ pub async fn prepare(
 /// appended: the user row is there already.
 pub async fn resume(
     deps: &Deps,
+    transcript: &TranscriptCache,
     fence: &Fence,
     admission: &Admission,
     turn_id: TurnId,
 ) -> Result<TurnContext, TurnFailure> {
     let (session, system_prompt) = session_and_prompt(deps, admission).await?;
-    let all = deps
-        .store
-        .transcript(session.id)
+    let all = transcript
+        .load(&deps.store, &session, None)
         .await
-        .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))?;
-    let (turn_rows, history): (Vec<Message>, Vec<Message>) =
-        all.into_iter().partition(|m| m.turn_id == Some(turn_id));
+        .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))?
+        .history;
+    let (turn_rows, history): (Vec<Message>, Vec<Message>) = all
+        .iter()
+        .cloned()
+        .partition(|m| m.turn_id == Some(turn_id));
+    let history = Arc::new(history);
     Ok(TurnContext {
         model_override: model_override(admission, &session),
         session,

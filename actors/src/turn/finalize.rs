@@ -17,6 +17,8 @@ pub struct Closing {
     pub final_text: Option<String>,
     /// Text already streamed to clients during the turn.
     pub streamed: String,
+    /// The stream's last delta, not committed yet: it commits first in the turn's end.
+    pub held_delta: Option<String>,
     pub failure: Option<TurnFailure>,
     pub usage: Usage,
     pub usage_rows: Vec<NewUsage>,
@@ -70,6 +72,9 @@ pub async fn finalize(deps: &Deps, c: Closing) -> bool {
     let mut messages = Vec::new();
     let mut events = Vec::new();
     let ids = (c.session_id, c.turn_id, c.admission_id);
+    if let Some(text) = c.held_delta.clone() {
+        events.push(super::request::delta_event(ids, text));
+    }
     let message_id = MessageId::new();
     let mut close_tail = None;
     if let Some(text) = final_text.as_ref().filter(|_| delivers) {
@@ -86,6 +91,15 @@ pub async fn finalize(deps: &Deps, c: Closing) -> bool {
             }),
         ));
     } else if let Some(f) = failure.as_ref().filter(|f| !f.is_context_pressure()) {
+        // The tail closure commits its events before `events`: a held delta goes out on its
+        // own first, so that clients see it before the turn's close (a failure, so rare).
+        if !events.is_empty() {
+            let publish = crate::delivery::Publish {
+                fence: Some(c.fence.clone()),
+                event: events.remove(0),
+            };
+            super::request::deliver(&deps.delivery, publish, c.turn_id).await;
+        }
         // R10.5: close an open user or tool tail so the next input is not merged with this
         // one; keep what the user already saw. Context-pressure failures must not grow. The
         // store reads the tail back in the closing transaction and decides what is open.

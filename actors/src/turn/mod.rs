@@ -1,6 +1,6 @@
 //! The turn: one admission carried from prepared context to a closed, persisted tail. One file
 //! per phase, in lifecycle order: `context` and `prompt` (SPEC R5), `preflight` (R6),
-//! `request` (R8), `tool_round` (R9), `finalize` (R10), and `run`, the loop that drives them (R7).
+//! `request` (R8), `tool_round` (R9), `transcript` (the history a session actor keeps), `finalize` (R10), and `run`, the loop that drives them (R7).
 pub mod context;
 pub mod fallback;
 pub mod finalize;
@@ -12,6 +12,7 @@ pub mod request;
 pub mod run;
 pub mod steer;
 pub mod tool_round;
+pub mod transcript;
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};

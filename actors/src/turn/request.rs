@@ -3,9 +3,10 @@
 //! a coalescing delta publisher.
 use super::context::TurnContext;
 use super::TurnControl;
-use crate::delivery::Publish;
+use crate::delivery::{DeliveryActor, Publish};
 use crate::deps::Deps;
 use crate::stages::{timed, Stage, TURNS};
+use actix::Addr;
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -14,7 +15,7 @@ use tokio::sync::mpsc;
 use turnkey_providers::{
     ChatMessage, ChatRequest, ChatResponse, Provider, ProviderError, Role, ToolCall,
 };
-use turnkey_storage::{EventKind, Message, MessageRole, NewEvent};
+use turnkey_storage::{AdmissionId, EventKind, Message, MessageRole, NewEvent, SessionId, TurnId};
 
 /// Largest coalesced `message.delta` payload, in bytes.
 const MAX_DELTA_BYTES: usize = 8 * 1024;
@@ -171,6 +172,10 @@ pub async fn call_with_retries(
     let mut attempt = 0;
     loop {
         attempt += 1;
+        // An earlier call's held-back delta goes out before anything this one streams.
+        if let Some(text) = streamed.take_held() {
+            publish_delta(deps, ctx, text).await;
+        }
         let publisher = DeltaPublisher::spawn(deps, ctx);
         let sink = |text: &str| {
             control.touch();
@@ -184,7 +189,15 @@ pub async fn call_with_retries(
         if let Some(Err(e)) = &result {
             TURNS.provider_error(e.code());
         }
-        publisher.finish().await;
+        // The stream's last delta: held back when this response may be the turn's final
+        // answer, so that it commits with the turn's end (one write fewer a turn); committed
+        // now otherwise (a tool round or another call follows).
+        if let Some(rest) = publisher.finish().await {
+            match &result {
+                Some(Ok(r)) if r.tool_calls.is_empty() => streamed.hold(rest),
+                _ => publish_delta(deps, ctx, rest).await,
+            }
+        }
         control.touch();
         let Some(result) = result else {
             return CallOutcome::Stopped;
@@ -207,33 +220,86 @@ pub async fn call_with_retries(
     }
 }
 
-/// Everything streamed to clients during the turn, for recovering a final answer that the
-/// provider's last response left empty (SPEC R10.2).
+/// Everything streamed during the turn, for recovering a final answer that the provider's
+/// last response left empty (SPEC R10.2); and the stream's last `message.delta` text while it
+/// is held back to commit with the turn's end (`finalize`), or with the next call's first.
 #[derive(Default)]
-pub struct StreamedText(Mutex<String>);
+pub struct StreamedText {
+    text: Mutex<String>,
+    held: Mutex<String>,
+}
 
 impl StreamedText {
     fn push(&self, t: &str) {
-        if let Ok(mut s) = self.0.lock() {
+        if let Ok(mut s) = self.text.lock() {
             s.push_str(t);
         }
     }
     pub fn is_empty(&self) -> bool {
-        self.0.lock().map(|s| s.is_empty()).unwrap_or(true)
+        self.text.lock().map(|s| s.is_empty()).unwrap_or(true)
     }
     pub fn take(&self) -> String {
-        self.0
+        self.text
             .lock()
             .map(|mut s| std::mem::take(&mut *s))
             .unwrap_or_default()
     }
+    fn hold(&self, t: String) {
+        if let Ok(mut s) = self.held.lock() {
+            s.push_str(&t);
+        }
+    }
+    /// The delta text held back and not committed yet, if any.
+    pub fn take_held(&self) -> Option<String> {
+        self.held
+            .lock()
+            .ok()
+            .map(|mut s| std::mem::take(&mut *s))
+            .filter(|s| !s.is_empty())
+    }
+}
+
+/// A `message.delta` event of `text` for the turn `ids` names (session, turn, admission).
+pub fn delta_event(ids: (SessionId, TurnId, AdmissionId), text: String) -> NewEvent {
+    NewEvent {
+        session_id: ids.0,
+        kind: EventKind::MessageDelta,
+        turn_id: Some(ids.1),
+        admission_id: Some(ids.2),
+        data: json!({ "text": text }),
+    }
+}
+
+fn ids_of(ctx: &TurnContext) -> (SessionId, TurnId, AdmissionId) {
+    (ctx.session.id, ctx.turn_id, ctx.admission.id)
+}
+
+/// Commits one `message.delta` now, under the turn's fence, through the delivery actor.
+async fn publish_delta(deps: &Deps, ctx: &TurnContext, text: String) {
+    let publish = Publish {
+        fence: Some(ctx.fence.clone()),
+        event: delta_event(ids_of(ctx), text),
+    };
+    deliver(&deps.delivery, publish, ctx.turn_id).await;
+}
+
+/// Sends `publish` to the delivery actor and waits for its commit. Deltas are a live view;
+/// the transcript and `message.complete` are the durable answer. A lost delta is logged, and
+/// a fenced turn stops at its next fenced write.
+pub async fn deliver(delivery: &Addr<DeliveryActor>, publish: Publish, turn_id: TurnId) {
+    match delivery.send(publish).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => tracing::warn!(turn = %turn_id, error = %e, "delta not committed"),
+        Err(e) => tracing::warn!(turn = %turn_id, error = %e, "delivery unavailable"),
+    }
 }
 
 /// Coalesces streamed fragments into a few `message.delta` events a second, committed through
-/// the delivery actor under the turn's fence, in order.
+/// the delivery actor under the turn's fence, in order. What it was still gathering when the
+/// stream ended is not committed: `finish` hands it back.
 struct DeltaPublisher {
     tx: mpsc::UnboundedSender<String>,
-    task: tokio::task::JoinHandle<()>,
+    task: tokio::task::JoinHandle<Option<String>>,
 }
 
 impl DeltaPublisher {
@@ -241,7 +307,7 @@ impl DeltaPublisher {
         let (tx, mut rx) = mpsc::unbounded_channel::<String>();
         let delivery = deps.delivery.clone();
         let fence = ctx.fence.clone();
-        let (session_id, turn_id, admission_id) = (ctx.session.id, ctx.turn_id, ctx.admission.id);
+        let ids = ids_of(ctx);
         let window = Duration::from_millis(deps.config.agent.delta_flush_ms);
         let task = tokio::spawn(async move {
             while let Some(first) = rx.recv().await {
@@ -250,29 +316,18 @@ impl DeltaPublisher {
                 while buf.len() < MAX_DELTA_BYTES {
                     match tokio::time::timeout_at(deadline, rx.recv()).await {
                         Ok(Some(more)) => buf.push_str(&more),
-                        Ok(None) | Err(_) => break,
+                        // The stream ended: the rest goes back to `finish`.
+                        Ok(None) => return Some(buf),
+                        Err(_) => break,
                     }
                 }
                 let publish = Publish {
                     fence: Some(fence.clone()),
-                    event: NewEvent {
-                        session_id,
-                        kind: EventKind::MessageDelta,
-                        turn_id: Some(turn_id),
-                        admission_id: Some(admission_id),
-                        data: json!({ "text": buf }),
-                    },
+                    event: delta_event(ids, buf),
                 };
-                match delivery.send(publish).await {
-                    Ok(Ok(_)) => {}
-                    // Deltas are a live view; the transcript and message.complete are the
-                    // durable answer. A lost delta is logged, and a fenced turn stops below.
-                    Ok(Err(e)) => {
-                        tracing::warn!(turn = %turn_id, error = %e, "delta not committed");
-                    }
-                    Err(e) => tracing::warn!(turn = %turn_id, error = %e, "delivery unavailable"),
-                }
+                deliver(&delivery, publish, ids.1).await;
             }
+            None
         });
         Self { tx, task }
     }
@@ -283,11 +338,16 @@ impl DeltaPublisher {
         }
     }
 
-    /// Flushes what is buffered and waits until it is committed.
-    async fn finish(self) {
+    /// Waits until every full window is committed; answers the text gathered since the last
+    /// one, not committed.
+    async fn finish(self) -> Option<String> {
         drop(self.tx);
-        if let Err(e) = self.task.await {
-            tracing::warn!(error = %e, "delta publisher panicked");
+        match self.task.await {
+            Ok(rest) => rest,
+            Err(e) => {
+                tracing::warn!(error = %e, "delta publisher panicked");
+                None
+            }
         }
     }
 }

@@ -5,6 +5,7 @@ use super::context::{self, LastPrompt, TurnContext};
 use super::finalize::{self, Closing};
 use super::preflight::{self, Carried, GateState};
 use super::request::{self, CallOutcome, StreamedText};
+use super::transcript::TranscriptCache;
 use super::{fallback, grace, normalize, tool_round, StopReason, TurnControl, TurnFailure};
 use crate::deps::Deps;
 use crate::stages::{timed, Stage};
@@ -31,6 +32,7 @@ pub enum Start {
 /// Runs the turn to its end; answers whether its end commit released the session's lease.
 pub async fn run_turn(
     deps: &Deps,
+    transcript: &TranscriptCache,
     control: &TurnControl,
     fence: &Fence,
     admission: &Admission,
@@ -54,17 +56,18 @@ pub async fn run_turn(
         turn_id,
         final_text: None,
         streamed: String::new(),
+        held_delta: None,
         failure: None,
         usage: Usage::default(),
         usage_rows: Vec::new(),
     };
     let prepared = match start {
         Start::Fresh => {
-            let prepare = context::prepare(deps, fence, admission, turn_id);
+            let prepare = context::prepare(deps, transcript, fence, admission, turn_id);
             timed(Stage::Context, prepare.instrument(info_span!("context"))).await
         }
         Start::Resume => {
-            let resume = context::resume(deps, fence, admission, turn_id);
+            let resume = context::resume(deps, transcript, fence, admission, turn_id);
             timed(
                 Stage::Context,
                 resume.instrument(info_span!("context", resumed = true)),
@@ -86,6 +89,7 @@ pub async fn run_turn(
     if let Some(w) = watchdog {
         w.abort();
     }
+    closing.held_delta = streamed.take_held();
     closing.streamed = streamed.take();
     finalize::finalize(deps, closing)
         .instrument(info_span!("finalize"))

@@ -4,7 +4,7 @@
 use super::leases::fence_out;
 use super::{
     check_fence, convert, insert_event, insert_events, is_unique_violation, outbox, tail, Result,
-    Store, StoreError,
+    Store, StoreError, WriteTx,
 };
 use crate::entity::{admission, lease, session};
 use crate::ids::*;
@@ -13,8 +13,8 @@ use crate::notify::NoticeKind;
 use crate::status::AdmissionStatus;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter,
-    QueryOrder, QuerySelect, UpdateMany,
+    ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
+    QuerySelect, UpdateMany,
 };
 use serde_json::json;
 
@@ -66,60 +66,53 @@ impl Store {
             tx.rollback().await?;
             return duplicate_of(convert::admission(row)?, new);
         }
-        let ahead = admission::Entity::find()
-            .filter(admission::Column::SessionId.eq(sid.clone()))
-            .filter(admission::Column::Status.is_in([
-                AdmissionStatus::Queued.as_str(),
-                AdmissionStatus::Started.as_str(),
-            ]))
-            .count(&tx)
-            .await?;
+        // One grouped count before the insert gives both the new admission's place in the
+        // queue and the `status` event after it.
+        let (queued, started) = queue_counts(&tx, new.session_id).await?;
         let id = AdmissionId::new();
         let now = now_ms();
-        admission::Entity::insert(admission::ActiveModel {
-            id: Set(id.to_string()),
-            session_id: Set(sid.clone()),
-            seq: Set(seq),
-            request_id: Set(new.request_id.clone()),
-            payload_digest: Set(new.payload_digest.clone()),
-            payload_json: Set(new.payload.to_string()),
-            principal: Set(new.principal.clone()),
-            surface: Set(new.surface.clone()),
-            status: Set(AdmissionStatus::Queued.as_str().to_owned()),
-            owner_instance: Set(None),
-            owner_pid: Set(None),
-            owner_host: Set(None),
-            turn_id: Set(None),
-            outcome: Set(None),
-            created_at: Set(now),
-            started_at: Set(None),
-            finished_at: Set(None),
-            retry_of: Set(new.retry_of.map(|r| r.to_string())),
-        })
-        .exec_without_returning(&tx)
-        .await?;
-        let queued = insert_event(
-            &tx,
-            &NewEvent {
+        let row = admission::Model {
+            id: id.to_string(),
+            session_id: sid.clone(),
+            seq,
+            request_id: new.request_id.clone(),
+            payload_digest: new.payload_digest.clone(),
+            payload_json: new.payload.to_string(),
+            principal: new.principal.clone(),
+            surface: new.surface.clone(),
+            status: AdmissionStatus::Queued.as_str().to_owned(),
+            owner_instance: None,
+            owner_pid: None,
+            owner_host: None,
+            turn_id: None,
+            outcome: None,
+            created_at: now,
+            started_at: None,
+            finished_at: None,
+            retry_of: new.retry_of.map(|r| r.to_string()),
+        };
+        // Every column is given (`Unchanged` values are inserted too): the row written is
+        // `row`, so it is returned as is rather than read back.
+        admission::Entity::insert(admission::ActiveModel::from(row.clone()))
+            .exec_without_returning(&tx)
+            .await?;
+        let announced = [
+            NewEvent {
                 session_id: new.session_id,
                 kind: EventKind::AdmissionQueued,
                 turn_id: None,
                 admission_id: Some(id),
-                data: json!({"admission_id": id, "seq_in_queue": ahead + 1}),
+                data: json!({"admission_id": id, "seq_in_queue": queued + started + 1}),
             },
-        )
-        .await?;
-        let status = insert_status_event(&tx, new.session_id).await?;
-        let row = admission::Entity::find_by_id(id.to_string())
-            .one(&tx)
-            .await?
-            .ok_or_else(|| StoreError::NotFound(format!("admission {id}")))?;
-        crate::notify::send(&tx, NoticeKind::Admitted, new.session_id, None).await?;
+            status_of(new.session_id, queued + 1, started > 0).0,
+        ];
+        let events = insert_events(&tx, &announced).await?;
+        crate::notify::send(&tx, NoticeKind::Admitted, new.session_id, None);
         tx.commit().await?;
         Ok(Admitted {
             admission: convert::admission(row)?,
             duplicate: false,
-            events: vec![queued, status],
+            events,
         })
     }
 
@@ -168,14 +161,7 @@ impl Store {
 
     /// The oldest queued admission of `session`: the FIFO head.
     pub async fn next_queued(&self, session: SessionId) -> Result<Option<Admission>> {
-        admission::Entity::find()
-            .filter(admission::Column::SessionId.eq(session.to_string()))
-            .filter(admission::Column::Status.eq(AdmissionStatus::Queued.as_str()))
-            .order_by_asc(admission::Column::Seq)
-            .one(self.connection())
-            .await?
-            .map(convert::admission)
-            .transpose()
+        first_queued(self.connection(), session).await
     }
 
     pub async fn queue_depth(&self, session: SessionId) -> Result<u64> {
@@ -196,7 +182,23 @@ impl Store {
         turn: TurnId,
     ) -> Result<Vec<Event>> {
         let tx = self.write_tx().await?;
-        let events = claim_in(&tx, fence, admission, owner, turn).await?;
+        let events = claim_in(&tx, fence, admission, owner, turn, None, None).await?;
+        tx.commit().await?;
+        Ok(events)
+    }
+
+    /// [`claim`](Self::claim), committed with `user`, the turn's user row: the claim and the
+    /// user message are one durable fact (the turn has started).
+    pub async fn claim_with_user(
+        &self,
+        fence: &Fence,
+        admission: AdmissionId,
+        owner: &Owner,
+        turn: TurnId,
+        user: &NewMessage,
+    ) -> Result<Vec<Event>> {
+        let tx = self.write_tx().await?;
+        let events = claim_in(&tx, fence, admission, owner, turn, Some(user), None).await?;
         tx.commit().await?;
         Ok(events)
     }
@@ -476,8 +478,8 @@ impl Store {
 /// `queued → terminal` for an input another admission's turn carries, with the outcome
 /// `{result, turn_id, carried_by, final_response: null}` and its `admission.carried` event;
 /// `None` when the admission was no longer queued.
-async fn settle_carried<C: ConnectionTrait>(
-    db: &C,
+async fn settle_carried(
+    db: &WriteTx,
     session: SessionId,
     admission: AdmissionId,
     carried: &Carried,
@@ -538,10 +540,7 @@ fn duplicate_of(existing: Admission, new: &NewAdmission) -> Result<Admitted> {
 
 /// Appends the `status` event (`{state, queue_depth}`, API.md) that follows every change of a
 /// session's queue or running state, read inside the transaction that made the change.
-pub(super) async fn insert_status_event<C: ConnectionTrait>(
-    db: &C,
-    session: SessionId,
-) -> Result<Event> {
+pub(super) async fn insert_status_event(db: &WriteTx, session: SessionId) -> Result<Event> {
     insert_event(db, &status_event(db, session).await?.0).await
 }
 
@@ -551,6 +550,16 @@ pub(super) async fn status_event<C: ConnectionTrait>(
     db: &C,
     session: SessionId,
 ) -> Result<(NewEvent, bool)> {
+    let (queued, started) = queue_counts(db, session).await?;
+    Ok(status_of(session, queued, started > 0))
+}
+
+/// How many of the session's admissions are queued and how many started, in one grouped
+/// count.
+pub(super) async fn queue_counts<C: ConnectionTrait>(
+    db: &C,
+    session: SessionId,
+) -> Result<(i64, i64)> {
     #[derive(sea_orm::FromQueryResult)]
     struct Counted {
         status: String,
@@ -575,8 +584,12 @@ pub(super) async fn status_event<C: ConnectionTrait>(
             .find(|c| c.status == status.as_str())
             .map_or(0, |c| c.n)
     };
-    let queue_depth = of(AdmissionStatus::Queued);
-    let running = of(AdmissionStatus::Started) > 0;
+    Ok((of(AdmissionStatus::Queued), of(AdmissionStatus::Started)))
+}
+
+/// The `status` event (`{state, queue_depth}`, API.md) for these counts, and whether the
+/// session is idle (nothing queued, nothing running).
+pub(super) fn status_of(session: SessionId, queue_depth: i64, running: bool) -> (NewEvent, bool) {
     let event = NewEvent {
         session_id: session,
         kind: EventKind::Status,
@@ -587,17 +600,36 @@ pub(super) async fn status_event<C: ConnectionTrait>(
             "queue_depth": queue_depth,
         }),
     };
-    Ok((event, !running && queue_depth == 0))
+    (event, !running && queue_depth == 0)
+}
+
+/// The session's FIFO head: its queued admission with the lowest seq, read through `db`.
+pub(super) async fn first_queued<C: ConnectionTrait>(
+    db: &C,
+    session: SessionId,
+) -> Result<Option<Admission>> {
+    admission::Entity::find()
+        .filter(admission::Column::SessionId.eq(session.to_string()))
+        .filter(admission::Column::Status.eq(AdmissionStatus::Queued.as_str()))
+        .order_by_asc(admission::Column::Seq)
+        .one(db)
+        .await?
+        .map(convert::admission)
+        .transpose()
 }
 
 /// `queued → started` of `admission` as `turn` inside `db`'s transaction, fenced, with the
-/// `turn.started` and `status` events (see [`Store::claim`]).
-pub(super) async fn claim_in<C: ConnectionTrait>(
-    db: &C,
+/// `turn.started` and `status` events and, when given, the turn's user row (see
+/// [`Store::claim`]). `status` is the `status` event after the claim when the caller already
+/// counted the queue in this transaction; else it is counted here.
+pub(super) async fn claim_in(
+    db: &WriteTx,
     fence: &Fence,
     admission: AdmissionId,
     owner: &Owner,
     turn: TurnId,
+    user: Option<&NewMessage>,
+    status: Option<NewEvent>,
 ) -> Result<Vec<Event>> {
     // The lease row records which turn its holder runs (SPEC R4.1); writing it under the
     // fence's filter is also the fence check.
@@ -626,6 +658,9 @@ pub(super) async fn claim_in<C: ConnectionTrait>(
     if res.rows_affected != 1 {
         return Err(StoreError::WrongState(admission.to_string()));
     }
+    if let Some(user) = user {
+        super::log::insert_message(db, fence.session_id, user).await?;
+    }
     let started = NewEvent {
         session_id: fence.session_id,
         kind: EventKind::TurnStarted,
@@ -633,7 +668,10 @@ pub(super) async fn claim_in<C: ConnectionTrait>(
         admission_id: Some(admission),
         data: json!({"turn_id": turn, "admission_id": admission}),
     };
-    let (status, _) = status_event(db, fence.session_id).await?;
+    let status = match status {
+        Some(known) => known,
+        None => status_event(db, fence.session_id).await?.0,
+    };
     insert_events(db, &[started, status]).await
 }
 

@@ -177,7 +177,7 @@ impl Store {
         }
         let a = approval_in(&tx, id).await?;
         let ev = resolved_event(&tx, &a, decision).await?;
-        crate::notify::send(&tx, crate::notify::NoticeKind::Decision, session, None).await?;
+        crate::notify::send(&tx, crate::notify::NoticeKind::Decision, session, None);
         tx.commit().await?;
         Ok((a, ev))
     }
@@ -214,11 +214,7 @@ impl Store {
     }
 }
 
-async fn resolved_event<C: sea_orm::ConnectionTrait>(
-    db: &C,
-    a: &Approval,
-    decision: &str,
-) -> Result<Event> {
+async fn resolved_event(db: &super::WriteTx, a: &Approval, decision: &str) -> Result<Event> {
     insert_event(
         db,
         &NewEvent {

@@ -1,15 +1,13 @@
 //! Fenced turn leases (SPEC R4, R13.3). One row per session that is never deleted: release
 //! clears the holder but keeps the generation, so a generation is never handed out twice.
-use super::admissions::claim_in;
+use super::admissions::{claim_in, first_queued, queue_counts, status_of};
 use super::{convert, is_unique_violation, Result, Store, StoreError};
-use crate::entity::{admission, lease};
+use crate::entity::lease;
 use crate::ids::*;
 use crate::model::*;
-use crate::status::AdmissionStatus;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
-    UpdateMany,
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, UpdateMany,
 };
 
 /// What to write into the lease row when it is taken.
@@ -19,6 +17,15 @@ pub struct LeaseClaim<'a> {
     pub owner: &'a Owner,
     pub platform: &'a str,
     pub ttl_ms: i64,
+}
+
+/// How the commit that takes a lease also claims the session's FIFO head: as which turn, and
+/// the user row that the claimed input becomes (built from it inside the transaction), so that
+/// the lease, the claim, `turn.started` and the user message are one durable fact.
+#[derive(Clone, Copy)]
+pub struct ClaimAs<'a> {
+    pub turn: TurnId,
+    pub user_row: &'a (dyn Fn(&Admission) -> NewMessage + Sync),
 }
 
 impl Store {
@@ -36,15 +43,15 @@ impl Store {
     }
 
     /// [`try_acquire_lease`](Self::try_acquire_lease), and with `turn`, in the same commit, the
-    /// claim of the session's FIFO head as that turn (see [`Store::claim`]) when nothing of the
-    /// session is `started` (a started admission belongs to an earlier holder: the drain
-    /// settles it first). A drain that finds one queued input thus takes the lease and claims
-    /// it with one commit.
+    /// claim of the session's FIFO head as that turn with its user row (see
+    /// [`Store::claim_with_user`]) when nothing of the session is `started` (a started
+    /// admission belongs to an earlier holder: the drain settles it first). A drain that finds
+    /// one queued input thus takes the lease, claims it and records its message in one commit.
     pub async fn try_acquire_lease_and_claim(
         &self,
         claim: LeaseClaim<'_>,
         holder_is_dead: &(dyn Fn(&Owner) -> bool + Sync),
-        turn: Option<TurnId>,
+        turn: Option<ClaimAs<'_>>,
     ) -> Result<Option<(Fence, Option<Claimed>)>> {
         match self.try_acquire_inner(&claim, holder_is_dead, turn).await {
             Err(StoreError::Db(e)) if is_unique_violation(&e) => Ok(None),
@@ -56,7 +63,7 @@ impl Store {
         &self,
         c: &LeaseClaim<'_>,
         holder_is_dead: &(dyn Fn(&Owner) -> bool + Sync),
-        turn: Option<TurnId>,
+        turn: Option<ClaimAs<'_>>,
     ) -> Result<Option<(Fence, Option<Claimed>)>> {
         let tx = self.write_tx().await?;
         let sid = c.session.to_string();
@@ -171,27 +178,33 @@ impl Store {
 
 /// Claims the FIFO head of `fence`'s session as `turn` inside `db`'s transaction, unless an
 /// admission of the session is `started` or none is queued.
-async fn claim_head<C: ConnectionTrait>(
-    db: &C,
+async fn claim_head(
+    db: &super::WriteTx,
     fence: &Fence,
     owner: &Owner,
-    turn: TurnId,
+    how: ClaimAs<'_>,
 ) -> Result<Option<Claimed>> {
-    let sid = fence.session_id.to_string();
-    let of_status = |status: AdmissionStatus| {
-        admission::Entity::find()
-            .filter(admission::Column::SessionId.eq(sid.clone()))
-            .filter(admission::Column::Status.eq(status.as_str()))
-            .order_by_asc(admission::Column::Seq)
-    };
-    if of_status(AdmissionStatus::Started).one(db).await?.is_some() {
+    // One grouped count says whether there is a head to claim (nothing started, something
+    // queued) and gives the `status` event after the claim.
+    let (queued, started) = queue_counts(db, fence.session_id).await?;
+    if started > 0 || queued == 0 {
         return Ok(None);
     }
-    let Some(head) = of_status(AdmissionStatus::Queued).one(db).await? else {
+    let Some(admission) = first_queued(db, fence.session_id).await? else {
         return Ok(None);
     };
-    let admission = convert::admission(head)?;
-    let events = claim_in(db, fence, admission.id, owner, turn).await?;
+    let user = (how.user_row)(&admission);
+    let status = status_of(fence.session_id, queued - 1, true).0;
+    let events = claim_in(
+        db,
+        fence,
+        admission.id,
+        owner,
+        how.turn,
+        Some(&user),
+        Some(status),
+    )
+    .await?;
     Ok(Some(Claimed { admission, events }))
 }
 
@@ -208,7 +221,7 @@ fn without_holder(q: UpdateMany<lease::Entity>) -> UpdateMany<lease::Entity> {
 }
 
 /// Gives the lease up inside `db`'s transaction; false when `fence` no longer held it.
-pub(super) async fn release_in<C: ConnectionTrait>(db: &C, fence: &Fence) -> Result<bool> {
+pub(super) async fn release_in(db: &super::WriteTx, fence: &Fence) -> Result<bool> {
     let res = without_holder(lease::Entity::update_many())
         .filter(lease::Column::SessionId.eq(fence.session_id.to_string()))
         .filter(lease::Column::HolderInstance.eq(fence.instance.to_string()))
@@ -219,7 +232,7 @@ pub(super) async fn release_in<C: ConnectionTrait>(db: &C, fence: &Fence) -> Res
     if released {
         // A replica waiting for this lease tries at once (PostgreSQL; delivered at commit).
         let kind = crate::notify::NoticeKind::Released;
-        crate::notify::send(db, kind, fence.session_id, None).await?;
+        crate::notify::send(db, kind, fence.session_id, None);
     }
     Ok(released)
 }

@@ -119,6 +119,29 @@ impl Store {
             .collect()
     }
 
+    /// The rows of the canonical session `canonical` after `after_idx` that compression has
+    /// not taken out, in order: what was appended to a transcript since a reader last saw its
+    /// row `after_idx`. Rows change in place only under a new compression epoch, so a reader
+    /// that saw the same epoch needs no more than these (`turn::transcript`). Rows compression
+    /// replaced are never sent again, so a reader that keeps what it read holds no more than
+    /// the live context.
+    pub async fn live_transcript_after(
+        &self,
+        canonical: SessionId,
+        after_idx: i64,
+    ) -> Result<Vec<Message>> {
+        message::Entity::find()
+            .filter(message::Column::SessionId.eq(canonical.to_string()))
+            .filter(message::Column::Idx.gt(after_idx))
+            .filter(message::Column::CompressedEpoch.is_null())
+            .order_by_asc(message::Column::Idx)
+            .all(self.connection())
+            .await?
+            .into_iter()
+            .map(convert::message)
+            .collect()
+    }
+
     /// The readable history of `root`'s lineage (SPEC R6.4): every segment's rows, oldest
     /// segment first, each message once (a child's copies of kept rows are left out; their
     /// originals are listed in the segment that wrote them).

@@ -10,7 +10,7 @@ mod interrupts;
 pub use interrupts::{InterruptRequest, InterruptStatus};
 mod convert;
 mod leases;
-pub use leases::LeaseClaim;
+pub use leases::{ClaimAs, LeaseClaim};
 mod log;
 mod outbox;
 mod rotation;
@@ -23,7 +23,8 @@ mod tokens;
 mod tool_runs;
 mod turn_end;
 mod writer;
-use writer::{WriteTx, Writer};
+pub(crate) use writer::WriteTx;
+use writer::Writer;
 
 use crate::entity::{event, lease, session};
 use crate::ids::{now_ms, Seq};
@@ -32,10 +33,13 @@ use crate::model::{Event, Fence, NewEvent};
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectOptions, ConnectionTrait, Database, DatabaseConnection,
-    DbBackend, DbErr, EntityTrait, QueryFilter,
+    DbBackend, DbErr, EntityTrait, QueryFilter, Statement, TransactionTrait,
 };
 use std::sync::atomic::Ordering;
 use std::time::Duration;
+
+/// The PostgreSQL advisory lock key `migrate` takes ("turnkey" in ASCII).
+const MIGRATION_LOCK: i64 = 0x0074_7572_6e6b_6579;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -69,6 +73,8 @@ pub struct Store {
     /// 100 ms backoff) while it is free. On PostgreSQL the same pool as `db`: its row locks
     /// let writers run side by side.
     writes: Writer,
+    /// Whether another replica listens for notices (PostgreSQL; see [`crate::notify`]).
+    peers: std::sync::Arc<crate::notify::Peers>,
 }
 
 impl Store {
@@ -80,14 +86,18 @@ impl Store {
         let in_memory = url.contains(":memory:") || url.contains("mode=memory");
         let mut db = Database::connect(Self::options(url, if sqlite { 8 } else { 16 })).await?;
         db.set_metric_callback(count_statement);
+        let peers = crate::notify::Peers::new();
         let writes = if sqlite && !in_memory {
             let mut w = Database::connect(Self::options(url, 1)).await?;
             w.set_metric_callback(count_statement);
             Writer::grouped(w)
         } else {
-            Writer::plain(db.clone())
+            Writer::plain(db.clone(), peers.clone())
         };
-        Ok(Self { db, writes })
+        if db.get_database_backend() == DbBackend::Postgres {
+            crate::notify::Peers::watch(&peers, db.get_postgres_connection_pool().clone());
+        }
+        Ok(Self { db, writes, peers })
     }
 
     fn options(url: &str, connections: u32) -> ConnectOptions {
@@ -106,9 +116,25 @@ impl Store {
         opts
     }
 
+    /// Applies the pending migrations. On PostgreSQL, replicas that start together against
+    /// one database take turns: each migrates inside one transaction that first takes a
+    /// transaction-scoped advisory lock, so the second finds nothing pending instead of racing
+    /// the first to create the same tables (the migrations then commit all at once, or none).
     pub async fn migrate(&self) -> Result<()> {
         use migration::MigratorTrait;
-        migration::Migrator::up(self.writes.connection(), None).await?;
+        if self.backend() != DbBackend::Postgres {
+            migration::Migrator::up(self.writes.connection(), None).await?;
+            return Ok(());
+        }
+        let tx = self.db.begin().await?;
+        tx.execute_raw(Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            "SELECT pg_advisory_xact_lock($1)",
+            [MIGRATION_LOCK.into()],
+        ))
+        .await?;
+        migration::Migrator::up(&tx, None).await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -123,6 +149,10 @@ impl Store {
 
     pub fn backend(&self) -> DbBackend {
         self.db.get_database_backend()
+    }
+
+    pub(crate) fn peers(&self) -> &crate::notify::Peers {
+        &self.peers
     }
 
     /// The connection for reads.
@@ -145,6 +175,13 @@ impl Store {
 fn count_statement(info: &sea_orm::metric::Info<'_>) {
     STORE.statements.fetch_add(1, Ordering::Relaxed);
     STORE.statement_time.observe_duration(info.elapsed);
+    // `RUST_LOG=turnkey_storage::sql=trace` lists every statement with its time.
+    tracing::trace!(
+        target: "turnkey_storage::sql",
+        micros = info.elapsed.as_micros() as u64,
+        failed = info.failed,
+        sql = %info.statement.sql,
+    );
 }
 
 /// Fails with `Fenced` unless `fence` still holds its session's lease. It is an UPDATE, not a
@@ -169,7 +206,7 @@ pub(crate) async fn check_fence<C: ConnectionTrait>(db: &C, fence: &Fence) -> Re
 }
 
 /// Appends one event inside `db`'s transaction, taking the next per-session seq.
-pub(crate) async fn insert_event<C: ConnectionTrait>(db: &C, ev: &NewEvent) -> Result<Event> {
+pub(crate) async fn insert_event(db: &WriteTx, ev: &NewEvent) -> Result<Event> {
     let mut out = insert_events(db, std::slice::from_ref(ev)).await?;
     out.pop()
         .ok_or_else(|| StoreError::Corrupt("an appended event was not returned".into()))
@@ -181,10 +218,7 @@ const EVENT_ROWS_PER_INSERT: usize = 256;
 /// Appends `evs` inside `db`'s transaction, each session's in their order, with two statements
 /// per session however many there are: one `UPDATE … RETURNING` moves the session's seq on
 /// by their count, one multi-row `INSERT` writes them. Answers the events in `evs`'s order.
-pub(crate) async fn insert_events<C: ConnectionTrait>(
-    db: &C,
-    evs: &[NewEvent],
-) -> Result<Vec<Event>> {
+pub(crate) async fn insert_events(db: &WriteTx, evs: &[NewEvent]) -> Result<Vec<Event>> {
     // Sessions in first-seen order, each with the indexes of its events.
     let mut sessions: Vec<(crate::ids::SessionId, Vec<usize>)> = Vec::new();
     for (i, ev) in evs.iter().enumerate() {
@@ -243,7 +277,7 @@ pub(crate) async fn insert_events<C: ConnectionTrait>(
         }
         // Readers of the session on other replicas (PostgreSQL): one notice per session,
         // delivered at commit.
-        crate::notify::send(db, crate::notify::NoticeKind::Events, session_id, None).await?;
+        crate::notify::send(db, crate::notify::NoticeKind::Events, session_id, None);
     }
     Ok(out.into_iter().flatten().collect())
 }

@@ -16,8 +16,8 @@ use std::collections::HashSet;
 
 /// Closes the tail of `turn` as `closure` says; returns the events of the questions it closed
 /// (pending approvals of the turn, now moot).
-pub(super) async fn close_tail<C: ConnectionTrait>(
-    db: &C,
+pub(super) async fn close_tail(
+    db: &super::WriteTx,
     session: SessionId,
     turn: TurnId,
     admission: AdmissionId,
@@ -31,8 +31,8 @@ pub(super) async fn close_tail<C: ConnectionTrait>(
 /// calls still `planned` are `finished` as skipped (their closing result says they did not
 /// run), and pending approvals are denied. A call that was `started` or is `unknown` stays as
 /// it is: it may have run, and the store does not pretend otherwise.
-pub(super) async fn close_rows<C: ConnectionTrait>(
-    db: &C,
+pub(super) async fn close_rows(
+    db: &super::WriteTx,
     session: SessionId,
     rows: &[Message],
     turn: TurnId,

@@ -203,7 +203,7 @@ impl Store {
             .one(&tx)
             .await?
             .ok_or_else(|| StoreError::NotFound(format!("tool run {call_id}")))?;
-        crate::notify::send(&tx, crate::notify::NoticeKind::Decision, session, None).await?;
+        crate::notify::send(&tx, crate::notify::NoticeKind::Decision, session, None);
         tx.commit().await?;
         convert::tool_run(row)
     }

@@ -18,7 +18,11 @@
 //! PostgreSQL writers run side by side on their own connections (row locks, not one writer),
 //! and the server already shares one WAL flush among commits that arrive together, so there
 //! each write transaction is plain.
+//! A plain transaction also carries the notices its writes announce ([`crate::notify`]):
+//! each distinct one once, sent in one statement just before its `COMMIT`, or not at all while
+//! no other replica listens.
 use crate::metrics::STORE;
+use crate::notify::{Notice, Peers, Pending};
 use sea_orm::{
     ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, ExecResult,
     QueryResult, SqliteTransactionMode, Statement, TransactionOptions, TransactionTrait,
@@ -47,7 +51,7 @@ struct Group {
 #[derive(Clone, Debug)]
 pub(crate) enum Writer {
     /// PostgreSQL: a plain transaction per writer on the shared pool.
-    Plain(DatabaseConnection),
+    Plain(DatabaseConnection, Arc<Peers>),
     /// SQLite: one connection, group commit.
     Grouped(Arc<Shared>),
 }
@@ -87,8 +91,8 @@ fn immediate() -> TransactionOptions {
 }
 
 impl Writer {
-    pub(crate) fn plain(conn: DatabaseConnection) -> Self {
-        Writer::Plain(conn)
+    pub(crate) fn plain(conn: DatabaseConnection, peers: Arc<Peers>) -> Self {
+        Writer::Plain(conn, peers)
     }
 
     pub(crate) fn grouped(conn: DatabaseConnection) -> Self {
@@ -106,7 +110,7 @@ impl Writer {
     /// The connection for a write of one statement outside a transaction.
     pub(crate) fn connection(&self) -> &DatabaseConnection {
         match self {
-            Writer::Plain(c) => c,
+            Writer::Plain(c, _) => c,
             Writer::Grouped(s) => &s.conn,
         }
     }
@@ -114,9 +118,11 @@ impl Writer {
     pub(crate) async fn begin(&self) -> Result<WriteTx, DbErr> {
         let asked = Instant::now();
         let tx = match self {
-            Writer::Plain(conn) => {
-                WriteTx::Plain(Some(conn.begin_with_options(immediate()).await?))
-            }
+            Writer::Plain(conn, peers) => WriteTx::Plain(Plain {
+                tx: Some(conn.begin_with_options(immediate()).await?),
+                notices: Pending::default(),
+                peers: peers.clone(),
+            }),
             Writer::Grouped(shared) => {
                 let guard = {
                     shared.queued.fetch_add(1, Ordering::Relaxed);
@@ -139,9 +145,16 @@ impl Writer {
 
 /// One write transaction: commit it, roll it back, or drop it (which rolls it back).
 pub(crate) enum WriteTx {
-    /// `None` only while committing or rolling back.
-    Plain(Option<DatabaseTransaction>),
+    Plain(Plain),
     Grouped(Member),
+}
+
+pub(crate) struct Plain {
+    /// `None` only while committing or rolling back.
+    tx: Option<DatabaseTransaction>,
+    /// Notices to send just before the commit (PostgreSQL; see [`crate::notify`]).
+    notices: Pending,
+    peers: Arc<Peers>,
 }
 
 pub(crate) struct Member {
@@ -155,7 +168,7 @@ pub(crate) struct Member {
 impl WriteTx {
     fn tx(&self) -> &DatabaseTransaction {
         let tx = match self {
-            WriteTx::Plain(tx) => tx.as_ref(),
+            WriteTx::Plain(p) => p.tx.as_ref(),
             WriteTx::Grouped(m) => m
                 .savepoint
                 .as_ref()
@@ -164,6 +177,14 @@ impl WriteTx {
         // Commit and rollback take `self`; no statement can run on a finished transaction.
         #[allow(clippy::expect_used)]
         tx.expect("a write transaction is open until it is committed or rolled back")
+    }
+
+    /// Announces `notice` with this transaction's commit (PostgreSQL), once however often it
+    /// is announced. SQLite has no notices: its readers poll.
+    pub(crate) fn announce(&self, notice: Notice) {
+        if let WriteTx::Plain(p) = self {
+            p.notices.push(notice);
+        }
     }
 
     /// Commits; with group commit, resolves once the group's commit is durable. Runs to its
@@ -175,8 +196,13 @@ impl WriteTx {
 
     async fn commit_to_end(mut self) -> Result<(), DbErr> {
         match &mut self {
-            WriteTx::Plain(tx) => match tx.take() {
-                Some(tx) => tx.commit().await,
+            WriteTx::Plain(p) => match p.tx.take() {
+                Some(tx) => {
+                    // On failure the transaction is dropped, which rolls it back: no notice,
+                    // no write.
+                    p.notices.flush(&tx, &p.peers).await?;
+                    tx.commit().await
+                }
                 None => Ok(()),
             },
             WriteTx::Grouped(m) => m.commit().await,
@@ -190,7 +216,7 @@ impl WriteTx {
 
     async fn rollback_to_end(mut self) -> Result<(), DbErr> {
         match &mut self {
-            WriteTx::Plain(tx) => match tx.take() {
+            WriteTx::Plain(p) => match p.tx.take() {
                 Some(tx) => tx.rollback().await,
                 None => Ok(()),
             },

@@ -145,7 +145,8 @@ fn escape_label(v: &str) -> String {
                        counters `turnkey_unknown_turns_total`, \
                        `turnkey_provider_errors_total{class}`, `turnkey_lease_takeovers_total`, \
                        `turnkey_store_statements_total`, \
-                       `turnkey_store_write_transactions_total`",
+                       `turnkey_store_write_transactions_total`, \
+                       `turnkey_notices_sent_total`, `turnkey_notices_skipped_total`",
         body = String,
         content_type = "text/plain; version=0.0.4; charset=utf-8",
     )),
