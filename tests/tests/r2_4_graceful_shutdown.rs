@@ -32,8 +32,11 @@ async fn r2_4_sigterm_interrupts_a_turn_longer_than_the_grace_and_settles_it() {
     let pid = nix::unistd::Pid::from_raw(tk.pid().expect("pid") as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
 
-    // While stopping, a submission is refused with a hint when to come back.
+    // While stopping, a submission is refused with a hint when to come back. One that
+    // reaches the gateway before the signal is handled is admitted (202) like any other:
+    // it is kept and runs after the restart.
     let mut refused = None;
+    let mut admitted_late = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(2);
     while refused.is_none() && Instant::now() < deadline {
         let res = reqwest::Client::new()
@@ -46,6 +49,9 @@ async fn r2_4_sigterm_interrupts_a_turn_longer_than_the_grace_and_settles_it() {
         if res.status() == 503 {
             refused = Some(res);
         } else {
+            assert_eq!(res.status(), 202, "admitted or refused, nothing else");
+            let body: Value = res.json().await.unwrap();
+            admitted_late.push(body["admission_id"].as_str().unwrap().to_owned());
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -83,12 +89,20 @@ async fn r2_4_sigterm_interrupts_a_turn_longer_than_the_grace_and_settles_it() {
         .expect("turn.finished");
     assert_eq!(finished["data"]["failure_reason"], "shutdown");
     assert!(finished["data"]["failure_message"].is_string());
+    for late in &admitted_late {
+        let adm = api.wait_terminal(late, BOUND).await;
+        assert_eq!(adm["outcome"]["result"], "completed", "{adm}");
+    }
     let messages = api.messages(&session).await;
     let roles: Vec<&str> = messages
         .iter()
         .map(|m| m["role"].as_str().unwrap())
         .collect();
-    assert_eq!(roles, ["user", "assistant"], "the tail is closed");
+    let mut expected = vec!["user", "assistant"];
+    for _ in &admitted_late {
+        expected.extend(["user", "assistant"]);
+    }
+    assert_eq!(roles, expected, "the tail is closed");
     assert_eq!(messages[1]["display"]["closed_as"], "interrupted");
     assert_eq!(api.session(&session).await.body["state"], "idle");
 }
