@@ -15,6 +15,7 @@ mod m20261205_000003_outbox_owner;
 mod m20261206_000001_interrupt_requests;
 mod m20261207_000001_usage_by_session;
 mod m20261207_000002_admissions_by_session_status;
+mod m20261208_000001_last_prompt_on_session;
 
 pub struct Migrator;
 
@@ -35,6 +36,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261206_000001_interrupt_requests::Migration),
             Box::new(m20261207_000001_usage_by_session::Migration),
             Box::new(m20261207_000002_admissions_by_session_status::Migration),
+            Box::new(m20261208_000001_last_prompt_on_session::Migration),
         ]
     }
 }

@@ -172,6 +172,16 @@ pub struct Session {
     pub root_id: Option<SessionId>,
     /// On a root: the session holding the live transcript, when rotation moved it.
     pub transcript_id: Option<SessionId>,
+    /// The provider's prompt size for the session's last recorded call (SPEC R6.1).
+    #[serde(skip)]
+    pub last_prompt: Option<PromptUsage>,
+}
+
+/// A provider's reported prompt size and when it was recorded (ms since the epoch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PromptUsage {
+    pub input_tokens: i64,
+    pub recorded_at: i64,
 }
 
 impl Session {

@@ -59,3 +59,60 @@ async fn r13_6_replicas_migrating_one_fresh_database_at_once_all_succeed() {
     }
     common::drop_postgres(&name).await;
 }
+
+/// SPEC R6.1: a database made before the session row kept its last prompt size gets it from
+/// the usage ledger when migrated (the migration is undone and redone on a session with a
+/// recorded turn of two calls: the last call is the one kept).
+#[tokio::test]
+async fn r6_1_migrating_fills_the_last_prompt_size_from_the_ledger() {
+    use migration::MigratorTrait;
+    use serde_json::json;
+    let dir = std::env::temp_dir().join(format!("tk-migrate-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let url = format!("sqlite://{}/t.db?mode=rwc", dir.display());
+    let s = Store::connect(&url).await.expect("connect");
+    s.migrate().await.expect("migrate");
+    let sid = common::session(&s).await;
+    let o = common::owner();
+    let fence = common::lease(&s, sid, &o, 60_000).await.unwrap();
+    let a = s
+        .admit(common::new_adm(sid, "a", "go"))
+        .await
+        .unwrap()
+        .admission;
+    let turn = TurnId::new();
+    s.claim(&fence, a.id, &o, turn).await.unwrap();
+    let call = |input_tokens: i64| NewUsage {
+        provider: "p".into(),
+        model: "m".into(),
+        input_tokens,
+        output_tokens: 1,
+        cache_read_tokens: 0,
+        cache_write_tokens: 0,
+        cost_usd: 0.0,
+    };
+    let end = TurnEnd {
+        reply: None,
+        admission_id: a.id,
+        turn_id: turn,
+        messages: vec![],
+        close_tail: None,
+        usage: vec![call(12_000), call(4_000)],
+        outcome: json!({"result": "completed"}),
+        events: vec![],
+    };
+    s.commit_turn_end(&fence, &end).await.unwrap();
+    let kept = s.last_prompt_usage(sid).await.unwrap().expect("recorded");
+    assert_eq!(kept.0, 4_000);
+    s.connection().clone().close().await.expect("close");
+
+    let db = sea_orm::Database::connect(&url).await.expect("connect");
+    migration::Migrator::down(&db, Some(1)).await.expect("down");
+    migration::Migrator::up(&db, None).await.expect("up");
+    db.close().await.expect("close");
+
+    let s = Store::connect(&url).await.expect("connect");
+    assert_eq!(s.last_prompt_usage(sid).await.unwrap(), Some(kept));
+    let fresh = common::session(&s).await;
+    assert_eq!(s.last_prompt_usage(fresh).await.unwrap(), None);
+}

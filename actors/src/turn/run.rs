@@ -137,7 +137,7 @@ async fn iterate(
         out.failure = Some(f);
         return out;
     }
-    let mut gate = GateState::new(carried_prompt(deps, ctx).await);
+    let mut gate = GateState::new(carried_prompt(ctx));
     loop {
         // begin_iteration
         if let Some(r) = control.stop_reason() {
@@ -277,18 +277,12 @@ async fn iterate(
 }
 
 /// The provider's prompt size for the session's last recorded call: where the first pressure
-/// measurement of a turn starts (SPEC R6.1). A store that cannot say falls back to estimating.
-async fn carried_prompt(deps: &Deps, ctx: &TurnContext) -> Option<Carried> {
-    match deps.store.last_prompt_usage(ctx.session.id).await {
-        Ok(found) => found.map(|(tokens, at)| Carried {
-            input_tokens: u64::try_from(tokens).unwrap_or(0),
-            recorded_at: at,
-        }),
-        Err(e) => {
-            tracing::warn!(turn = %ctx.turn_id, error = %e, "cannot read the last prompt size; estimating");
-            None
-        }
-    }
+/// measurement of a turn starts (SPEC R6.1). It comes with the session row the turn read.
+fn carried_prompt(ctx: &TurnContext) -> Option<Carried> {
+    ctx.session.last_prompt.map(|p| Carried {
+        input_tokens: u64::try_from(p.input_tokens).unwrap_or(0),
+        recorded_at: p.recorded_at,
+    })
 }
 
 /// With `agent.liveness_timeout_s` set, hard-interrupts a turn that shows no activity for that

@@ -32,6 +32,10 @@ pub struct Model {
     pub root_id: Option<String>,
     /// On a root: the session whose rows are the live transcript; null: the root's own.
     pub transcript_id: Option<String>,
+    /// The provider's prompt size for the session's last recorded call, and when it was
+    /// recorded (the turn end that recorded it).
+    pub last_prompt_tokens: Option<i64>,
+    pub last_prompt_at: Option<i64>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

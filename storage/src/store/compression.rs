@@ -4,15 +4,12 @@
 //! nothing changed. No row is ever deleted; history stays readable.
 use super::log::insert_message;
 use super::{check_fence, insert_event, is_unique_violation, Result, Store, StoreError};
-use crate::entity::{admission, compression_lock, message, session, usage};
+use crate::entity::{admission, compression_lock, message, session};
 use crate::ids::*;
 use crate::model::*;
 use crate::status::AdmissionStatus;
 use sea_orm::sea_query::Expr;
-use sea_orm::{
-    ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect,
-};
+use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 
 /// Bound on the ids in one `IN (…)` list (SQLite allows 32,766 parameters a statement).
 pub(super) const IDS_PER_STATEMENT: usize = 500;
@@ -237,16 +234,10 @@ impl Store {
     /// The prompt size the provider reported for this session's last recorded call, and when
     /// that call was recorded: `(input_tokens, created_at)`.
     pub async fn last_prompt_usage(&self, session: SessionId) -> Result<Option<(i64, i64)>> {
-        let row = usage::Entity::find()
-            .filter(usage::Column::SessionId.eq(session.to_string()))
-            .order_by_desc(usage::Column::CreatedAt)
-            // Calls of one turn are recorded together, in call order, with time-ordered ids
-            // (UUIDv7): the greatest id is the last call. Its prompt may be smaller than an
-            // earlier one's, when the turn compressed between them.
-            .order_by_desc(usage::Column::Id)
-            .limit(1)
-            .one(self.connection())
-            .await?;
-        Ok(row.map(|u| (u.input_tokens, u.created_at)))
+        Ok(self
+            .get_session(session)
+            .await?
+            .and_then(|s| s.last_prompt)
+            .map(|p| (p.input_tokens, p.recorded_at)))
     }
 }

@@ -68,58 +68,62 @@ impl Store {
         let tx = self.write_tx().await?;
         let sid = c.session.to_string();
         let now = now_ms();
-        let row = lease::Entity::find_by_id(sid.clone()).one(&tx).await?;
         let mut takeover = false;
-        let generation = match row {
-            None => {
-                lease::Entity::insert(lease::ActiveModel {
-                    session_id: Set(sid),
-                    holder_instance: Set(Some(c.owner.instance.to_string())),
-                    holder_pid: Set(Some(c.owner.pid)),
-                    host: Set(Some(c.owner.host.clone())),
-                    turn_id: Set(None),
-                    platform: Set(Some(c.platform.to_owned())),
-                    generation: Set(1),
-                    acquired_at: Set(now),
-                    expires_at: Set(now + c.ttl_ms),
-                })
-                .exec_without_returning(&tx)
-                .await?;
-                1
-            }
-            Some(row) => {
-                let current = convert::lease(row.clone())?;
-                let free = match &current.holder {
-                    None => true,
-                    Some(h) => current.expires_at <= now || holder_is_dead(h),
-                };
-                if !free {
-                    tx.rollback().await?;
-                    return Ok(None);
-                }
-                takeover = current.holder.is_some();
-                let next = row.generation + 1;
-                let res = lease::Entity::update_many()
-                    .col_expr(
-                        lease::Column::HolderInstance,
-                        Expr::value(c.owner.instance.to_string()),
-                    )
-                    .col_expr(lease::Column::HolderPid, Expr::value(c.owner.pid))
-                    .col_expr(lease::Column::Host, Expr::value(c.owner.host.clone()))
-                    .col_expr(lease::Column::TurnId, Expr::value(Option::<String>::None))
-                    .col_expr(lease::Column::Platform, Expr::value(c.platform.to_owned()))
-                    .col_expr(lease::Column::Generation, Expr::value(next))
-                    .col_expr(lease::Column::AcquiredAt, Expr::value(now))
-                    .col_expr(lease::Column::ExpiresAt, Expr::value(now + c.ttl_ms))
-                    .filter(lease::Column::SessionId.eq(sid))
-                    .filter(lease::Column::Generation.eq(row.generation))
-                    .exec(&tx)
+        // The common case, a lease released by its last holder, is one conditional update.
+        let free = with_holder(lease::Entity::update_many(), c, now)
+            .col_expr(
+                lease::Column::Generation,
+                Expr::col(lease::Column::Generation).add(1),
+            )
+            .filter(lease::Column::SessionId.eq(sid.clone()))
+            .filter(lease::Column::HolderInstance.is_null())
+            .exec_with_returning(&tx)
+            .await?;
+        let generation = if let Some(taken) = free.first() {
+            taken.generation
+        } else {
+            // No row yet, or a holder: read it to judge whether that holder is gone.
+            match lease::Entity::find_by_id(sid.clone()).one(&tx).await? {
+                None => {
+                    lease::Entity::insert(lease::ActiveModel {
+                        session_id: Set(sid),
+                        holder_instance: Set(Some(c.owner.instance.to_string())),
+                        holder_pid: Set(Some(c.owner.pid)),
+                        host: Set(Some(c.owner.host.clone())),
+                        turn_id: Set(None),
+                        platform: Set(Some(c.platform.to_owned())),
+                        generation: Set(1),
+                        acquired_at: Set(now),
+                        expires_at: Set(now + c.ttl_ms),
+                    })
+                    .exec_without_returning(&tx)
                     .await?;
-                if res.rows_affected != 1 {
-                    tx.rollback().await?;
-                    return Ok(None);
+                    1
                 }
-                next
+                Some(row) => {
+                    let current = convert::lease(row.clone())?;
+                    let free = match &current.holder {
+                        None => true,
+                        Some(h) => current.expires_at <= now || holder_is_dead(h),
+                    };
+                    if !free {
+                        tx.rollback().await?;
+                        return Ok(None);
+                    }
+                    takeover = current.holder.is_some();
+                    let next = row.generation + 1;
+                    let res = with_holder(lease::Entity::update_many(), c, now)
+                        .col_expr(lease::Column::Generation, Expr::value(next))
+                        .filter(lease::Column::SessionId.eq(sid))
+                        .filter(lease::Column::Generation.eq(row.generation))
+                        .exec(&tx)
+                        .await?;
+                    if res.rows_affected != 1 {
+                        tx.rollback().await?;
+                        return Ok(None);
+                    }
+                    next
+                }
             }
         };
         let fence = Fence {
@@ -206,6 +210,25 @@ async fn claim_head(
     )
     .await?;
     Ok(Some(Claimed { admission, events }))
+}
+
+/// A lease update that makes `c`'s owner the holder from `now` (the caller moves the
+/// generation).
+fn with_holder(
+    q: UpdateMany<lease::Entity>,
+    c: &LeaseClaim<'_>,
+    now: i64,
+) -> UpdateMany<lease::Entity> {
+    q.col_expr(
+        lease::Column::HolderInstance,
+        Expr::value(c.owner.instance.to_string()),
+    )
+    .col_expr(lease::Column::HolderPid, Expr::value(c.owner.pid))
+    .col_expr(lease::Column::Host, Expr::value(c.owner.host.clone()))
+    .col_expr(lease::Column::TurnId, Expr::value(Option::<String>::None))
+    .col_expr(lease::Column::Platform, Expr::value(c.platform.to_owned()))
+    .col_expr(lease::Column::AcquiredAt, Expr::value(now))
+    .col_expr(lease::Column::ExpiresAt, Expr::value(now + c.ttl_ms))
 }
 
 /// A lease update that clears the holder (the generation stays unless the caller moves it).

@@ -33,7 +33,7 @@ use crate::model::{Event, Fence, NewEvent};
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectOptions, ConnectionTrait, Database, DatabaseConnection,
-    DbBackend, DbErr, EntityTrait, QueryFilter, Statement, TransactionTrait,
+    DbBackend, DbErr, EntityTrait, QueryFilter, Statement, TransactionTrait, UpdateMany,
 };
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -219,6 +219,23 @@ const EVENT_ROWS_PER_INSERT: usize = 256;
 /// per session however many there are: one `UPDATE … RETURNING` moves the session's seq on
 /// by their count, one multi-row `INSERT` writes them. Answers the events in `evs`'s order.
 pub(crate) async fn insert_events(db: &WriteTx, evs: &[NewEvent]) -> Result<Vec<Event>> {
+    insert_events_and(db, evs, None).await
+}
+
+/// Changes that a commit makes to one session row besides its event seq, made by the same
+/// `UPDATE` that moves the seq on.
+pub(crate) type SessionBump<'a> = (
+    crate::ids::SessionId,
+    &'a (dyn Fn(UpdateMany<session::Entity>) -> UpdateMany<session::Entity> + Sync),
+);
+
+/// [`insert_events`], and `also`'s changes to its session row: in the statement that moves
+/// that session's seq on, or in one of their own when `evs` has no event of it.
+pub(crate) async fn insert_events_and(
+    db: &WriteTx,
+    evs: &[NewEvent],
+    also: Option<SessionBump<'_>>,
+) -> Result<Vec<Event>> {
     // Sessions in first-seen order, each with the indexes of its events.
     let mut sessions: Vec<(crate::ids::SessionId, Vec<usize>)> = Vec::new();
     for (i, ev) in evs.iter().enumerate() {
@@ -232,11 +249,14 @@ pub(crate) async fn insert_events(db: &WriteTx, evs: &[NewEvent]) -> Result<Vec<
     for (session_id, idx) in sessions {
         let sid = session_id.to_string();
         let n = i64::try_from(idx.len()).unwrap_or(i64::MAX);
-        let bumped = session::Entity::update_many()
-            .col_expr(
-                session::Column::LastEventSeq,
-                Expr::col(session::Column::LastEventSeq).add(n),
-            )
+        let mut bump = session::Entity::update_many().col_expr(
+            session::Column::LastEventSeq,
+            Expr::col(session::Column::LastEventSeq).add(n),
+        );
+        if let Some((_, also)) = also.filter(|(s, _)| *s == session_id) {
+            bump = also(bump);
+        }
+        let bumped = bump
             .filter(session::Column::Id.eq(sid.clone()))
             .exec_with_returning(db)
             .await?;
@@ -278,6 +298,12 @@ pub(crate) async fn insert_events(db: &WriteTx, evs: &[NewEvent]) -> Result<Vec<
         // Readers of the session on other replicas (PostgreSQL): one notice per session,
         // delivered at commit.
         crate::notify::send(db, crate::notify::NoticeKind::Events, session_id, None);
+    }
+    if let Some((sid, also)) = also.filter(|(s, _)| !evs.iter().any(|e| e.session_id == *s)) {
+        also(session::Entity::update_many())
+            .filter(session::Column::Id.eq(sid.to_string()))
+            .exec(db)
+            .await?;
     }
     Ok(out.into_iter().flatten().collect())
 }

@@ -133,6 +133,8 @@ impl Store {
             busy_policy: Set(None),
             root_id: Set(Some(root_id.clone())),
             transcript_id: Set(None),
+            last_prompt_tokens: Set(None),
+            last_prompt_at: Set(None),
         })
         .exec_without_returning(&tx)
         .await?;

@@ -196,6 +196,8 @@ pub(super) async fn insert_session<C: ConnectionTrait>(db: &C, s: NewSession) ->
         busy_policy: Set(None),
         root_id: Set(None),
         transcript_id: Set(None),
+        last_prompt_tokens: Set(None),
+        last_prompt_at: Set(None),
     };
     session::Entity::insert(model)
         .exec_without_returning(db)

@@ -5,13 +5,15 @@
 use super::admissions::status_event;
 use super::leases::release_in;
 use super::log::insert_message;
-use super::{check_fence, insert_events, outbox, tail, Result, Store, StoreError};
+use super::{
+    check_fence, insert_events_and, outbox, tail, Result, SessionBump, Store, StoreError,
+};
 use crate::entity::{admission, session, usage};
 use crate::ids::*;
 use crate::model::*;
 use crate::status::AdmissionStatus;
 use sea_orm::sea_query::{Expr, ExprTrait};
-use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter};
+use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, UpdateMany};
 
 impl Store {
     /// `started → terminal` for the lease holder, with everything that closes the turn.
@@ -55,8 +57,11 @@ impl Store {
         }
         let sid = fence.session_id.to_string();
         let now = now_ms();
-        for u in &end.usage {
-            usage::Entity::insert(usage::ActiveModel {
+        if !end.usage.is_empty() {
+            // The turn's calls in one insert, in call order (time-ordered ids). The session's
+            // totals and last prompt size (SPEC R6.1) ride on the update that moves its event
+            // seq on (`usage_totals`).
+            let rows = end.usage.iter().map(|u| usage::ActiveModel {
                 id: Set(uuid::Uuid::now_v7().to_string()),
                 turn_id: Set(end.turn_id.to_string()),
                 session_id: Set(sid.clone()),
@@ -68,28 +73,9 @@ impl Store {
                 cache_write_tokens: Set(u.cache_write_tokens),
                 cost_usd: Set(u.cost_usd),
                 created_at: Set(now),
-            })
-            .exec_without_returning(&tx)
-            .await?;
-            session::Entity::update_many()
-                .col_expr(
-                    session::Column::InputTokens,
-                    Expr::col(session::Column::InputTokens).add(u.input_tokens),
-                )
-                .col_expr(
-                    session::Column::OutputTokens,
-                    Expr::col(session::Column::OutputTokens).add(u.output_tokens),
-                )
-                .col_expr(
-                    session::Column::CacheReadTokens,
-                    Expr::col(session::Column::CacheReadTokens).add(u.cache_read_tokens),
-                )
-                .col_expr(
-                    session::Column::CostUsd,
-                    Expr::col(session::Column::CostUsd).add(u.cost_usd),
-                )
-                .filter(session::Column::Id.eq(sid.clone()))
-                .exec(&tx)
+            });
+            usage::Entity::insert_many(rows.collect::<Vec<_>>())
+                .exec_without_returning(&tx)
                 .await?;
         }
         let res = admission::Entity::update_many()
@@ -112,7 +98,10 @@ impl Store {
         let (status, idle) = status_event(&tx, fence.session_id).await?;
         let mut closing = end.events.clone();
         closing.push(status);
-        events.extend(insert_events(&tx, &closing).await?);
+        let totals = |q: UpdateMany<session::Entity>| usage_totals(q, &end.usage, now);
+        let also: Option<SessionBump<'_>> =
+            (!end.usage.is_empty()).then_some((fence.session_id, &totals));
+        events.extend(insert_events_and(&tx, &closing, also).await?);
         if let Some(text) = &end.reply {
             outbox::to_session_chat(
                 &tx,
@@ -127,5 +116,42 @@ impl Store {
         let released = release_when_idle && idle && release_in(&tx, fence).await?;
         tx.commit().await?;
         Ok((events, released))
+    }
+}
+
+/// Adds a turn's calls to the session's usage totals and records the last call's prompt size
+/// as the session's last (SPEC R6.1).
+fn usage_totals(
+    q: UpdateMany<session::Entity>,
+    calls: &[NewUsage],
+    now: i64,
+) -> UpdateMany<session::Entity> {
+    let sum = |f: fn(&NewUsage) -> i64| calls.iter().map(f).sum::<i64>();
+    let cost: f64 = calls.iter().map(|u| u.cost_usd).sum();
+    let q = q
+        .col_expr(
+            session::Column::InputTokens,
+            Expr::col(session::Column::InputTokens).add(sum(|u| u.input_tokens)),
+        )
+        .col_expr(
+            session::Column::OutputTokens,
+            Expr::col(session::Column::OutputTokens).add(sum(|u| u.output_tokens)),
+        )
+        .col_expr(
+            session::Column::CacheReadTokens,
+            Expr::col(session::Column::CacheReadTokens).add(sum(|u| u.cache_read_tokens)),
+        )
+        .col_expr(
+            session::Column::CostUsd,
+            Expr::col(session::Column::CostUsd).add(cost),
+        );
+    match calls.last() {
+        Some(last) => q
+            .col_expr(
+                session::Column::LastPromptTokens,
+                Expr::value(last.input_tokens),
+            )
+            .col_expr(session::Column::LastPromptAt, Expr::value(now)),
+        None => q,
     }
 }
