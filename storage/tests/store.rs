@@ -242,3 +242,129 @@ async fn r10_4_turn_end_commits_tail_usage_receipt_and_events_together(s: Store)
         Some("done")
     );
 }
+
+/// Claims `sid`'s head for a fresh turn in the commit that takes the lease.
+async fn take_and_claim(
+    s: &Store,
+    sid: SessionId,
+    o: &Owner,
+    ttl_ms: i64,
+) -> (Fence, TurnId, Option<Claimed>) {
+    let turn = TurnId::new();
+    let user_row = |a: &Admission| NewMessage {
+        id: MessageId::new(),
+        role: Some(MessageRole::User),
+        content: Some(a.payload["text"].as_str().unwrap_or_default().to_owned()),
+        turn_id: None,
+        admission_id: Some(a.id),
+        ..Default::default()
+    };
+    let claim = LeaseClaim {
+        session: sid,
+        owner: o,
+        platform: "t",
+        ttl_ms,
+    };
+    let how = ClaimAs {
+        turn,
+        user_row: &user_row,
+    };
+    let (fence, claimed) = s
+        .try_acquire_lease_and_claim(claim, &|_: &Owner| false, Some(how))
+        .await
+        .expect("take")
+        .expect("free");
+    (fence, turn, claimed)
+}
+
+on_both!(r4_1_the_lease_records_the_turn_its_commit_claims_and_none_without_a_head);
+async fn r4_1_the_lease_records_the_turn_its_commit_claims_and_none_without_a_head(s: Store) {
+    let sid = session(&s).await;
+    let o = owner();
+    // Nothing queued: the lease is taken, no turn is recorded.
+    let (fence, _, claimed) = take_and_claim(&s, sid, &o, 60_000).await;
+    assert!(claimed.is_none());
+    assert_eq!(
+        s.get_lease(sid).await.expect("lease").unwrap().turn_id,
+        None
+    );
+    assert!(s.release_lease(&fence).await.expect("release"));
+    // A queued input: the commit that takes the lease claims it as the recorded turn, with
+    // its user row at the transcript's next index and `turn.started` + `status` after the
+    // admission's own two events.
+    let a = s.admit(new_adm(sid, "a", "hello")).await.expect("a");
+    let (fence, turn, claimed) = take_and_claim(&s, sid, &o, 60_000).await;
+    let claimed = claimed.expect("the head is claimed");
+    assert_eq!(claimed.admission.id, a.admission.id);
+    let lease = s.get_lease(sid).await.expect("lease").unwrap();
+    assert_eq!(lease.turn_id, Some(turn));
+    assert_eq!(lease.generation, fence.generation);
+    let seqs: Vec<i64> = claimed.events.iter().map(|e| e.seq.0).collect();
+    let last_admit = a.events.last().unwrap().seq.0;
+    assert_eq!(seqs, [last_admit + 1, last_admit + 2]);
+    let kinds: Vec<_> = claimed.events.iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, [EventKind::TurnStarted, EventKind::Status]);
+    let msgs = s.list_messages(sid).await.expect("messages");
+    assert_eq!(msgs.len(), 1);
+    assert_eq!(msgs[0].content.as_deref(), Some("hello"));
+    assert_eq!(msgs[0].admission_id, Some(a.admission.id));
+    let got = s.get_admission(a.admission.id).await.expect("get").unwrap();
+    assert_eq!(
+        (got.status, got.turn_id),
+        (AdmissionStatus::Started, Some(turn))
+    );
+}
+
+on_both!(r13_3_a_turn_end_after_a_takeover_is_fenced_and_writes_nothing);
+async fn r13_3_a_turn_end_after_a_takeover_is_fenced_and_writes_nothing(s: Store) {
+    let sid = session(&s).await;
+    let (a, b) = (owner(), owner());
+    let adm = s.admit(new_adm(sid, "a", "hello")).await.expect("admit");
+    let (fa, turn, claimed) = take_and_claim(&s, sid, &a, 1).await;
+    assert!(claimed.is_some());
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    // b takes the expired lease; the recovery marks a's turn unknown.
+    let fb = lease(&s, sid, &b, 60_000).await.expect("b takes over");
+    s.mark_unknown(adm.admission.id, &died(), Some(&fb))
+        .await
+        .expect("unknown");
+    let before = s.events_since(sid, Seq(0), 1_000).await.expect("events");
+    let rows_before = s.list_messages(sid).await.expect("messages").len();
+    let answer = NewMessage {
+        id: MessageId::new(),
+        role: Some(MessageRole::Assistant),
+        content: Some("late".into()),
+        turn_id: Some(turn),
+        ..Default::default()
+    };
+    let end = TurnEnd {
+        reply: None,
+        admission_id: adm.admission.id,
+        turn_id: turn,
+        messages: vec![answer],
+        close_tail: None,
+        usage: vec![],
+        outcome: json!({"result": "completed"}),
+        events: vec![],
+    };
+    // The admission is no longer `started`, but what a's turn end reports is the lost lease.
+    assert!(matches!(
+        s.commit_turn_end_and_release(&fa, &end).await,
+        Err(StoreError::Fenced(_))
+    ));
+    assert!(matches!(
+        s.commit_turn_end(&fa, &end).await,
+        Err(StoreError::Fenced(_))
+    ));
+    assert_eq!(
+        s.events_since(sid, Seq(0), 1_000).await.expect("events"),
+        before
+    );
+    assert_eq!(
+        s.list_messages(sid).await.expect("messages").len(),
+        rows_before
+    );
+    let lease = s.get_lease(sid).await.expect("lease").unwrap();
+    assert_eq!(lease.holder.map(|h| h.instance), Some(b.instance));
+    assert_eq!(lease.generation, fb.generation);
+}

@@ -22,6 +22,9 @@ pub struct Closing {
     pub failure: Option<TurnFailure>,
     pub usage: Usage,
     pub usage_rows: Vec<NewUsage>,
+    /// The session row the turn read (the lineage root) has no platform chat: there is no
+    /// one to send a reply to. False when it is not known (the turn failed before reading it).
+    pub no_chat: bool,
 }
 
 pub fn usage_json(u: &Usage) -> Value {
@@ -132,6 +135,7 @@ pub async fn finalize(deps: &Deps, c: Closing) -> bool {
 
     // A platform chat gets the answer, or a line saying how the turn ended (SPEC R1.3).
     let reply = match (final_text.as_ref().filter(|_| delivers), &failure) {
+        _ if c.no_chat => None,
         (Some(text), _) => Some(text.clone()),
         (None, Some(f)) if result == TurnResult::Interrupted => {
             Some(format!("⏹ Stopped ({}).", f.code()))

@@ -60,6 +60,7 @@ pub async fn run_turn(
         failure: None,
         usage: Usage::default(),
         usage_rows: Vec::new(),
+        no_chat: false,
     };
     let prepared = match start {
         Start::Fresh => {
@@ -77,6 +78,10 @@ pub async fn run_turn(
     };
     match prepared {
         Ok(mut ctx) => {
+            // A session's chat is fixed when the session is made: a row without one never
+            // gets one, so the turn's end need not look for it.
+            closing.no_chat =
+                ctx.session.id == admission.session_id && ctx.session.chat_key.is_none();
             let out = iterate(deps, control, &mut ctx, &streamed).await;
             closing.final_text = out.final_text;
             closing.failure = out.failure;

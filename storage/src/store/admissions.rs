@@ -3,8 +3,8 @@
 //! `AdmissionStatus::can_become` allows, committed with the event that announces it.
 use super::leases::fence_out;
 use super::{
-    check_fence, convert, insert_event, insert_events, is_unique_violation, outbox, tail, Result,
-    Store, StoreError, WriteTx,
+    check_fence, convert, insert_event, is_unique_violation, outbox, tail, write_event_rows,
+    Result, Store, StoreError, WriteTx,
 };
 use crate::entity::{admission, lease, session};
 use crate::ids::*;
@@ -41,20 +41,30 @@ impl Store {
     }
 
     async fn try_admit(&self, new: &NewAdmission) -> Result<Admitted> {
+        // `admission.queued` and the session's `status`.
+        const ANNOUNCED: i64 = 2;
         let tx = self.write_tx().await?;
         let sid = new.session_id.to_string();
         // Bump the queue counter first: it locks the session row, so the duplicate lookup
-        // below sees any admission committed by a racing request.
+        // below sees any admission committed by a racing request. The same update takes the
+        // seqs of the two events the admission announces (a duplicate rolls it all back).
         let bumped = session::Entity::update_many()
             .col_expr(
                 session::Column::LastAdmissionSeq,
                 Expr::col(session::Column::LastAdmissionSeq).add(1),
             )
+            .col_expr(
+                session::Column::LastEventSeq,
+                Expr::col(session::Column::LastEventSeq).add(ANNOUNCED),
+            )
             .col_expr(session::Column::UpdatedAt, Expr::value(now_ms()))
             .filter(session::Column::Id.eq(sid.clone()))
             .exec_with_returning(&tx)
             .await?;
-        let Some(seq) = bumped.first().map(|s| s.last_admission_seq) else {
+        let Some((seq, last_event)) = bumped
+            .first()
+            .map(|s| (s.last_admission_seq, s.last_event_seq))
+        else {
             return Err(StoreError::NotFound(format!("session {sid}")));
         };
         let existing = admission::Entity::find()
@@ -106,7 +116,9 @@ impl Store {
             },
             status_of(new.session_id, queued + 1, started > 0).0,
         ];
-        let events = insert_events(&tx, &announced).await?;
+        let announced: Vec<&NewEvent> = announced.iter().collect();
+        let first = last_event - ANNOUNCED + 1;
+        let events = write_event_rows(&tx, new.session_id, first, &announced, now).await?;
         crate::notify::send(&tx, NoticeKind::Admitted, new.session_id, None);
         tx.commit().await?;
         Ok(Admitted {
@@ -643,6 +655,20 @@ pub(super) async fn claim_in(
     if fenced.rows_affected != 1 {
         return Err(StoreError::Fenced(fence.session_id.to_string()));
     }
+    claim_admission_in(db, fence, admission, owner, turn, user, status).await
+}
+
+/// [`claim_in`] without the lease write: for the transaction that has just taken the lease
+/// with `turn` recorded in it (the take is the fence check).
+pub(super) async fn claim_admission_in(
+    db: &WriteTx,
+    fence: &Fence,
+    admission: AdmissionId,
+    owner: &Owner,
+    turn: TurnId,
+    user: Option<&NewMessage>,
+    status: Option<NewEvent>,
+) -> Result<Vec<Event>> {
     let res = owned_by(admission::Entity::update_many(), owner)
         .col_expr(
             admission::Column::Status,
@@ -658,9 +684,6 @@ pub(super) async fn claim_in(
     if res.rows_affected != 1 {
         return Err(StoreError::WrongState(admission.to_string()));
     }
-    if let Some(user) = user {
-        super::log::insert_message(db, fence.session_id, user).await?;
-    }
     let started = NewEvent {
         session_id: fence.session_id,
         kind: EventKind::TurnStarted,
@@ -672,7 +695,8 @@ pub(super) async fn claim_in(
         Some(known) => known,
         None => status_event(db, fence.session_id).await?.0,
     };
-    insert_events(db, &[started, status]).await
+    let user: Vec<&NewMessage> = user.into_iter().collect();
+    super::log::append_to_session(db, fence.session_id, &user, &[started, status], None).await
 }
 
 /// An admission update that records `owner` as the process running its turn.

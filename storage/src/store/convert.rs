@@ -54,13 +54,12 @@ pub(super) fn session(m: session::Model) -> Result<Session> {
         busy_policy: m.busy_policy,
         root_id: opt_id(m.root_id.as_deref(), "root session id")?,
         transcript_id: opt_id(m.transcript_id.as_deref(), "transcript session id")?,
-        last_prompt: m
-            .last_prompt_tokens
-            .zip(m.last_prompt_at)
-            .map(|(input_tokens, recorded_at)| PromptUsage {
+        last_prompt: m.last_prompt_tokens.zip(m.last_prompt_at).map(
+            |(input_tokens, recorded_at)| PromptUsage {
                 input_tokens,
                 recorded_at,
-            }),
+            },
+        ),
     })
 }
 

@@ -1,6 +1,6 @@
 //! Fenced turn leases (SPEC R4, R13.3). One row per session that is never deleted: release
 //! clears the holder but keeps the generation, so a generation is never handed out twice.
-use super::admissions::{claim_in, first_queued, queue_counts, status_of};
+use super::admissions::{claim_admission_in, first_queued, queue_counts, status_of};
 use super::{convert, is_unique_violation, Result, Store, StoreError};
 use crate::entity::lease;
 use crate::ids::*;
@@ -69,8 +69,11 @@ impl Store {
         let sid = c.session.to_string();
         let now = now_ms();
         let mut takeover = false;
+        // The turn the commit means to claim is recorded in the take itself (SPEC R4.1); if
+        // there turns out to be nothing to claim, it is cleared again below.
+        let marked = turn.map(|t| t.turn);
         // The common case, a lease released by its last holder, is one conditional update.
-        let free = with_holder(lease::Entity::update_many(), c, now)
+        let free = with_holder(lease::Entity::update_many(), c, marked, now)
             .col_expr(
                 lease::Column::Generation,
                 Expr::col(lease::Column::Generation).add(1),
@@ -90,7 +93,7 @@ impl Store {
                         holder_instance: Set(Some(c.owner.instance.to_string())),
                         holder_pid: Set(Some(c.owner.pid)),
                         host: Set(Some(c.owner.host.clone())),
-                        turn_id: Set(None),
+                        turn_id: Set(marked.map(|t| t.to_string())),
                         platform: Set(Some(c.platform.to_owned())),
                         generation: Set(1),
                         acquired_at: Set(now),
@@ -112,7 +115,7 @@ impl Store {
                     }
                     takeover = current.holder.is_some();
                     let next = row.generation + 1;
-                    let res = with_holder(lease::Entity::update_many(), c, now)
+                    let res = with_holder(lease::Entity::update_many(), c, marked, now)
                         .col_expr(lease::Column::Generation, Expr::value(next))
                         .filter(lease::Column::SessionId.eq(sid))
                         .filter(lease::Column::Generation.eq(row.generation))
@@ -191,15 +194,19 @@ async fn claim_head(
     // One grouped count says whether there is a head to claim (nothing started, something
     // queued) and gives the `status` event after the claim.
     let (queued, started) = queue_counts(db, fence.session_id).await?;
-    if started > 0 || queued == 0 {
-        return Ok(None);
-    }
-    let Some(admission) = first_queued(db, fence.session_id).await? else {
+    let head = if started > 0 || queued == 0 {
+        None
+    } else {
+        first_queued(db, fence.session_id).await?
+    };
+    let Some(admission) = head else {
+        // The take recorded `how.turn`, which will not run: the holder runs no turn yet.
+        unmark_turn(db, fence).await?;
         return Ok(None);
     };
     let user = (how.user_row)(&admission);
     let status = status_of(fence.session_id, queued - 1, true).0;
-    let events = claim_in(
+    let events = claim_admission_in(
         db,
         fence,
         admission.id,
@@ -212,11 +219,23 @@ async fn claim_head(
     Ok(Some(Claimed { admission, events }))
 }
 
-/// A lease update that makes `c`'s owner the holder from `now` (the caller moves the
-/// generation).
+/// Clears the turn recorded in the lease `fence` has just taken in `db`'s transaction.
+async fn unmark_turn(db: &super::WriteTx, fence: &Fence) -> Result<()> {
+    lease::Entity::update_many()
+        .col_expr(lease::Column::TurnId, Expr::value(Option::<String>::None))
+        .filter(lease::Column::SessionId.eq(fence.session_id.to_string()))
+        .filter(lease::Column::Generation.eq(fence.generation.0))
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// A lease update that makes `c`'s owner the holder from `now`, running `turn` (the caller
+/// moves the generation).
 fn with_holder(
     q: UpdateMany<lease::Entity>,
     c: &LeaseClaim<'_>,
+    turn: Option<TurnId>,
     now: i64,
 ) -> UpdateMany<lease::Entity> {
     q.col_expr(
@@ -225,7 +244,10 @@ fn with_holder(
     )
     .col_expr(lease::Column::HolderPid, Expr::value(c.owner.pid))
     .col_expr(lease::Column::Host, Expr::value(c.owner.host.clone()))
-    .col_expr(lease::Column::TurnId, Expr::value(Option::<String>::None))
+    .col_expr(
+        lease::Column::TurnId,
+        Expr::value(turn.map(|t| t.to_string())),
+    )
     .col_expr(lease::Column::Platform, Expr::value(c.platform.to_owned()))
     .col_expr(lease::Column::AcquiredAt, Expr::value(now))
     .col_expr(lease::Column::ExpiresAt, Expr::value(now + c.ttl_ms))

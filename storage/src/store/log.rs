@@ -218,10 +218,23 @@ pub(super) async fn insert_row<C: ConnectionTrait>(
         .first()
         .map(|s| (s.id.clone(), s.last_message_idx))
         .ok_or_else(|| StoreError::NotFound(format!("session {root}")))?;
+    message::Entity::insert(message_row(sid, idx, msg, copied_from)?)
+        .exec_without_returning(db)
+        .await?;
+    Ok(idx)
+}
+
+/// The row of `msg` at `idx` of session `sid`'s transcript.
+fn message_row(
+    sid: String,
+    idx: i64,
+    msg: &NewMessage,
+    copied_from: Option<MessageId>,
+) -> Result<message::ActiveModel> {
     let role = msg
         .role
         .ok_or_else(|| StoreError::Corrupt("message without a role".into()))?;
-    message::Entity::insert(message::ActiveModel {
+    Ok(message::ActiveModel {
         id: Set(msg.id.to_string()),
         session_id: Set(sid),
         idx: Set(idx),
@@ -242,7 +255,92 @@ pub(super) async fn insert_row<C: ConnectionTrait>(
         summary_after_idx: Set(msg.summary_after_idx),
         copied_from: Set(copied_from.map(|m| m.to_string())),
     })
-    .exec_without_returning(db)
-    .await?;
-    Ok(idx)
+}
+
+/// Appends `msgs` to `root`'s transcript and `evs` to its event log inside the caller's
+/// transaction, with `also`'s changes to the root row. While the transcript is the root's own
+/// (no rotation moved it, SPEC R6.4), one `UPDATE … RETURNING` moves both the message index and
+/// the event seq on, so a turn's user row and `turn.started`, or its answer and closing events,
+/// cost three statements however many rows they are. Every event must be of `root`.
+pub(super) async fn append_to_session(
+    db: &super::WriteTx,
+    root: SessionId,
+    msgs: &[&NewMessage],
+    evs: &[NewEvent],
+    also: Option<&super::SessionBumpFn<'_>>,
+) -> Result<Vec<Event>> {
+    if let Some(other) = evs.iter().find(|e| e.session_id != root) {
+        return Err(StoreError::Corrupt(format!(
+            "event of session {} appended to session {root}",
+            other.session_id
+        )));
+    }
+    let (nm, ne) = (count(msgs.len()), count(evs.len()));
+    let now = now_ms();
+    let mut bump = session::Entity::update_many()
+        .col_expr(
+            session::Column::LastEventSeq,
+            Expr::col(session::Column::LastEventSeq).add(ne),
+        )
+        .col_expr(session::Column::UpdatedAt, Expr::value(now));
+    if nm > 0 {
+        bump = bump.col_expr(
+            session::Column::LastMessageIdx,
+            Expr::case(
+                Expr::col(session::Column::TranscriptId).is_null(),
+                Expr::col(session::Column::LastMessageIdx).add(nm),
+            )
+            .finally(Expr::col(session::Column::LastMessageIdx))
+            .into(),
+        );
+    }
+    if let Some(also) = also {
+        bump = also(bump);
+    }
+    let row = bump
+        .filter(session::Column::Id.eq(root.to_string()))
+        .exec_with_returning(db)
+        .await?
+        .into_iter()
+        .next()
+        .ok_or_else(|| StoreError::NotFound(format!("session {root}")))?;
+    if nm > 0 {
+        let (sid, last) = match row.transcript_id {
+            None => (row.id, row.last_message_idx),
+            // A rotated transcript: its own row keeps its index.
+            Some(child) => {
+                let bumped = session::Entity::update_many()
+                    .col_expr(
+                        session::Column::LastMessageIdx,
+                        Expr::col(session::Column::LastMessageIdx).add(nm),
+                    )
+                    .col_expr(session::Column::UpdatedAt, Expr::value(now))
+                    .filter(session::Column::Id.eq(child.clone()))
+                    .exec_with_returning(db)
+                    .await?;
+                let last = bumped
+                    .first()
+                    .map(|s| s.last_message_idx)
+                    .ok_or_else(|| StoreError::NotFound(format!("session {child}")))?;
+                (child, last)
+            }
+        };
+        let rows = msgs
+            .iter()
+            .zip(last - nm + 1..)
+            .map(|(m, idx)| message_row(sid.clone(), idx, m, None))
+            .collect::<Result<Vec<_>>>()?;
+        message::Entity::insert_many(rows)
+            .exec_without_returning(db)
+            .await?;
+    }
+    if ne == 0 {
+        return Ok(Vec::new());
+    }
+    let evs: Vec<&NewEvent> = evs.iter().collect();
+    super::write_event_rows(db, root, row.last_event_seq - ne + 1, &evs, now).await
+}
+
+fn count(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }

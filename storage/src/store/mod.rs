@@ -215,27 +215,15 @@ pub(crate) async fn insert_event(db: &WriteTx, ev: &NewEvent) -> Result<Event> {
 /// Rows per multi-row `INSERT` of events (7 parameters a row; far below every backend's limit).
 const EVENT_ROWS_PER_INSERT: usize = 256;
 
+/// More changes to a session row, added to an `UPDATE` of it (see
+/// [`log::append_to_session`]).
+pub(crate) type SessionBumpFn<'a> =
+    dyn Fn(UpdateMany<session::Entity>) -> UpdateMany<session::Entity> + Sync + 'a;
+
 /// Appends `evs` inside `db`'s transaction, each session's in their order, with two statements
 /// per session however many there are: one `UPDATE … RETURNING` moves the session's seq on
 /// by their count, one multi-row `INSERT` writes them. Answers the events in `evs`'s order.
 pub(crate) async fn insert_events(db: &WriteTx, evs: &[NewEvent]) -> Result<Vec<Event>> {
-    insert_events_and(db, evs, None).await
-}
-
-/// Changes that a commit makes to one session row besides its event seq, made by the same
-/// `UPDATE` that moves the seq on.
-pub(crate) type SessionBump<'a> = (
-    crate::ids::SessionId,
-    &'a (dyn Fn(UpdateMany<session::Entity>) -> UpdateMany<session::Entity> + Sync),
-);
-
-/// [`insert_events`], and `also`'s changes to its session row: in the statement that moves
-/// that session's seq on, or in one of their own when `evs` has no event of it.
-pub(crate) async fn insert_events_and(
-    db: &WriteTx,
-    evs: &[NewEvent],
-    also: Option<SessionBump<'_>>,
-) -> Result<Vec<Event>> {
     // Sessions in first-seen order, each with the indexes of its events.
     let mut sessions: Vec<(crate::ids::SessionId, Vec<usize>)> = Vec::new();
     for (i, ev) in evs.iter().enumerate() {
@@ -249,14 +237,11 @@ pub(crate) async fn insert_events_and(
     for (session_id, idx) in sessions {
         let sid = session_id.to_string();
         let n = i64::try_from(idx.len()).unwrap_or(i64::MAX);
-        let mut bump = session::Entity::update_many().col_expr(
-            session::Column::LastEventSeq,
-            Expr::col(session::Column::LastEventSeq).add(n),
-        );
-        if let Some((_, also)) = also.filter(|(s, _)| *s == session_id) {
-            bump = also(bump);
-        }
-        let bumped = bump
+        let bumped = session::Entity::update_many()
+            .col_expr(
+                session::Column::LastEventSeq,
+                Expr::col(session::Column::LastEventSeq).add(n),
+            )
             .filter(session::Column::Id.eq(sid.clone()))
             .exec_with_returning(db)
             .await?;
@@ -265,47 +250,58 @@ pub(crate) async fn insert_events_and(
             .map(|s| s.last_event_seq)
             .ok_or_else(|| StoreError::NotFound(format!("session {sid}")))?;
         let first = last - n + 1;
-        let mut rows = Vec::with_capacity(idx.len());
-        for (k, &i) in idx.iter().enumerate() {
-            let ev = &evs[i];
-            let seq = first + i64::try_from(k).unwrap_or(i64::MAX);
-            rows.push(event::ActiveModel {
-                session_id: Set(sid.clone()),
-                seq: Set(seq),
-                turn_id: Set(ev.turn_id.map(|t| t.to_string())),
-                admission_id: Set(ev.admission_id.map(|a| a.to_string())),
-                kind: Set(ev.kind.as_str().to_owned()),
-                payload: Set(ev.data.to_string()),
-                created_at: Set(created_at),
-            });
-            out[i] = Some(Event {
-                session_id: ev.session_id,
-                seq: Seq(seq),
-                kind: ev.kind,
-                turn_id: ev.turn_id,
-                admission_id: ev.admission_id,
-                created_at: crate::ids::rfc3339(created_at),
-                data: ev.data.clone(),
-            });
+        let mine: Vec<&NewEvent> = idx.iter().map(|&i| &evs[i]).collect();
+        let written = write_event_rows(db, session_id, first, &mine, created_at).await?;
+        for (&i, ev) in idx.iter().zip(written) {
+            out[i] = Some(ev);
         }
-        let mut rows = rows.into_iter().peekable();
-        while rows.peek().is_some() {
-            let chunk: Vec<_> = rows.by_ref().take(EVENT_ROWS_PER_INSERT).collect();
-            event::Entity::insert_many(chunk)
-                .exec_without_returning(db)
-                .await?;
-        }
-        // Readers of the session on other replicas (PostgreSQL): one notice per session,
-        // delivered at commit.
-        crate::notify::send(db, crate::notify::NoticeKind::Events, session_id, None);
-    }
-    if let Some((sid, also)) = also.filter(|(s, _)| !evs.iter().any(|e| e.session_id == *s)) {
-        also(session::Entity::update_many())
-            .filter(session::Column::Id.eq(sid.to_string()))
-            .exec(db)
-            .await?;
     }
     Ok(out.into_iter().flatten().collect())
+}
+
+/// Inserts `evs`, all of `session_id`, with the seqs from `first` on (moved on by the caller in
+/// the same transaction), in multi-row inserts, and tells readers on other replicas.
+pub(crate) async fn write_event_rows(
+    db: &WriteTx,
+    session_id: crate::ids::SessionId,
+    first: i64,
+    evs: &[&NewEvent],
+    created_at: i64,
+) -> Result<Vec<Event>> {
+    let sid = session_id.to_string();
+    let mut rows = Vec::with_capacity(evs.len());
+    let mut out = Vec::with_capacity(evs.len());
+    for (seq, ev) in (first..).zip(evs) {
+        rows.push(event::ActiveModel {
+            session_id: Set(sid.clone()),
+            seq: Set(seq),
+            turn_id: Set(ev.turn_id.map(|t| t.to_string())),
+            admission_id: Set(ev.admission_id.map(|a| a.to_string())),
+            kind: Set(ev.kind.as_str().to_owned()),
+            payload: Set(ev.data.to_string()),
+            created_at: Set(created_at),
+        });
+        out.push(Event {
+            session_id: ev.session_id,
+            seq: Seq(seq),
+            kind: ev.kind,
+            turn_id: ev.turn_id,
+            admission_id: ev.admission_id,
+            created_at: crate::ids::rfc3339(created_at),
+            data: ev.data.clone(),
+        });
+    }
+    let mut rows = rows.into_iter().peekable();
+    while rows.peek().is_some() {
+        let chunk: Vec<_> = rows.by_ref().take(EVENT_ROWS_PER_INSERT).collect();
+        event::Entity::insert_many(chunk)
+            .exec_without_returning(db)
+            .await?;
+    }
+    // Readers of the session on other replicas (PostgreSQL): one notice per session,
+    // delivered at commit.
+    crate::notify::send(db, crate::notify::NoticeKind::Events, session_id, None);
+    Ok(out)
 }
 
 /// True when `err` is a unique-constraint violation (a lost insert race).

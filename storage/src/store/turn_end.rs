@@ -4,10 +4,8 @@
 //! commit or none do.
 use super::admissions::status_event;
 use super::leases::release_in;
-use super::log::insert_message;
-use super::{
-    check_fence, insert_events_and, outbox, tail, Result, SessionBump, Store, StoreError,
-};
+use super::log::{append_to_session, insert_message};
+use super::{check_fence, outbox, tail, Result, SessionBumpFn, Store, StoreError};
 use crate::entity::{admission, session, usage};
 use crate::ids::*;
 use crate::model::*;
@@ -39,84 +37,116 @@ impl Store {
         release_when_idle: bool,
     ) -> Result<(Vec<Event>, bool)> {
         let tx = self.write_tx().await?;
-        check_fence(&tx, fence).await?;
-        for m in &end.messages {
-            insert_message(&tx, fence.session_id, m).await?;
+        // The fence is checked last, by the statement that releases the lease when the session
+        // is idle: nothing here is visible before the commit, and a transaction whose lease was
+        // lost rolls back whole whatever it wrote first. A write that fails because a new holder
+        // settled the turn meanwhile reports the lost lease, as a check made first would have.
+        let (events, idle) = match write_turn_end(&tx, fence, end).await {
+            Ok(written) => written,
+            Err(e) => {
+                return match check_fence(&tx, fence).await {
+                    Err(fenced @ StoreError::Fenced(_)) => Err(fenced),
+                    _ => Err(e),
+                };
+            }
+        };
+        let released = release_when_idle && idle;
+        if released {
+            if !release_in(&tx, fence).await? {
+                return Err(StoreError::Fenced(fence.session_id.to_string()));
+            }
+        } else {
+            check_fence(&tx, fence).await?;
         }
-        let mut events = Vec::with_capacity(end.events.len() + 1);
-        if let Some(closure) = &end.close_tail {
-            let closed = tail::close_tail(
-                &tx,
-                fence.session_id,
-                end.turn_id,
-                end.admission_id,
-                closure,
-            )
-            .await?;
-            events.extend(closed);
-        }
-        let sid = fence.session_id.to_string();
-        let now = now_ms();
-        if !end.usage.is_empty() {
-            // The turn's calls in one insert, in call order (time-ordered ids). The session's
-            // totals and last prompt size (SPEC R6.1) ride on the update that moves its event
-            // seq on (`usage_totals`).
-            let rows = end.usage.iter().map(|u| usage::ActiveModel {
-                id: Set(uuid::Uuid::now_v7().to_string()),
-                turn_id: Set(end.turn_id.to_string()),
-                session_id: Set(sid.clone()),
-                provider: Set(u.provider.clone()),
-                model: Set(u.model.clone()),
-                input_tokens: Set(u.input_tokens),
-                output_tokens: Set(u.output_tokens),
-                cache_read_tokens: Set(u.cache_read_tokens),
-                cache_write_tokens: Set(u.cache_write_tokens),
-                cost_usd: Set(u.cost_usd),
-                created_at: Set(now),
-            });
-            usage::Entity::insert_many(rows.collect::<Vec<_>>())
-                .exec_without_returning(&tx)
-                .await?;
-        }
-        let res = admission::Entity::update_many()
-            .col_expr(
-                admission::Column::Status,
-                Expr::value(AdmissionStatus::Terminal.as_str()),
-            )
-            .col_expr(
-                admission::Column::Outcome,
-                Expr::value(end.outcome.to_string()),
-            )
-            .col_expr(admission::Column::FinishedAt, Expr::value(now))
-            .filter(admission::Column::Id.eq(end.admission_id.to_string()))
-            .filter(admission::Column::Status.eq(AdmissionStatus::Started.as_str()))
-            .exec(&tx)
-            .await?;
-        if res.rows_affected != 1 {
-            return Err(StoreError::WrongState(end.admission_id.to_string()));
-        }
-        let (status, idle) = status_event(&tx, fence.session_id).await?;
-        let mut closing = end.events.clone();
-        closing.push(status);
-        let totals = |q: UpdateMany<session::Entity>| usage_totals(q, &end.usage, now);
-        let also: Option<SessionBump<'_>> =
-            (!end.usage.is_empty()).then_some((fence.session_id, &totals));
-        events.extend(insert_events_and(&tx, &closing, also).await?);
-        if let Some(text) = &end.reply {
-            outbox::to_session_chat(
-                &tx,
-                fence.session_id,
-                Some(end.turn_id),
-                format!("reply:{}", end.admission_id),
-                "reply",
-                serde_json::json!({ "text": text }),
-            )
-            .await?;
-        }
-        let released = release_when_idle && idle && release_in(&tx, fence).await?;
         tx.commit().await?;
         Ok((events, released))
     }
+}
+
+/// Everything [`Store::commit_turn_end`] writes but the fence check and the release: answers
+/// the events and whether the session is idle after the turn.
+async fn write_turn_end(
+    tx: &super::WriteTx,
+    fence: &Fence,
+    end: &TurnEnd,
+) -> Result<(Vec<Event>, bool)> {
+    // Without a tail to close, the rows go in last, with the closing events (one update of the
+    // session row for both); a tail's closing rows follow the turn's own, so those go first.
+    let rows_first = end.close_tail.is_some();
+    if rows_first {
+        for m in &end.messages {
+            insert_message(tx, fence.session_id, m).await?;
+        }
+    }
+    let mut events = Vec::with_capacity(end.events.len() + 1);
+    if let Some(closure) = &end.close_tail {
+        let closed =
+            tail::close_tail(tx, fence.session_id, end.turn_id, end.admission_id, closure).await?;
+        events.extend(closed);
+    }
+    let sid = fence.session_id.to_string();
+    let now = now_ms();
+    if !end.usage.is_empty() {
+        // The turn's calls in one insert, in call order (time-ordered ids). The session's
+        // totals and last prompt size (SPEC R6.1) ride on the update that moves its event
+        // seq on (`usage_totals`).
+        let rows = end.usage.iter().map(|u| usage::ActiveModel {
+            id: Set(uuid::Uuid::now_v7().to_string()),
+            turn_id: Set(end.turn_id.to_string()),
+            session_id: Set(sid.clone()),
+            provider: Set(u.provider.clone()),
+            model: Set(u.model.clone()),
+            input_tokens: Set(u.input_tokens),
+            output_tokens: Set(u.output_tokens),
+            cache_read_tokens: Set(u.cache_read_tokens),
+            cache_write_tokens: Set(u.cache_write_tokens),
+            cost_usd: Set(u.cost_usd),
+            created_at: Set(now),
+        });
+        usage::Entity::insert_many(rows.collect::<Vec<_>>())
+            .exec_without_returning(tx)
+            .await?;
+    }
+    let res = admission::Entity::update_many()
+        .col_expr(
+            admission::Column::Status,
+            Expr::value(AdmissionStatus::Terminal.as_str()),
+        )
+        .col_expr(
+            admission::Column::Outcome,
+            Expr::value(end.outcome.to_string()),
+        )
+        .col_expr(admission::Column::FinishedAt, Expr::value(now))
+        .filter(admission::Column::Id.eq(end.admission_id.to_string()))
+        .filter(admission::Column::Status.eq(AdmissionStatus::Started.as_str()))
+        .exec(tx)
+        .await?;
+    if res.rows_affected != 1 {
+        return Err(StoreError::WrongState(end.admission_id.to_string()));
+    }
+    let (status, idle) = status_event(tx, fence.session_id).await?;
+    let mut closing = end.events.clone();
+    closing.push(status);
+    let totals = |q: UpdateMany<session::Entity>| usage_totals(q, &end.usage, now);
+    let also = (!end.usage.is_empty()).then_some(&totals as &SessionBumpFn<'_>);
+    let rows: Vec<&NewMessage> = if rows_first {
+        Vec::new()
+    } else {
+        end.messages.iter().collect()
+    };
+    events.extend(append_to_session(tx, fence.session_id, &rows, &closing, also).await?);
+    if let Some(text) = &end.reply {
+        outbox::to_session_chat(
+            tx,
+            fence.session_id,
+            Some(end.turn_id),
+            format!("reply:{}", end.admission_id),
+            "reply",
+            serde_json::json!({ "text": text }),
+        )
+        .await?;
+    }
+    Ok((events, idle))
 }
 
 /// Adds a turn's calls to the session's usage totals and records the last call's prompt size
