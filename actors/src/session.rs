@@ -231,7 +231,7 @@ async fn drain(deps: Arc<Deps>, session: SessionId, owner: Owner, admitted: bool
             // Nothing was started: no orphans to settle.
             (Some(head), Some(turn)) => {
                 let span = first.take().unwrap_or_else(|| turn_span(session));
-                let how = Claim::Claimed(turn, head.events);
+                let how = Claim::Claimed(turn, head.events, Box::new(head.session));
                 let next = run_one(&deps, &owner, &fence, &refresher, &head.admission, how, &[]);
                 released = next.instrument(span).await == Next::Released;
             }
@@ -288,8 +288,13 @@ async fn drain(deps: Arc<Deps>, session: SessionId, owner: Owner, admitted: bool
 enum Claim {
     /// Claim the queued admission as this turn.
     Fresh(TurnId),
-    /// Already claimed as this turn, with the lease; these events announce it.
-    Claimed(TurnId, Vec<turnkey_storage::Event>),
+    /// Already claimed as this turn, with the lease; these events announce it, and this is
+    /// the session row as that commit left it.
+    Claimed(
+        TurnId,
+        Vec<turnkey_storage::Event>,
+        Box<turnkey_storage::Session>,
+    ),
     /// Take over a resumable orphan: its turn id is on the admission.
     Resume,
 }
@@ -434,13 +439,17 @@ async fn run_one(
                 }
             }
             .instrument(tracing::info_span!("admission"));
-            (turn_id, Start::Fresh, timed(Stage::Claim, claimed).await)
+            (
+                turn_id,
+                Start::Fresh(None),
+                timed(Stage::Claim, claimed).await,
+            )
         }
-        Claim::Claimed(turn_id, events) => {
+        Claim::Claimed(turn_id, events, session) => {
             TURNS
                 .queue_wait
                 .observe(seconds_since(admission.created_at));
-            (turn_id, Start::Fresh, Ok(events))
+            (turn_id, Start::Fresh(Some(session)), Ok(events))
         }
         Claim::Resume => {
             let Some(turn_id) = admission.turn_id else {
@@ -464,12 +473,12 @@ async fn run_one(
         }
     }
     span.record("turn_id", tracing::field::display(turn_id));
-    span.record("resumed", start == Start::Resume);
+    span.record("resumed", start.is_resume());
     owner.addr.do_send(TurnBegan {
         turn_id,
         control: control.clone(),
     });
-    if start == Start::Fresh {
+    if !start.is_resume() {
         crate::kill_point!("turn.after_claim");
     }
     let admission = if burst.is_empty() {

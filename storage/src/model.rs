@@ -265,6 +265,9 @@ pub struct Admitted {
 pub struct Claimed {
     pub admission: Admission,
     pub events: Vec<Event>,
+    /// The session's row as the claim's commit left it: what the turn's context would read
+    /// next (its system prompt, model, transcript segment, last prompt size).
+    pub session: Session,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -123,8 +123,9 @@ pub async fn prepare(
     fence: &Fence,
     admission: &Admission,
     turn_id: TurnId,
+    known: Option<Session>,
 ) -> Result<TurnContext, TurnFailure> {
-    let (session, system_prompt) = session_and_prompt(deps, admission).await?;
+    let (session, system_prompt) = session_and_prompt(deps, admission, known).await?;
     let loaded = transcript
         .load(&deps.store, &session, Some(turn_id))
         .await
@@ -186,7 +187,7 @@ pub async fn resume(
     admission: &Admission,
     turn_id: TurnId,
 ) -> Result<TurnContext, TurnFailure> {
-    let (session, system_prompt) = session_and_prompt(deps, admission).await?;
+    let (session, system_prompt) = session_and_prompt(deps, admission, None).await?;
     let all = transcript
         .load(&deps.store, &session, None)
         .await
@@ -210,17 +211,22 @@ pub async fn resume(
     })
 }
 
-/// The session row and its stored system prompt (built once at creation, SPEC R5.2).
+/// The session row and its stored system prompt (built once at creation, SPEC R5.2): `known`
+/// (the row the claim's commit returned) or read now.
 async fn session_and_prompt(
     deps: &Deps,
     admission: &Admission,
+    known: Option<Session>,
 ) -> Result<(Session, String), TurnFailure> {
-    let session = deps
-        .store
-        .get_session(admission.session_id)
-        .await
-        .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))?
-        .ok_or_else(|| TurnFailure::PersistenceFailed("session row is missing".into()))?;
+    let session = match known.filter(|s| s.id == admission.session_id) {
+        Some(session) => session,
+        None => deps
+            .store
+            .get_session(admission.session_id)
+            .await
+            .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))?
+            .ok_or_else(|| TurnFailure::PersistenceFailed("session row is missing".into()))?,
+    };
     let prompt = session.system_prompt.clone().ok_or_else(|| {
         TurnFailure::PersistenceFailed("session has no stored system prompt".into())
     })?;

@@ -23,10 +23,18 @@ struct Loop {
 
 /// How a turn begins: fresh from a claimed admission, or resumed from the rows a crashed
 /// owner left in its tool round (SPEC R13.1).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub enum Start {
-    Fresh,
+    /// With the session row as the claim's commit left it, when the claim returned it (the
+    /// context then reads no session row of its own).
+    Fresh(Option<Box<turnkey_storage::Session>>),
     Resume,
+}
+
+impl Start {
+    pub fn is_resume(&self) -> bool {
+        matches!(self, Start::Resume)
+    }
 }
 
 /// Runs the turn to its end; answers whether its end commit released the session's lease.
@@ -63,8 +71,9 @@ pub async fn run_turn(
         no_chat: false,
     };
     let prepared = match start {
-        Start::Fresh => {
-            let prepare = context::prepare(deps, transcript, fence, admission, turn_id);
+        Start::Fresh(claimed) => {
+            let known = claimed.map(|s| *s);
+            let prepare = context::prepare(deps, transcript, fence, admission, turn_id, known);
             timed(Stage::Context, prepare.instrument(info_span!("context"))).await
         }
         Start::Resume => {

@@ -11,7 +11,7 @@ use crate::ids::*;
 use crate::model::*;
 use crate::notify::NoticeKind;
 use crate::status::AdmissionStatus;
-use sea_orm::sea_query::{Expr, ExprTrait};
+use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
     QuerySelect, UpdateMany,
@@ -45,8 +45,8 @@ impl Store {
         const ANNOUNCED: i64 = 2;
         let tx = self.write_tx().await?;
         let sid = new.session_id.to_string();
-        // Bump the queue counter first: it locks the session row, so the duplicate lookup
-        // below sees any admission committed by a racing request. The same update takes the
+        // Bump the queue counter first: it locks the session row, so the insert below meets
+        // any admission committed by a racing request. The same update takes the
         // seqs of the two events the admission announces (a duplicate rolls it all back).
         let bumped = session::Entity::update_many()
             .col_expr(
@@ -67,15 +67,6 @@ impl Store {
         else {
             return Err(StoreError::NotFound(format!("session {sid}")));
         };
-        let existing = admission::Entity::find()
-            .filter(admission::Column::SessionId.eq(sid.clone()))
-            .filter(admission::Column::RequestId.eq(new.request_id.clone()))
-            .one(&tx)
-            .await?;
-        if let Some(row) = existing {
-            tx.rollback().await?;
-            return duplicate_of(convert::admission(row)?, new);
-        }
         // One grouped count before the insert gives both the new admission's place in the
         // queue and the `status` event after it.
         let (queued, started) = queue_counts(&tx, new.session_id).await?;
@@ -102,10 +93,32 @@ impl Store {
             retry_of: new.retry_of.map(|r| r.to_string()),
         };
         // Every column is given (`Unchanged` values are inserted too): the row written is
-        // `row`, so it is returned as is rather than read back.
-        admission::Entity::insert(admission::ActiveModel::from(row.clone()))
+        // `row`, so it is returned as is rather than read back. A request id the session has
+        // seen inserts nothing (the session row's lock, taken above, makes any racing
+        // admission's row visible here): that admission is the answer.
+        let inserted = admission::Entity::insert(admission::ActiveModel::from(row.clone()))
+            .on_conflict(
+                OnConflict::columns([admission::Column::SessionId, admission::Column::RequestId])
+                    .do_nothing()
+                    .to_owned(),
+            )
             .exec_without_returning(&tx)
             .await?;
+        if inserted == 0 {
+            let existing = admission::Entity::find()
+                .filter(admission::Column::SessionId.eq(sid.clone()))
+                .filter(admission::Column::RequestId.eq(new.request_id.clone()))
+                .one(&tx)
+                .await?;
+            tx.rollback().await?;
+            return match existing {
+                Some(row) => duplicate_of(convert::admission(row)?, new),
+                None => Err(StoreError::NotFound(format!(
+                    "admission {} of session {sid} after a conflicting insert",
+                    new.request_id
+                ))),
+            };
+        }
         let announced = [
             NewEvent {
                 session_id: new.session_id,
@@ -655,11 +668,16 @@ pub(super) async fn claim_in(
     if fenced.rows_affected != 1 {
         return Err(StoreError::Fenced(fence.session_id.to_string()));
     }
-    claim_admission_in(db, fence, admission, owner, turn, user, status).await
+    Ok(
+        claim_admission_in(db, fence, admission, owner, turn, user, status)
+            .await?
+            .0,
+    )
 }
 
 /// [`claim_in`] without the lease write: for the transaction that has just taken the lease
-/// with `turn` recorded in it (the take is the fence check).
+/// with `turn` recorded in it (the take is the fence check). Answers the events and the
+/// session's row as the claim leaves it.
 pub(super) async fn claim_admission_in(
     db: &WriteTx,
     fence: &Fence,
@@ -668,7 +686,7 @@ pub(super) async fn claim_admission_in(
     turn: TurnId,
     user: Option<&NewMessage>,
     status: Option<NewEvent>,
-) -> Result<Vec<Event>> {
+) -> Result<(Vec<Event>, crate::entity::session::Model)> {
     let res = owned_by(admission::Entity::update_many(), owner)
         .col_expr(
             admission::Column::Status,

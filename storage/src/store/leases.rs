@@ -206,7 +206,7 @@ async fn claim_head(
     };
     let user = (how.user_row)(&admission);
     let status = status_of(fence.session_id, queued - 1, true).0;
-    let events = claim_admission_in(
+    let (events, session) = claim_admission_in(
         db,
         fence,
         admission.id,
@@ -216,7 +216,11 @@ async fn claim_head(
         Some(status),
     )
     .await?;
-    Ok(Some(Claimed { admission, events }))
+    Ok(Some(Claimed {
+        admission,
+        events,
+        session: convert::session(session)?,
+    }))
 }
 
 /// Clears the turn recorded in the lease `fence` has just taken in `db`'s transaction.

@@ -261,14 +261,15 @@ fn message_row(
 /// transaction, with `also`'s changes to the root row. While the transcript is the root's own
 /// (no rotation moved it, SPEC R6.4), one `UPDATE … RETURNING` moves both the message index and
 /// the event seq on, so a turn's user row and `turn.started`, or its answer and closing events,
-/// cost three statements however many rows they are. Every event must be of `root`.
+/// cost three statements however many rows they are. Every event must be of `root`. Answers
+/// the events and the root's row as this transaction leaves it.
 pub(super) async fn append_to_session(
     db: &super::WriteTx,
     root: SessionId,
     msgs: &[&NewMessage],
     evs: &[NewEvent],
     also: Option<&super::SessionBumpFn<'_>>,
-) -> Result<Vec<Event>> {
+) -> Result<(Vec<Event>, session::Model)> {
     if let Some(other) = evs.iter().find(|e| e.session_id != root) {
         return Err(StoreError::Corrupt(format!(
             "event of session {} appended to session {root}",
@@ -305,8 +306,8 @@ pub(super) async fn append_to_session(
         .next()
         .ok_or_else(|| StoreError::NotFound(format!("session {root}")))?;
     if nm > 0 {
-        let (sid, last) = match row.transcript_id {
-            None => (row.id, row.last_message_idx),
+        let (sid, last) = match row.transcript_id.clone() {
+            None => (row.id.clone(), row.last_message_idx),
             // A rotated transcript: its own row keeps its index.
             Some(child) => {
                 let bumped = session::Entity::update_many()
@@ -335,10 +336,12 @@ pub(super) async fn append_to_session(
             .await?;
     }
     if ne == 0 {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), row));
     }
     let evs: Vec<&NewEvent> = evs.iter().collect();
-    super::write_event_rows(db, root, row.last_event_seq - ne + 1, &evs, now).await
+    let first = row.last_event_seq - ne + 1;
+    let events = super::write_event_rows(db, root, first, &evs, now).await?;
+    Ok((events, row))
 }
 
 fn count(n: usize) -> i64 {

@@ -134,7 +134,8 @@ async fn write_turn_end(
     } else {
         end.messages.iter().collect()
     };
-    events.extend(append_to_session(tx, fence.session_id, &rows, &closing, also).await?);
+    let (closed, _) = append_to_session(tx, fence.session_id, &rows, &closing, also).await?;
+    events.extend(closed);
     if let Some(text) = &end.reply {
         outbox::to_session_chat(
             tx,
