@@ -313,6 +313,33 @@ async fn r4_1_the_lease_records_the_turn_its_commit_claims_and_none_without_a_he
         (got.status, got.turn_id),
         (AdmissionStatus::Started, Some(turn))
     );
+    assert_eq!(claimed.session.id, sid);
+    assert_eq!(claimed.session.last_event_seq.0, seqs[1]);
+
+    // The holder dies with its turn `started`; two more inputs queue. The next take claims
+    // nothing (the started turn must be settled first) and records no turn.
+    s.release_lease(&fence).await.expect("release");
+    let b = s.admit(new_adm(sid, "b", "two")).await.expect("b");
+    s.admit(new_adm(sid, "c", "three")).await.expect("c");
+    let (fence, _, claimed) = take_and_claim(&s, sid, &o, 60_000).await;
+    assert!(claimed.is_none(), "a started admission blocks the claim");
+    assert_eq!(
+        s.get_lease(sid).await.expect("lease").unwrap().turn_id,
+        None
+    );
+    s.mark_unknown(a.admission.id, &died(), Some(&fence))
+        .await
+        .expect("unknown");
+    s.release_lease(&fence).await.expect("release");
+    // Then the head is the oldest queued input, and the status after its claim counts the
+    // one left behind it.
+    let (_, _, claimed) = take_and_claim(&s, sid, &o, 60_000).await;
+    let claimed = claimed.expect("b is claimed");
+    assert_eq!(claimed.admission.id, b.admission.id);
+    assert_eq!(
+        claimed.events[1].data,
+        json!({"state": "running", "queue_depth": 1})
+    );
 }
 
 on_both!(r13_3_a_turn_end_after_a_takeover_is_fenced_and_writes_nothing);

@@ -628,6 +628,40 @@ pub(super) fn status_of(session: SessionId, queue_depth: i64, running: bool) -> 
     (event, !running && queue_depth == 0)
 }
 
+/// The session's FIFO head (its first `queued` admission) with the numbers of its `queued`
+/// and `started` admissions, in one statement: `None` when nothing is queued.
+pub(super) async fn head_and_counts<C: ConnectionTrait>(
+    db: &C,
+    session: SessionId,
+) -> Result<Option<(Admission, i64, i64)>> {
+    use sea_orm::sea_query::{Query, SubQueryStatement};
+    use sea_orm::{FromQueryResult, QueryTrait};
+    let count_of = |status: AdmissionStatus| {
+        let counted = Query::select()
+            .expr(Expr::col(admission::Column::Id).count())
+            .from(admission::Entity)
+            .and_where(Expr::col(admission::Column::SessionId).eq(session.to_string()))
+            .and_where(Expr::col(admission::Column::Status).eq(status.as_str()))
+            .to_owned();
+        Expr::from(SubQueryStatement::from(counted))
+    };
+    let head = admission::Entity::find()
+        .filter(admission::Column::SessionId.eq(session.to_string()))
+        .filter(admission::Column::Status.eq(AdmissionStatus::Queued.as_str()))
+        .order_by_asc(admission::Column::Seq)
+        .limit(1)
+        .expr_as(count_of(AdmissionStatus::Queued), "queued_n")
+        .expr_as(count_of(AdmissionStatus::Started), "started_n")
+        .into_query();
+    let Some(row) = db.query_one(&head).await? else {
+        return Ok(None);
+    };
+    let admission = convert::admission(admission::Model::from_query_result(&row, "")?)?;
+    let queued: i64 = row.try_get("", "queued_n")?;
+    let started: i64 = row.try_get("", "started_n")?;
+    Ok(Some((admission, queued, started)))
+}
+
 /// The session's FIFO head: its queued admission with the lowest seq, read through `db`.
 pub(super) async fn first_queued<C: ConnectionTrait>(
     db: &C,

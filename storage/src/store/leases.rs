@@ -1,6 +1,6 @@
 //! Fenced turn leases (SPEC R4, R13.3). One row per session that is never deleted: release
 //! clears the holder but keeps the generation, so a generation is never handed out twice.
-use super::admissions::{claim_admission_in, first_queued, queue_counts, status_of};
+use super::admissions::{claim_admission_in, head_and_counts, status_of};
 use super::{convert, is_unique_violation, Result, Store, StoreError};
 use crate::entity::lease;
 use crate::ids::*;
@@ -191,15 +191,10 @@ async fn claim_head(
     owner: &Owner,
     how: ClaimAs<'_>,
 ) -> Result<Option<Claimed>> {
-    // One grouped count says whether there is a head to claim (nothing started, something
-    // queued) and gives the `status` event after the claim.
-    let (queued, started) = queue_counts(db, fence.session_id).await?;
-    let head = if started > 0 || queued == 0 {
-        None
-    } else {
-        first_queued(db, fence.session_id).await?
-    };
-    let Some(admission) = head else {
+    // One statement reads the head with the counts that say whether it may be claimed
+    // (nothing started) and give the `status` event after the claim.
+    let head = head_and_counts(db, fence.session_id).await?;
+    let Some((admission, queued, _)) = head.filter(|(_, _, started)| *started == 0) else {
         // The take recorded `how.turn`, which will not run: the holder runs no turn yet.
         unmark_turn(db, fence).await?;
         return Ok(None);
