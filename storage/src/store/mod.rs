@@ -102,6 +102,15 @@ impl Store {
 
     fn options(url: &str, connections: u32) -> ConnectOptions {
         let mut opts = ConnectOptions::new(url.to_owned());
+        // A pooled connection is pinged before use only once it has sat idle long enough to
+        // have been dropped by a server or a proxy (PostgreSQL). A SQLite connection is a file
+        // handle in this process that cannot go away; pinging it on every checkout cost one
+        // more round trip to its worker thread for every read and every write transaction.
+        if url.starts_with("sqlite") {
+            opts.test_before_acquire(false);
+        } else {
+            opts.test_before_acquire_if_idle_for(Duration::from_secs(5));
+        }
         opts.sqlx_logging(false)
             .max_connections(connections)
             .min_connections(1)
