@@ -4,7 +4,8 @@
 //!
 //! Also prints the server's CPU time per turn and RSS (from `/proc`), statements and commits per
 //! turn and the mean time per stage (from `/metrics`), and the machine's raw limits measured in
-//! the same run: fsyncs/s and rows/s of a batched insert.
+//! the same run: fsyncs/s, rows/s of a batched insert, and statement round trips/s (with the
+//! CPU each costs) through the same database stack.
 //!
 //! `cargo bench -p turnkey-tests --bench turn_load` (env: BENCH_SESSIONS, BENCH_TURNS,
 //! BENCH_DATABASE_URL to run on PostgreSQL instead of a fresh SQLite file; TURNKEY_BIN to
@@ -111,6 +112,12 @@ fn main() {
         // The machine's raw limits, measured now, in the same place the server writes.
         let fsyncs = bench::fsyncs_per_second(tk.dir.path(), Duration::from_secs(2));
         let rows = bench::batched_rows_per_second(tk.dir.path(), database_url.as_deref()).await;
+        let (trips, trip_cpu_us) = bench::statement_round_trips(
+            tk.dir.path(),
+            database_url.as_deref(),
+            Duration::from_secs(2),
+        )
+        .await;
         let deadline = Instant::now() + Duration::from_secs(300);
         let metrics_before = bench::scrape(&tk.url).await;
         let cpu_before = bench::cpu_seconds(pid).unwrap_or(0.0);
@@ -196,9 +203,22 @@ fn main() {
         println!("  fsync/s (4 KiB + fdatasync):     {fsyncs:.0}");
         println!("  rows/s (batched insert, one tx): {rows:.0}");
         println!(
+            "  statements/s (one task, point reads through sea-orm + sqlx): {trips:.0}  ({trip_cpu_us:.0} µs CPU each)"
+        );
+        println!(
             "  turns per fsync the run needed:  {:.2}",
             (n / wall) / fsyncs.max(1.0)
         );
+        // A write transaction is two more round trips (BEGIN, COMMIT) besides its statements.
+        let trips_per_turn = ["turnkey_store_statements_total", "turnkey_store_write_transactions_total"]
+            .map(|k| bench::delta(&metrics_before, &metrics_after, k).map(|d| d / n.max(1.0)));
+        if let [Some(statements), Some(tx)] = trips_per_turn {
+            let per_turn = statements + 2.0 * tx;
+            println!(
+                "  turns/s if round trips were all: {:.0}  ({per_turn:.1} round trips a turn, one at a time)",
+                trips / per_turn.max(1.0)
+            );
+        }
         println!("where the time goes (mean ms per occurrence, occurrences per turn):");
         for stage in [
             "admit", "lease", "claim", "context", "provider", "finalize", "delivery",

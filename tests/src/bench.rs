@@ -195,3 +195,52 @@ pub async fn batched_rows_per_second(dir: &Path, database_url: Option<&str>) -> 
         .expect("drop probe table");
     rate
 }
+
+/// Round trips per second of the store's stack on this machine, and the CPU each costs: one
+/// task sends a primary-key read after another for `for_how_long` through a sea-orm connection
+/// set up like turnkey's (sqlx; for SQLite a file in `dir` in WAL mode, so each statement is a
+/// hop to the connection's worker thread and back), into a scratch table of `database_url`
+/// when it is PostgreSQL. CPU is this process's, which does nothing else meanwhile.
+pub async fn statement_round_trips(
+    dir: &Path,
+    database_url: Option<&str>,
+    for_how_long: Duration,
+) -> (f64, f64) {
+    use sea_orm::{DbBackend, Statement};
+    let url = match database_url {
+        Some(u) if u.starts_with("postgres") => u.to_owned(),
+        _ => format!("sqlite://{}?mode=rwc", dir.join("trips-probe.db").display()),
+    };
+    let mut opts = sea_orm::ConnectOptions::new(url.clone());
+    opts.max_connections(1)
+        .test_before_acquire(false)
+        .sqlx_logging(false);
+    let db = Database::connect(opts).await.expect("probe database");
+    let backend = db.get_database_backend();
+    db.execute_unprepared(
+        "DROP TABLE IF EXISTS tk_trips_probe; \
+         CREATE TABLE tk_trips_probe (id BIGINT PRIMARY KEY, payload TEXT NOT NULL); \
+         INSERT INTO tk_trips_probe (id, payload) VALUES (1, 'probe'), (2, 'probe')",
+    )
+    .await
+    .expect("probe table");
+    let sql = match backend {
+        DbBackend::Postgres => "SELECT payload FROM tk_trips_probe WHERE id = $1",
+        _ => "SELECT payload FROM tk_trips_probe WHERE id = ?",
+    };
+    let cpu_before = cpu_seconds(std::process::id()).unwrap_or(0.0);
+    let started = Instant::now();
+    let mut n = 0u64;
+    while started.elapsed() < for_how_long {
+        let read = Statement::from_sql_and_values(backend, sql, [((n % 2) as i64 + 1).into()]);
+        db.query_one_raw(read).await.expect("probe read");
+        n += 1;
+    }
+    let wall = started.elapsed().as_secs_f64();
+    let cpu = cpu_seconds(std::process::id()).unwrap_or(0.0) - cpu_before;
+    db.execute_unprepared("DROP TABLE tk_trips_probe")
+        .await
+        .expect("drop probe table");
+    let n = n.max(1) as f64;
+    (n / wall, cpu / n * 1e6)
+}
