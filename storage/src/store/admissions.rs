@@ -67,6 +67,17 @@ impl Store {
         else {
             return Err(StoreError::NotFound(format!("session {sid}")));
         };
+        // PostgreSQL: the request id is looked up first, by a plain read. An insert that met
+        // the existing row would wait for any transaction updating that row (a claim or a turn
+        // end, which then update this session's row, locked here): a deadlock, which the
+        // server breaks after `deadlock_timeout` by failing one side. SQLite has one writer
+        // and no row locks: there the conflict-guarded insert below is the lookup.
+        if tx.get_database_backend() == sea_orm::DbBackend::Postgres {
+            if let Some(row) = find_by_request(&tx, &sid, &new.request_id).await? {
+                tx.rollback().await?;
+                return duplicate_of(convert::admission(row)?, new);
+            }
+        }
         // One grouped count before the insert gives both the new admission's place in the
         // queue and the `status` event after it.
         let (queued, started) = queue_counts(&tx, new.session_id).await?;
@@ -105,11 +116,7 @@ impl Store {
             .exec_without_returning(&tx)
             .await?;
         if inserted == 0 {
-            let existing = admission::Entity::find()
-                .filter(admission::Column::SessionId.eq(sid.clone()))
-                .filter(admission::Column::RequestId.eq(new.request_id.clone()))
-                .one(&tx)
-                .await?;
+            let existing = find_by_request(&tx, &sid, &new.request_id).await?;
             tx.rollback().await?;
             return match existing {
                 Some(row) => duplicate_of(convert::admission(row)?, new),
@@ -154,10 +161,7 @@ impl Store {
         session: SessionId,
         request_id: &str,
     ) -> Result<Option<Admission>> {
-        admission::Entity::find()
-            .filter(admission::Column::SessionId.eq(session.to_string()))
-            .filter(admission::Column::RequestId.eq(request_id))
-            .one(self.connection())
+        find_by_request(self.connection(), &session.to_string(), request_id)
             .await?
             .map(convert::admission)
             .transpose()
@@ -660,6 +664,19 @@ pub(super) async fn head_and_counts<C: ConnectionTrait>(
     let queued: i64 = row.try_get("", "queued_n")?;
     let started: i64 = row.try_get("", "started_n")?;
     Ok(Some((admission, queued, started)))
+}
+
+/// The admission of `session` with `request_id`, read through `db`.
+async fn find_by_request<C: ConnectionTrait>(
+    db: &C,
+    session: &str,
+    request_id: &str,
+) -> Result<Option<admission::Model>> {
+    Ok(admission::Entity::find()
+        .filter(admission::Column::SessionId.eq(session))
+        .filter(admission::Column::RequestId.eq(request_id))
+        .one(db)
+        .await?)
 }
 
 /// The session's FIFO head: its queued admission with the lowest seq, read through `db`.
