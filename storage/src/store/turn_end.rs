@@ -11,7 +11,9 @@ use crate::ids::*;
 use crate::model::*;
 use crate::status::AdmissionStatus;
 use sea_orm::sea_query::{Expr, ExprTrait};
-use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, UpdateMany};
+use sea_orm::{
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, UpdateMany,
+};
 
 impl Store {
     /// `started → terminal` for the lease holder, with everything that closes the turn.
@@ -37,10 +39,17 @@ impl Store {
         release_when_idle: bool,
     ) -> Result<(Vec<Event>, bool)> {
         let tx = self.write_tx().await?;
-        // The fence is checked last, by the statement that releases the lease when the session
-        // is idle: nothing here is visible before the commit, and a transaction whose lease was
-        // lost rolls back whole whatever it wrote first. A write that fails because a new holder
-        // settled the turn meanwhile reports the lost lease, as a check made first would have.
+        // On SQLite (one writer, no row locks) the fence is checked last, by the statement that
+        // releases the lease when the session is idle: nothing here is visible before the
+        // commit, and a transaction whose lease was lost rolls back whole whatever it wrote
+        // first. A write that fails because a new holder settled the turn meanwhile reports the
+        // lost lease, as a check made first would have. On PostgreSQL the lease row is locked
+        // first, as every other fenced transaction does (lease, then admission, then session
+        // rows): taking it last could deadlock with a new holder's recovery of this turn.
+        let fence_first = tx.get_database_backend() == sea_orm::DbBackend::Postgres;
+        if fence_first {
+            check_fence(&tx, fence).await?;
+        }
         let (events, idle) = match write_turn_end(&tx, fence, end).await {
             Ok(written) => written,
             Err(e) => {
@@ -55,7 +64,7 @@ impl Store {
             if !release_in(&tx, fence).await? {
                 return Err(StoreError::Fenced(fence.session_id.to_string()));
             }
-        } else {
+        } else if !fence_first {
             check_fence(&tx, fence).await?;
         }
         tx.commit().await?;
