@@ -30,8 +30,16 @@ async fn pair(provider: &ScriptedProvider, extra_toml: &str) -> Option<Pair> {
         .extra_toml(extra_toml);
     let a = Turnkey::start(opts.clone().provider_api_key(KEY_A)).await;
     let b = Turnkey::start(opts.provider_api_key(KEY_B)).await;
+    // The documented start-up window (docs/architecture.md, "Only while another replica
+    // listens"): until A has read that B listens, A may skip its notices, and B catches up by
+    // the re-read it makes 1.5 s after its listener connected (`RESYNC_AFTER_LISTEN`). These
+    // tests measure the steady state, so they begin after that window.
+    tokio::time::sleep(START_UP_WINDOW).await;
     Some(Pair { _db: db, a, b })
 }
+
+/// `turnkey_storage::notify::RESYNC_AFTER_LISTEN`.
+const START_UP_WINDOW: Duration = Duration::from_millis(1500);
 
 fn ran_on_a(r: &RecordedRequest) -> bool {
     r.header("authorization") == Some(&format!("Bearer {KEY_A}"))
