@@ -10,7 +10,6 @@ mod common;
 
 use common::*;
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
-use serde_json::json;
 use std::sync::{Arc, Mutex};
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use turnkey_storage::*;
@@ -54,30 +53,7 @@ async fn one_turn(s: &Store) {
     s.find_admission_by_request(sid, "a")
         .await
         .expect("by request");
-    let turn = TurnId::new();
-    let user_row = |a: &Admission| NewMessage {
-        id: MessageId::new(),
-        role: Some(MessageRole::User),
-        content: Some("hello".into()),
-        turn_id: Some(turn),
-        admission_id: Some(a.id),
-        ..Default::default()
-    };
-    let claim = LeaseClaim {
-        session: sid,
-        owner: &o,
-        platform: "t",
-        ttl_ms: 60_000,
-    };
-    let how = ClaimAs {
-        turn,
-        user_row: &user_row,
-    };
-    let (fence, claimed) = s
-        .try_acquire_lease_and_claim(claim, &|_: &Owner| false, Some(how))
-        .await
-        .expect("take")
-        .expect("free");
+    let (fence, turn, claimed) = take_and_claim(s, sid, &o, 60_000).await;
     assert!(claimed.is_some());
     s.live_transcript_after(sid, i64::MIN)
         .await
@@ -85,31 +61,17 @@ async fn one_turn(s: &Store) {
     s.append_events(&[(Some(fence.clone()), delta(sid, turn, 0))])
         .await
         .expect("delta");
-    let answer = NewMessage {
-        id: MessageId::new(),
-        role: Some(MessageRole::Assistant),
-        content: Some("hi".into()),
-        turn_id: Some(turn),
-        ..Default::default()
+    let usage = NewUsage {
+        provider: "p".into(),
+        model: "m".into(),
+        input_tokens: 10,
+        output_tokens: 2,
+        cache_read_tokens: 0,
+        cache_write_tokens: 0,
+        cost_usd: 0.0,
     };
-    let end = TurnEnd {
-        reply: None,
-        admission_id: first.admission.id,
-        turn_id: turn,
-        messages: vec![answer],
-        close_tail: None,
-        usage: vec![NewUsage {
-            provider: "p".into(),
-            model: "m".into(),
-            input_tokens: 10,
-            output_tokens: 2,
-            cache_read_tokens: 0,
-            cache_write_tokens: 0,
-            cost_usd: 0.0,
-        }],
-        outcome: json!({"result": "completed"}),
-        events: vec![],
-    };
+    let answer = answer_row(turn, "hi");
+    let end = completed_end(first.admission.id, turn, vec![answer], vec![usage]);
     s.commit_turn_end_and_release(&fence, &end)
         .await
         .expect("turn end");

@@ -243,40 +243,6 @@ async fn r10_4_turn_end_commits_tail_usage_receipt_and_events_together(s: Store)
     );
 }
 
-/// Claims `sid`'s head for a fresh turn in the commit that takes the lease.
-async fn take_and_claim(
-    s: &Store,
-    sid: SessionId,
-    o: &Owner,
-    ttl_ms: i64,
-) -> (Fence, TurnId, Option<Claimed>) {
-    let turn = TurnId::new();
-    let user_row = |a: &Admission| NewMessage {
-        id: MessageId::new(),
-        role: Some(MessageRole::User),
-        content: Some(a.payload["text"].as_str().unwrap_or_default().to_owned()),
-        turn_id: None,
-        admission_id: Some(a.id),
-        ..Default::default()
-    };
-    let claim = LeaseClaim {
-        session: sid,
-        owner: o,
-        platform: "t",
-        ttl_ms,
-    };
-    let how = ClaimAs {
-        turn,
-        user_row: &user_row,
-    };
-    let (fence, claimed) = s
-        .try_acquire_lease_and_claim(claim, &|_: &Owner| false, Some(how))
-        .await
-        .expect("take")
-        .expect("free");
-    (fence, turn, claimed)
-}
-
 on_both!(r4_1_the_lease_records_the_turn_its_commit_claims_and_none_without_a_head);
 async fn r4_1_the_lease_records_the_turn_its_commit_claims_and_none_without_a_head(s: Store) {
     let sid = session(&s).await;
@@ -357,23 +323,12 @@ async fn r13_3_a_turn_end_after_a_takeover_is_fenced_and_writes_nothing(s: Store
         .expect("unknown");
     let before = s.events_since(sid, Seq(0), 1_000).await.expect("events");
     let rows_before = s.list_messages(sid).await.expect("messages").len();
-    let answer = NewMessage {
-        id: MessageId::new(),
-        role: Some(MessageRole::Assistant),
-        content: Some("late".into()),
-        turn_id: Some(turn),
-        ..Default::default()
-    };
-    let end = TurnEnd {
-        reply: None,
-        admission_id: adm.admission.id,
-        turn_id: turn,
-        messages: vec![answer],
-        close_tail: None,
-        usage: vec![],
-        outcome: json!({"result": "completed"}),
-        events: vec![],
-    };
+    let end = completed_end(
+        adm.admission.id,
+        turn,
+        vec![answer_row(turn, "late")],
+        vec![],
+    );
     // The admission is no longer `started`, but what a's turn end reports is the lost lease.
     assert!(matches!(
         s.commit_turn_end_and_release(&fa, &end).await,

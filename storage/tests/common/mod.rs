@@ -142,3 +142,67 @@ pub fn died() -> UnknownCause {
         message: "the process that ran this turn stopped".into(),
     }
 }
+
+/// Claims `sid`'s head for a fresh turn in the commit that takes the lease.
+pub async fn take_and_claim(
+    s: &Store,
+    sid: SessionId,
+    o: &Owner,
+    ttl_ms: i64,
+) -> (Fence, TurnId, Option<Claimed>) {
+    let turn = TurnId::new();
+    let user_row = |a: &Admission| NewMessage {
+        id: MessageId::new(),
+        role: Some(MessageRole::User),
+        content: Some(a.payload["text"].as_str().unwrap_or_default().to_owned()),
+        turn_id: None,
+        admission_id: Some(a.id),
+        ..Default::default()
+    };
+    let claim = LeaseClaim {
+        session: sid,
+        owner: o,
+        platform: "t",
+        ttl_ms,
+    };
+    let how = ClaimAs {
+        turn,
+        user_row: &user_row,
+    };
+    let (fence, claimed) = s
+        .try_acquire_lease_and_claim(claim, &|_: &Owner| false, Some(how))
+        .await
+        .expect("take")
+        .expect("free");
+    (fence, turn, claimed)
+}
+
+/// The assistant's answer `text` as a row of `turn`.
+pub fn answer_row(turn: TurnId, text: &str) -> NewMessage {
+    NewMessage {
+        id: MessageId::new(),
+        role: Some(MessageRole::Assistant),
+        content: Some(text.into()),
+        turn_id: Some(turn),
+        ..Default::default()
+    }
+}
+
+/// The end of a `turn` of `admission` that completed, with its rows and its calls' usage.
+pub fn completed_end(
+    admission: AdmissionId,
+    turn: TurnId,
+    messages: Vec<NewMessage>,
+    usage: Vec<NewUsage>,
+) -> TurnEnd {
+    TurnEnd {
+        reply: None,
+        admission_id: admission,
+        turn_id: turn,
+        messages,
+        close_tail: None,
+        usage,
+        outcome: json!({"result": "completed"}),
+        events: vec![],
+    }
+}
