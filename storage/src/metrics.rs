@@ -126,6 +126,24 @@ pub static STORE: StoreMetrics = StoreMetrics {
     commit_group: Histogram::size(),
 };
 
+/// SQLite's own heap in this process, in bytes: what it holds now and the most it has held
+/// since the process started. Page caches (up to `cache_size` per connection), prepared
+/// statements and schemas of every SQLite connection of the process count here, whichever
+/// store opened them; a process on PostgreSQL holds next to nothing.
+pub fn sqlite_memory() -> (i64, i64) {
+    // SAFETY: both functions take no pointers and read SQLite's global counters under its own
+    // mutex (the library is built with SQLITE_THREADSAFE=1); they are callable at any time,
+    // before any connection is opened included. `0` asks for the high-water mark without
+    // resetting it.
+    #[allow(unsafe_code)]
+    unsafe {
+        (
+            libsqlite3_sys::sqlite3_memory_used(),
+            libsqlite3_sys::sqlite3_memory_highwater(0),
+        )
+    }
+}
+
 impl StoreMetrics {
     pub fn render(&self, out: &mut String) {
         for (name, help, value) in [
@@ -157,6 +175,22 @@ impl StoreMetrics {
         ] {
             header(out, name, "counter", help);
             let _ = writeln!(out, "{name} {}", value.load(Ordering::Relaxed));
+        }
+        let (used, highwater) = sqlite_memory();
+        for (name, help, value) in [
+            (
+                "turnkey_sqlite_memory_bytes",
+                "SQLite's heap in this process (page caches, prepared statements, schemas).",
+                used,
+            ),
+            (
+                "turnkey_sqlite_memory_highwater_bytes",
+                "The most SQLite's heap in this process has held since it started.",
+                highwater,
+            ),
+        ] {
+            header(out, name, "gauge", help);
+            let _ = writeln!(out, "{name} {value}");
         }
         let name = "turnkey_store_write_wait_seconds";
         header(

@@ -207,7 +207,9 @@ fn main() {
         };
         book.lock().unwrap().done.clear();
         println!("soak: {rate:.1} turns/s for {secs} s, {SESSIONS} sessions");
-        println!("window  turns   p50 ms   p99 ms   RSS MiB   CPU ms/turn   compressions");
+        println!(
+            "window  turns   p50 ms   p99 ms   RSS MiB   SQLite MiB   CPU ms/turn   compressions"
+        );
 
         let started = Instant::now();
         let end = started + Duration::from_secs(secs);
@@ -217,7 +219,7 @@ fn main() {
         let mut window_start = Instant::now();
         let mut cpu_mark = bench::cpu_seconds(pid).unwrap_or(0.0);
         let mut compressions_mark = book.lock().unwrap().compressions;
-        let mut windows: Vec<(f64, f64)> = Vec::new(); // (p99, rss)
+        let mut windows: Vec<(f64, f64, f64)> = Vec::new(); // (p99, rss, SQLite's heap)
         let mut k = 0usize;
         while Instant::now() < end {
             ticker.tick().await;
@@ -245,19 +247,28 @@ fn main() {
                 lat.sort_by(|a, b| a.total_cmp(b));
                 let cpu = bench::cpu_seconds(pid).unwrap_or(0.0);
                 let rss = bench::rss_mib(pid).unwrap_or(0.0);
+                // SQLite's own heap (page caches, prepared statements), to tell its growth
+                // from the rest of the process's.
+                let sqlite = bench::scrape(&tk.url)
+                    .await
+                    .get("turnkey_sqlite_memory_bytes")
+                    .copied()
+                    .unwrap_or(0.0)
+                    / (1024.0 * 1024.0);
                 let p99 = percentile(&lat, 0.99);
                 println!(
-                    "{:>6}  {:>5}  {:>7.1}  {:>7.1}  {:>8.1}  {:>11.2}  {:>13}",
+                    "{:>6}  {:>5}  {:>7.1}  {:>7.1}  {:>8.1}  {:>11.1}  {:>11.2}  {:>13}",
                     windows.len() + 1,
                     lat.len(),
                     percentile(&lat, 0.50),
                     p99,
                     rss,
+                    sqlite,
                     (cpu - cpu_mark) * 1000.0 / (lat.len().max(1) as f64),
                     compressions - compressions_mark
                 );
                 compressions_mark = compressions;
-                windows.push((p99, rss));
+                windows.push((p99, rss, sqlite));
                 cpu_mark = cpu;
                 window_start = now;
             }
@@ -271,11 +282,17 @@ fn main() {
             b.pending.len()
         );
         if windows.len() >= 2 {
-            let (p99_first, rss_warm) = windows[0];
-            let (p99_last, rss_last) = windows[windows.len() - 1];
+            let (p99_first, rss_warm, sqlite_warm) = windows[0];
+            let (p99_last, rss_last, sqlite_last) = windows[windows.len() - 1];
             println!(
                 "RSS after warm-up: {rss_warm:.1} -> {rss_last:.1} MiB ({:+.1} %)",
                 (rss_last - rss_warm) / rss_warm.max(0.1) * 100.0
+            );
+            let (rest_warm, rest_last) = (rss_warm - sqlite_warm, rss_last - sqlite_last);
+            println!(
+                "of which SQLite's heap: {sqlite_warm:.1} -> {sqlite_last:.1} MiB; the rest: \
+                 {rest_warm:.1} -> {rest_last:.1} MiB ({:+.1} %)",
+                (rest_last - rest_warm) / rest_warm.max(0.1) * 100.0
             );
             println!(
                 "p99 drift: {p99_first:.1} -> {p99_last:.1} ms ({:+.1} ms)",

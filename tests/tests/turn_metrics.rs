@@ -95,6 +95,11 @@ async fn stages_turns_store_work_and_provider_errors_are_measured() {
         ),
         1.0
     );
+    // SQLite's heap: its page caches and prepared statements are in use after these turns, and
+    // the high-water mark is never below what it holds now.
+    let sqlite = value(&after, "turnkey_sqlite_memory_bytes");
+    assert!(sqlite > 64.0 * 1024.0, "SQLite holds {sqlite} bytes");
+    assert!(value(&after, "turnkey_sqlite_memory_highwater_bytes") >= sqlite);
     assert_eq!(value(&after, "turnkey_unknown_turns_total"), 0.0);
     assert_eq!(value(&after, "turnkey_lease_takeovers_total"), 0.0);
 }
