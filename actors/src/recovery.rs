@@ -80,19 +80,31 @@ async fn judge_dead_owners(
     Ok(judged)
 }
 
-/// A turn is resumed from the transcript when its last durable point is a tool round: its last
-/// row is a tool-call row or a tool result (SPEC R13.1). Calls `planned` then run once, a call
-/// found `started` becomes `unknown` for a person to decide; a model call in flight (the last
-/// row is the user's) cannot be told apart from one that was answered, so it is unknown.
+/// How many attempts a turn gets in all: the first, and one resume by itself (SPEC R13.9). A
+/// turn cut again after its resume is `unknown`, so a crash loop cannot burn tokens forever.
+pub const MAX_ATTEMPTS: i32 = 2;
+
+/// Whether a turn whose owner is gone is resumed by itself from its durable rows (SPEC R13.1,
+/// R13.9), once. It is when it started no side effect that has no recorded result, which its
+/// rows tell: the last is the user's (a model call was in flight: nothing ran; on a resume the
+/// model is simply asked again), a tool result, or a tool-call row (calls recorded but never
+/// started then run once; a call found `started` becomes `unknown` for a person to decide,
+/// R13.1, and the turn waits for that decision). An assistant row without calls as the last
+/// row of an unsettled turn fits no step of the loop: unknown. A turn with no row yet (a burst
+/// cut before its joined input was written) has run nothing either: its resume writes the row.
 pub(crate) async fn resumable(deps: &Deps, a: &Admission) -> Result<bool, StoreError> {
     let Some(turn) = a.turn_id else {
         return Ok(false);
     };
+    // A turn parked in its tool round at a graceful stop is always handed back (it waits for
+    // calls not started or for a person, which burns nothing): only a cut counts.
+    if a.attempt >= MAX_ATTEMPTS && a.handed_back.is_none() {
+        return Ok(false);
+    }
     let rows = deps.store.turn_messages(a.session_id, turn).await?;
     Ok(match rows.last() {
-        Some(m) if m.role == MessageRole::Tool => true,
-        Some(m) => m.role == MessageRole::Assistant && m.tool_calls.is_some(),
-        None => false,
+        Some(m) if m.role == MessageRole::Assistant => m.tool_calls.is_some(),
+        Some(_) | None => true,
     })
 }
 
@@ -142,6 +154,17 @@ pub(crate) async fn orphans(deps: &Deps, fence: &Fence) -> Vec<Admission> {
 
 /// Why `a`'s outcome cannot be known, in a code and in words.
 fn cause(deps: &Deps, a: &Admission) -> UnknownCause {
+    let mut cause = owner_cause(deps, a);
+    if a.attempt >= MAX_ATTEMPTS {
+        cause.message.push_str(
+            "; it had already been resumed once after an earlier cut, so it is not resumed \
+             by itself again",
+        );
+    }
+    cause
+}
+
+fn owner_cause(deps: &Deps, a: &Admission) -> UnknownCause {
     match &a.owner {
         Some(o) if deps.instance.is_dead(o) => UnknownCause {
             reason: "owner_died".into(),

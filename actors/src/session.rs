@@ -419,6 +419,7 @@ async fn run_one(
     let session = admission.session_id;
     let span = tracing::Span::current();
     span.record("admission_id", tracing::field::display(admission.id));
+    let mut resumed = None;
     let (turn_id, start, claimed) = match how {
         Claim::Fresh(turn_id) => {
             TURNS
@@ -458,8 +459,14 @@ async fn run_one(
             let taken = deps
                 .store
                 .take_over(fence, admission.id, &deps.instance.owner)
-                .instrument(tracing::info_span!("admission"));
-            (turn_id, Start::Resume, taken.await)
+                .instrument(tracing::info_span!("admission"))
+                .await
+                .map(|(now, events)| {
+                    // The attempt counted up: the turn's end records it.
+                    resumed = Some(now);
+                    events
+                });
+            (turn_id, Start::Resume, taken)
         }
     };
     let control = TurnControl::new(refresher.lost.clone());
@@ -478,10 +485,14 @@ async fn run_one(
         turn_id,
         control: control.clone(),
     });
-    if !start.is_resume() {
+    if start.is_resume() {
+        crate::kill_point!("turn.after_resume");
+    } else {
         crate::kill_point!("turn.after_claim");
     }
-    let admission = if burst.is_empty() {
+    let admission = if let Some(now) = resumed {
+        now
+    } else if burst.is_empty() {
         admission.clone()
     } else {
         coalesce(deps, fence, admission, turn_id, burst)

@@ -16,6 +16,7 @@ mod m20261206_000001_interrupt_requests;
 mod m20261207_000001_usage_by_session;
 mod m20261207_000002_admissions_by_session_status;
 mod m20261208_000001_last_prompt_on_session;
+mod m20261209_000001_resume_attempts;
 
 pub struct Migrator;
 
@@ -37,6 +38,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261207_000001_usage_by_session::Migration),
             Box::new(m20261207_000002_admissions_by_session_status::Migration),
             Box::new(m20261208_000001_last_prompt_on_session::Migration),
+            Box::new(m20261209_000001_resume_attempts::Migration),
         ]
     }
 }

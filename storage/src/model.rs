@@ -31,6 +31,10 @@ pub enum EventKind {
     TurnFinished,
     #[serde(rename = "turn.unknown")]
     TurnUnknown,
+    /// A turn that started no side effect is run again by itself, once (SPEC R13.9):
+    /// `{admission_id, attempt, reason: crash/shutdown}`. Text streamed before it is void.
+    #[serde(rename = "turn.resumed")]
+    TurnResumed,
     #[serde(rename = "session.rotated")]
     SessionRotated,
     #[serde(rename = "status")]
@@ -42,7 +46,7 @@ pub enum EventKind {
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 15] = [
+    pub const ALL: [EventKind; 16] = [
         Self::AdmissionQueued,
         Self::TurnStarted,
         Self::MessageDelta,
@@ -55,6 +59,7 @@ impl EventKind {
         Self::MessageComplete,
         Self::TurnFinished,
         Self::TurnUnknown,
+        Self::TurnResumed,
         Self::SessionRotated,
         Self::Status,
         Self::AdmissionCarried,
@@ -74,6 +79,7 @@ impl EventKind {
             Self::MessageComplete => "message.complete",
             Self::TurnFinished => "turn.finished",
             Self::TurnUnknown => "turn.unknown",
+            Self::TurnResumed => "turn.resumed",
             Self::SessionRotated => "session.rotated",
             Self::Status => "status",
             Self::AdmissionCarried => "admission.carried",
@@ -237,6 +243,37 @@ pub struct Admission {
     pub finished_at: Option<i64>,
     /// The `unknown` admission this one runs again (`POST /v1/admissions/{id}/retry`).
     pub retry_of: Option<AdmissionId>,
+    /// Which attempt at the turn this is: 1, or 2 once it was resumed by itself (SPEC R13.9).
+    pub attempt: i32,
+    /// Why the last owner handed the `started` turn back without settling it, if it did.
+    pub handed_back: Option<ResumeReason>,
+}
+
+/// Why a turn is resumed by itself (SPEC R13.9), as `turn.resumed` says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResumeReason {
+    /// Its owner died or lost the lease mid-turn.
+    Crash,
+    /// Its owner stopped gracefully and handed the turn back at the end of its grace.
+    Shutdown,
+}
+
+impl ResumeReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Crash => "crash",
+            Self::Shutdown => "shutdown",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "crash" => Some(Self::Crash),
+            "shutdown" => Some(Self::Shutdown),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]

@@ -1,8 +1,10 @@
 //! SPEC R12 with the busy policy (R13.4): the process is SIGKILLed right after a steered or
-//! coalesced input was settled as carried by the running turn. After a restart the carrying
-//! turn is `unknown` (not re-run), the carried inputs point at it, and none of their text is
-//! lost: a steered text stays in the transcript before the row that closes the dead turn, and
-//! a coalesced burst stays in the head's stored input, so retrying it carries every text once.
+//! coalesced input was settled as carried by the running turn. The carrying turn had started
+//! no side effect without a result, so after a restart it resumes by itself, once (R13.9); the
+//! carried inputs point at it, and none of their text is lost or doubled: a steered text is in
+//! the transcript once and answered by the resumed attempt (its tool, which had finished, is
+//! not run again), and a coalesced burst, cut before its joined row was written, is answered
+//! from the head's stored input, which holds every text once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::{json, Value};
@@ -68,14 +70,15 @@ async fn r12_killed_after_a_steered_input_joined_the_turn() {
     tk.restart_with_env(&[]).await;
     let api = tk.api();
 
-    let adm_a = settled(&api, &a).await;
-    assert_eq!(adm_a["status"], "unknown", "not re-run: {adm_a}");
+    let adm_a = api.wait_terminal(&a, BOUND).await;
+    assert_eq!(adm_a["outcome"]["result"], "completed", "resumed: {adm_a}");
+    assert_eq!(adm_a["outcome"]["attempts"], 2, "{adm_a}");
     let adm_b = settled(&api, &b).await;
     assert_eq!(adm_b["status"], "terminal", "{adm_b}");
     assert_eq!(adm_b["outcome"]["result"], "steered", "{adm_b}");
     assert_eq!(adm_b["outcome"]["carried_by"], a.as_str(), "{adm_b}");
 
-    // The steered text is in the transcript once, in the dead turn, followed by its closing row.
+    // The steered text is in the transcript once, answered by the resumed attempt.
     let rows = api.messages(&s).await;
     let roles: Vec<&str> = rows.iter().filter_map(|m| m["role"].as_str()).collect();
     assert_eq!(
@@ -84,17 +87,35 @@ async fn r12_killed_after_a_steered_input_joined_the_turn() {
         "{rows:?}"
     );
     assert_eq!(rows[3]["content"], "and also mind this");
-    assert_eq!(rows[4]["display"]["closed_as"], "unknown", "{}", rows[4]);
+    assert_eq!(rows[4]["content"], "ok: and also mind this", "{}", rows[4]);
+    assert!(rows[4]["display"]["boundary"].is_null(), "{}", rows[4]);
 
-    // The next input runs on that transcript: the steered text is answered history, not an
-    // unanswered question, and nothing ran twice.
+    // The resumed call saw the finished tool's result and the steered text; the tool did not
+    // run again.
     tokio::time::sleep(SETTLE).await;
-    assert_eq!(provider.request_count(), 1, "the dead turn was not re-run");
+    assert_eq!(
+        provider.request_count(),
+        2,
+        "the cut call and its one resume"
+    );
+    let request = &provider.requests()[1];
+    assert_eq!(request.last_user_text, "and also mind this");
+    assert!(
+        request.body.to_string().contains("waited"),
+        "{}",
+        request.body
+    );
+    let events = api.all_events(&s, 0).await;
+    let tool_starts = events
+        .iter()
+        .filter(|e| e["kind"] == "tool.started")
+        .count();
+    assert_eq!(tool_starts, 1, "{events:?}");
     provider.push(Reply::text("fine"));
     let c = api.submit_accepted(&s, "what now?").await;
     let adm_c = api.wait_terminal(&c, BOUND).await;
     assert_eq!(adm_c["outcome"]["result"], "completed", "{adm_c}");
-    let request = &provider.requests()[1];
+    let request = &provider.requests()[2];
     assert_closed_wire(&request.body, "and also mind this");
     assert_eq!(request.last_user_text, "what now?");
 }
@@ -117,31 +138,27 @@ async fn r12_killed_after_a_burst_was_coalesced() {
         tk.wait_exit(BOUND).await.is_some(),
         "turnkey died at coalesce.after_commit"
     );
+    provider.push(Reply::text("both seen"));
     tk.restart_with_env(&[]).await;
     let api = tk.api();
 
-    let adm_a = settled(&api, &a).await;
-    assert_eq!(adm_a["status"], "unknown", "not re-run: {adm_a}");
+    // Resumed by itself: its joined input is written now, and answered once.
+    let adm_a = api.wait_terminal(&a, BOUND).await;
+    assert_eq!(adm_a["outcome"]["final_response"], "both seen", "{adm_a}");
+    assert_eq!(adm_a["outcome"]["attempts"], 2, "{adm_a}");
     let adm_b = settled(&api, &b).await;
     assert_eq!(adm_b["outcome"]["result"], "coalesced", "{adm_b}");
     assert_eq!(adm_b["outcome"]["carried_by"], a.as_str(), "{adm_b}");
     tokio::time::sleep(SETTLE).await;
-    assert_eq!(
-        provider.request_count(),
-        0,
-        "nothing ran before or after the crash"
-    );
-
-    // Retrying the head runs the whole burst once: its stored input holds both texts.
-    provider.push(Reply::text("both seen"));
-    let retry = api
-        .post(&format!("/v1/admissions/{a}/retry"), &json!({}))
-        .await;
-    assert_eq!(retry.status, 202, "{}", retry.text);
-    let again = retry.str_field("admission_id");
-    let adm = api.wait_terminal(&again, BOUND).await;
-    assert_eq!(adm["outcome"]["final_response"], "both seen", "{adm}");
     let requests = provider.requests();
-    assert_eq!(requests.len(), 1);
+    assert_eq!(
+        requests.len(),
+        1,
+        "nothing ran before the crash, once after"
+    );
     assert_eq!(requests[0].last_user_text, "part one\npart two");
+    let rows = api.messages(&s).await;
+    let roles: Vec<&str> = rows.iter().filter_map(|m| m["role"].as_str()).collect();
+    assert_eq!(roles, ["user", "assistant"], "{rows:?}");
+    assert_eq!(rows[0]["content"], "part one\npart two");
 }

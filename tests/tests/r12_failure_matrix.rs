@@ -89,14 +89,17 @@ async fn r12_admitted_not_claimed_restart_drains_it() {
     assert_closed_wire(&provider.requests()[0].body, "no killed turn here");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn r12_claimed_turn_not_begun_becomes_unknown_not_rerun() {
-    let provider = ScriptedProvider::start();
-    let opts = TurnkeyOptions::new(&provider).env("FAILPOINTS", "turn.after_claim=return");
+/// Dies at `turn.after_claim` with a submission in flight; answers the admission id after a
+/// restart with `env`, found again by its request id.
+async fn claimed_then_died(
+    provider: &ScriptedProvider,
+    text: &str,
+    env: &[(String, String)],
+) -> (Turnkey, String, String) {
+    let opts = TurnkeyOptions::new(provider).env("FAILPOINTS", "turn.after_claim=return");
     let mut tk = Turnkey::start(opts).await;
     let session = tk.api().create_session_id().await;
     let request_id = uuid::Uuid::new_v4().to_string();
-    let text = "claimed then the owner died";
 
     // The receipt may or may not make it out before the process dies.
     let first = tk.api().try_submit(&session, text, Some(&request_id)).await;
@@ -110,7 +113,7 @@ async fn r12_claimed_turn_not_begun_becomes_unknown_not_rerun() {
     };
     die_at_failpoint(&mut tk, "turn.after_claim").await;
 
-    tk.restart_with_env(&[]).await;
+    tk.restart_with_env(env).await;
     let api = tk.api();
     let receipt = resubmit(&api, &session, text, &request_id).await;
     let admission_id = receipt["admission_id"].as_str().unwrap().to_string();
@@ -120,13 +123,61 @@ async fn r12_claimed_turn_not_begun_becomes_unknown_not_rerun() {
             "the duplicate names the original admission"
         );
     }
+    (tk, session, admission_id)
+}
+
+/// R13.9: a claimed turn that had not begun started no side effect: it resumes by itself,
+/// once, and runs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r12_claimed_turn_not_begun_resumes_once_by_itself() {
+    let provider = ScriptedProvider::start();
+    let text = "claimed then the owner died";
+    let (tk, session, admission_id) = claimed_then_died(&provider, text, &[]).await;
+    let api = tk.api();
+    let done = api.wait_terminal(&admission_id, BOUND).await;
+    assert_eq!(done["outcome"]["result"], "completed", "{done}");
+    assert_eq!(done["outcome"]["attempts"], 2, "{done}");
+    let mine = events_of(&api.all_events(&session, 0).await, &admission_id);
+    let resumed: Vec<_> = mine
+        .iter()
+        .filter(|e| e["kind"] == "turn.resumed")
+        .collect();
+    assert_eq!(resumed.len(), 1, "{:?}", kinds(&mine));
+    assert_eq!(resumed[0]["data"]["reason"], "crash");
+    assert!(!kinds(&mine).iter().any(|k| k == "turn.unknown"));
+    tokio::time::sleep(SETTLE).await;
+    assert_eq!(provider.request_count(), 1, "run once");
+    assert_eq!(provider.requests()[0].last_user_text, text);
+}
+
+/// R13.9: cut again right after its resume (SIGKILL at `turn.after_resume`), the turn is not
+/// resumed a second time: `unknown`, never re-run, and the session goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r12_claimed_turn_cut_again_after_its_resume_becomes_unknown_not_rerun() {
+    let provider = ScriptedProvider::start();
+    let text = "claimed then the owner died";
+    let again = [(
+        "FAILPOINTS".to_string(),
+        "turn.after_resume=return".to_string(),
+    )];
+    let (mut tk, session, admission_id) = claimed_then_died(&provider, text, &again).await;
+    die_at_failpoint(&mut tk, "turn.after_resume").await;
+    tk.restart_with_env(&[]).await;
+    let api = tk.api();
     let admission = api
         .wait_admission(&admission_id, |s| s == "unknown" || s == "terminal", BOUND)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         admission["status"], "unknown",
-        "dead owner -> unknown: {admission}"
+        "cut twice -> unknown: {admission}"
+    );
+    assert_eq!(admission["outcome"]["attempts"], 2, "{admission}");
+    assert!(
+        admission["outcome"]["failure_message"]
+            .as_str()
+            .is_some_and(|m| m.contains("resumed once")),
+        "{admission}"
     );
 
     let events = api.all_events(&session, 0).await;
@@ -157,15 +208,15 @@ async fn r12_claimed_turn_not_begun_becomes_unknown_not_rerun() {
         provider.requests()[0].last_user_text,
         "a new message after recovery"
     );
-    // The claimed turn died before its user row: the next request carries no trace of it.
     assert_closed_wire(&provider.requests()[0].body, text);
     let still = api.admission(&admission_id).await;
     assert_eq!(still.body["status"], "unknown", "{}", still.text);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn r12_sigkill_mid_turn_is_unknown_without_invented_answer() {
+async fn r12_sigkill_mid_turn_twice_is_unknown_without_invented_answer() {
     let provider = ScriptedProvider::start();
+    provider.push(Reply::Hang);
     provider.push(Reply::Hang);
     let mut tk = Turnkey::start(TurnkeyOptions::new(&provider)).await;
     let api = tk.api();
@@ -179,6 +230,11 @@ async fn r12_sigkill_mid_turn_is_unknown_without_invented_answer() {
         .unwrap_or_else(|e| panic!("a turn talking to the model is `started`: {e}"));
     assert_eq!(running["status"], "started");
 
+    // Cut once, it resumes by itself (SPEC R13.9) and asks the model again; cut again, its
+    // outcome is unknown.
+    tk.kill();
+    tk.restart().await;
+    provider.wait_for_requests(2, BOUND).await.unwrap();
     tk.kill();
     tk.restart().await;
     let api = tk.api();
@@ -203,8 +259,8 @@ async fn r12_sigkill_mid_turn_is_unknown_without_invented_answer() {
     tokio::time::sleep(SETTLE).await;
     assert_eq!(
         provider.request_count(),
-        1,
-        "the killed turn was not re-run"
+        2,
+        "the killed turn was not re-run after its one resume"
     );
     assert_eq!(api.admission(&admission_id).await.body["status"], "unknown");
 
@@ -236,8 +292,8 @@ async fn r12_sigkill_mid_turn_is_unknown_without_invented_answer() {
     let next = api.submit_accepted(&session, "and now a normal turn").await;
     let done = api.wait_terminal(&next, BOUND).await;
     assert_eq!(done["outcome"]["result"], "completed", "{done}");
-    assert_eq!(provider.request_count(), 2);
-    assert_closed_wire(&provider.requests()[1].body, text);
+    assert_eq!(provider.request_count(), 3);
+    assert_closed_wire(&provider.requests()[2].body, text);
     let messages = api.messages(&session).await;
     assert!(
         messages

@@ -489,7 +489,7 @@ async fn r11_1_ui_reconnects_after_a_dropped_stream_without_repeating_a_word() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn r2_4_ui_shows_a_turn_left_unknown_by_a_crash_and_retries_it() {
+async fn r2_4_r13_9_ui_shows_a_resumed_turn_then_one_left_unknown_and_retries_it() {
     let _serial = SERIAL.lock().await;
     let Some(b) = Browser::start_or_skip("r2_4_ui_shows_a_turn_left_unknown…").await else {
         return;
@@ -500,7 +500,7 @@ async fn r2_4_ui_shows_a_turn_left_unknown_by_a_crash_and_retries_it() {
     provider.on_user_text_times(
         "long story",
         Reply::chunks(&story, Duration::from_millis(300)),
-        1,
+        2,
     );
     provider.on_user_text("long story", Reply::text("The story, told again in full."));
     let mut tk =
@@ -522,7 +522,38 @@ async fn r2_4_ui_shows_a_turn_left_unknown_by_a_crash_and_retries_it() {
     .await;
 
     // The process dies mid-answer; a new one starts on the same database (another port,
-    // behind the same proxy address). The page reconnects and learns the outcome is unknown.
+    // behind the same proxy address). The turn had started no side effect, so it resumes by
+    // itself (SPEC R13.9): the page reconnects, says so, and drops the cut text for the
+    // answer that starts again.
+    tk.kill();
+    tk.restart().await;
+    proxy.retarget(&tk.url);
+    proxy.cut_all();
+    let note = b
+        .wait_js(
+            "the resumed note",
+            BOUND,
+            "const n = Array.from(document.querySelectorAll('.turn-note')).find(n => \
+             n.textContent.startsWith('Resumed by itself')); return n ? n.textContent : null;",
+        )
+        .await;
+    assert!(note.as_str().unwrap().contains("attempt 2"), "{note}");
+    let shown = b
+        .wait_js(
+            "the resumed answer's first words",
+            BOUND,
+            &format!("{ANSWER_JS_FN} const t = answer(); return t.includes('s03') ? t : null;"),
+        )
+        .await;
+    let shown = shown.as_str().unwrap().to_owned();
+    assert_eq!(
+        shown.matches("s01").count(),
+        1,
+        "the cut text is replaced: {shown}"
+    );
+    b.screenshot("ui-resumed-turn").await;
+
+    // Cut again, the resumed attempt is not resumed a second time: the outcome is unknown.
     tk.kill();
     tk.restart().await;
     proxy.retarget(&tk.url);
@@ -569,8 +600,8 @@ async fn r2_4_ui_shows_a_turn_left_unknown_by_a_crash_and_retries_it() {
     assert!(adm.body["retried_by"].is_string(), "{}", adm.text);
     assert_eq!(
         provider.request_count_for("long story"),
-        2,
-        "run once, retried once"
+        3,
+        "run once, resumed once, retried once"
     );
     b.close().await;
 }

@@ -412,13 +412,26 @@ async fn r1_2_a_server_restart_is_followed_without_repeats_and_a_line_typed_mean
         pty.expect(PROMPT);
     });
 
-    // A turn cut by a crash: its shown text stays shown once, and the turn is `unknown`.
-    provider.push(Reply::chunks(
-        &["alpha-part ", "omega-part"],
-        Duration::from_secs(2),
-    ));
+    // A turn cut by a crash resumes by itself (SPEC R13.9): its shown text stays shown once,
+    // marked as cut, and the resumed attempt streams after it. Cut again, it is `unknown`.
+    for _ in 0..2 {
+        provider.push(Reply::chunks(
+            &["alpha-part ", "omega-part"],
+            Duration::from_secs(2),
+        ));
+    }
     blocking(|| {
         pty.send_line("slow input");
+        pty.expect("alpha-part ");
+    });
+    tk.kill();
+    blocking(|| {
+        pty.expect("[connection lost: ");
+    });
+    tk.start_again_at_same_address().await;
+    blocking(|| {
+        pty.expect("[reconnected]");
+        pty.expect("[cut off: the server stopped mid-turn; the turn resumes by itself (attempt 2)");
         pty.expect("alpha-part ");
     });
     tk.kill();
@@ -454,9 +467,11 @@ async fn r1_2_a_server_restart_is_followed_without_repeats_and_a_line_typed_mean
     });
 
     let out = pty.output().to_owned();
+    // The cut attempt's text and the resumed one's, each once, with the mark between.
+    assert_eq!(out.matches("alpha-part").count(), 2, "{out}");
     for shown_once in [
         "ok: first input",
-        "alpha-part",
+        "[cut off: ",
         "ok: slow input",
         "ok: typed while down",
         "[outcome unknown: ",

@@ -1,7 +1,8 @@
 //! SIGTERM is not a crash (SPEC R2.4, API.md `serve`): admission closes at once (503
 //! `shutting_down` with `Retry-After`), a turn that ends within `server.shutdown_grace_s`
-//! completes, and one that does not is interrupted and settled as `interrupted` (reason
-//! `shutdown`) with its tail closed. Only a real crash leaves a turn `unknown`.
+//! completes, and one running a tool when the grace runs out is interrupted and settled as
+//! `interrupted` (reason `shutdown`) with its tail closed (a text-only turn is handed back to
+//! resume instead: `r13_9_auto_resume`). Only a real crash leaves a turn `unknown`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::{json, Value};
@@ -14,7 +15,8 @@ async fn started(grace_s: u64, reply: Reply) -> (ScriptedProvider, Turnkey, Stri
     let provider = ScriptedProvider::start();
     provider.push(reply);
     let opts = TurnkeyOptions::new(&provider)
-        .env("TURNKEY__SERVER__SHUTDOWN_GRACE_S", &grace_s.to_string());
+        .env("TURNKEY__SERVER__SHUTDOWN_GRACE_S", &grace_s.to_string())
+        .extra_toml("[tools]\napproval = \"off\"\n");
     let tk = Turnkey::start(opts).await;
     let api = tk.api();
     let session = api.create_session_id().await;
@@ -24,8 +26,23 @@ async fn started(grace_s: u64, reply: Reply) -> (ScriptedProvider, Turnkey, Stri
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn r2_4_sigterm_interrupts_a_turn_longer_than_the_grace_and_settles_it() {
-    let (_provider, mut tk, session, admission) = started(2, Reply::Hang).await;
+async fn r2_4_sigterm_interrupts_a_turn_running_a_tool_past_the_grace_and_settles_it() {
+    // A tool is running when the grace runs out: a side effect may be under way, so the turn
+    // is settled as interrupted rather than handed back to resume (SPEC R13.9; a text-only
+    // turn is handed back: r13_9_auto_resume).
+    let sleep = Reply::tool_call("call_sleep", "terminal", json!({"command": "sleep 30"}));
+    let (_provider, mut tk, session, admission) = started(2, sleep).await;
+    let deadline = Instant::now() + BOUND;
+    while !tk
+        .api()
+        .all_events(&session, 0)
+        .await
+        .iter()
+        .any(|e| e["kind"] == "tool.started")
+    {
+        assert!(Instant::now() < deadline, "the tool never started");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let url = tk.url.clone();
     let token = tk.token.clone();
     let began = Instant::now();
@@ -98,12 +115,17 @@ async fn r2_4_sigterm_interrupts_a_turn_longer_than_the_grace_and_settles_it() {
         .iter()
         .map(|m| m["role"].as_str().unwrap())
         .collect();
-    let mut expected = vec!["user", "assistant"];
+    // The call, its result (cut short by the stop), and the boundary that closes the tail.
+    let mut expected = vec!["user", "assistant", "tool", "assistant"];
     for _ in &admitted_late {
         expected.extend(["user", "assistant"]);
     }
     assert_eq!(roles, expected, "the tail is closed");
-    assert_eq!(messages[1]["display"]["closed_as"], "interrupted");
+    assert_eq!(messages[3]["display"]["closed_as"], "interrupted");
+    assert!(
+        !events.iter().any(|e| e["kind"] == "turn.resumed"),
+        "a turn whose tool ran is not resumed: {events:?}"
+    );
     assert_eq!(api.session(&session).await.body["state"], "idle");
 }
 

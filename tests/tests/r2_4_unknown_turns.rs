@@ -1,5 +1,5 @@
-//! A turn killed mid-stream (SPEC R2.4, R10.5, R12): after the restart its admission is
-//! `unknown`, its tail is closed with the text already streamed kept as a partial answer, the
+//! A turn killed mid-stream twice (SPEC R2.4, R10.5, R12, R13.9): it resumes by itself after
+//! the first kill; after the second, its admission is `unknown`, its tail is closed with the text already streamed kept as a partial answer, the
 //! inputs queued behind it run once and in order without being merged with it, the session
 //! reads idle, and `POST /v1/admissions/{id}/retry` runs it again once on request.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -49,6 +49,24 @@ async fn killed_mid_stream_then_queued_inputs_run_unmerged(database: Option<&str
     for q in queued {
         api.submit_accepted(&session, q).await;
     }
+    // Cut once, the turn resumes by itself (SPEC R13.9) and streams again; cut again, its
+    // outcome is unknown.
+    tk.kill();
+    tk.restart().await;
+    let resumed = |e: &Value| e["kind"] == "turn.resumed";
+    let deadline = tokio::time::Instant::now() + BOUND;
+    let cut_again = loop {
+        let events = tk.api().all_events(&session, 0).await;
+        let after: Vec<&Value> = events.iter().skip_while(|e| !resumed(e)).collect();
+        if let Some(d) = after.iter().find(|e| e["kind"] == "message.delta") {
+            break d["data"]["text"].as_str().unwrap_or_default().to_string();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the resumed attempt streamed nothing in time"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     tk.kill();
     let before_restart = provider.request_count();
 
@@ -60,6 +78,7 @@ async fn killed_mid_stream_then_queued_inputs_run_unmerged(database: Option<&str
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(unknown["status"], "unknown", "{unknown}");
     assert_eq!(unknown["outcome"]["reason"], "owner_died", "{unknown}");
+    assert_eq!(unknown["outcome"]["attempts"], 2, "{unknown}");
     assert!(
         unknown["outcome"]["failure_message"]
             .as_str()
@@ -95,8 +114,14 @@ async fn killed_mid_stream_then_queued_inputs_run_unmerged(database: Option<&str
     assert_eq!(first[1], ("user".to_string(), killed.to_string()));
     assert_eq!(first[2].0, "assistant");
     assert!(
-        first[2].1.starts_with(&first_delta) && first[2].1.contains("[cut off:"),
+        first[2].1.starts_with(&cut_again) && first[2].1.contains("[cut off:"),
         "the model sees the partial answer marked cut off: {:?}",
+        first[2].1
+    );
+    assert_eq!(
+        first[2].1.matches(first_delta.as_str()).count(),
+        1,
+        "only the last attempt's text, not the superseded one's too: {:?}",
         first[2].1
     );
     assert!(
@@ -113,7 +138,7 @@ async fn killed_mid_stream_then_queued_inputs_run_unmerged(database: Option<&str
         closing["content"]
             .as_str()
             .unwrap_or_default()
-            .starts_with(&first_delta),
+            .starts_with(&cut_again),
         "{closing}"
     );
     assert_eq!(closing["display"]["boundary"], true, "{closing}");
@@ -141,7 +166,10 @@ async fn killed_mid_stream_then_queued_inputs_run_unmerged(database: Option<&str
         .iter()
         .filter(|r| r.last_user_text == killed)
         .count();
-    assert_eq!(runs, 2, "the killed turn's one call, then the one retry");
+    assert_eq!(
+        runs, 3,
+        "the killed turn's call and its one resume, then the one retry"
+    );
     let old = api.admission(&head).await;
     assert_eq!(old.body["status"], "unknown", "unknown stays unknown");
     assert_eq!(old.body["retried_by"], retried.as_str());

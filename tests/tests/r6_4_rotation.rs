@@ -266,8 +266,8 @@ async fn r6_4_long_session_rotates_postgres() {
 }
 
 /// SPEC R12 row "compression": the process dies right after a rotation committed, before the
-/// turn that asked for it went on. After a restart the turn is `unknown` (not re-run), the
-/// child is canonical with the summary and the dead turn's tail closed, every id still reaches
+/// turn that asked for it went on. After a restart the turn resumes by itself on the child
+/// (R13.9) and answers once, the child is canonical with the summary, every id still reaches
 /// the lineage, and the next turn runs on the child's transcript.
 async fn killed_after_rotation(database: Option<&str>) {
     let main = ScriptedProvider::start();
@@ -306,11 +306,10 @@ async fn killed_after_rotation(database: Option<&str>) {
     tk.restart_with_env(&[]).await;
     let api = tk.api();
 
-    let adm = api
-        .wait_admission(&killed_id, |s| s != "started", BOUND)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(adm["status"], "unknown", "not re-run, not invented: {adm}");
+    // The turn had started no side effect: it resumes by itself, once, on the child.
+    let adm = api.wait_terminal(&killed_id, BOUND).await;
+    assert_eq!(adm["outcome"]["result"], "completed", "{adm}");
+    assert_eq!(adm["outcome"]["attempts"], 2, "{adm}");
     let view = api.session(&root).await;
     let child = view.str_field("canonical_id");
     assert_ne!(child, root, "the committed rotation stands: {}", view.text);
@@ -321,10 +320,15 @@ async fn killed_after_rotation(database: Option<&str>) {
         1,
         "{kinds:?}"
     );
-    assert!(kinds.contains(&"turn.unknown"), "{kinds:?}");
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "turn.resumed").count(),
+        1,
+        "{kinds:?}"
+    );
+    assert!(!kinds.contains(&"turn.unknown"), "{kinds:?}");
 
     // The next input, sent to the root's id, runs on the child's transcript: the summary is
-    // there, the killed input is not left as an unanswered question.
+    // there, the killed input is answered.
     let calls_before = main.request_count();
     let next = "after the crash: how are the roses?";
     submit_and_finish(&api, &root, next, &tk).await;

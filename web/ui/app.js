@@ -250,6 +250,12 @@ class Turn {
     }
   }
 
+  /** Drops the text streamed so far: the attempt that streamed it was cut (`turn.resumed`). */
+  discardLive() {
+    if (this.live) this.live.node.remove();
+    this.live = null;
+  }
+
   note(text, kind = "note") {
     this.body.append(el("p", { class: `turn-note ${kind}` }, text));
   }
@@ -277,6 +283,12 @@ const BOUNDARY = {
   failed: "Failed",
   unknown: "Outcome unknown (the gateway stopped during this turn)",
 };
+
+/** What a reader is told where a turn resumed by itself (SPEC R13.9). */
+function resumedText(d) {
+  const after = d.reason === "shutdown" ? "the server restarted" : "the server stopped mid-answer";
+  return `Resumed by itself after ${after} (attempt ${d.attempt || 2}): the answer starts again.`;
+}
 
 class SessionView {
   constructor(apiClient, id) {
@@ -504,6 +516,13 @@ class SessionView {
         this.turn(e.turn_id).finish(d);
         this.refreshUsage();
         break;
+      case "turn.resumed": {
+        // The cut attempt's streamed text is replaced by the resumed attempt's answer.
+        const t = this.turn(e.turn_id);
+        t.discardLive();
+        t.note(resumedText(d), "note");
+        break;
+      }
       case "turn.unknown":
         this.turn(e.turn_id).finish({});
         this.turn(e.turn_id).note(BOUNDARY.unknown, "warn");

@@ -11,7 +11,8 @@
 //! best effort: a failed edit is logged and the next one tries again, and a draft is never
 //! written ahead of an earlier message of the same chat still waiting in the outbox. The draft's
 //! message id is recorded durably, as an outbox row of kind `draft` keyed `draft:<turn_id>`
-//! (already `sent`), so the final edit finds it even from another process.
+//! (already `sent`), so the final edit finds it even from another process, and so does a
+//! resumed turn (SPEC R13.9), whose draft starts again in that same message.
 use super::client::CallError;
 use super::format::{self, fence_close, fence_open, utf16_len};
 use super::send::Clients;
@@ -167,6 +168,13 @@ impl Drafts {
                     }
                 }
             }
+            EventKind::TurnResumed => {
+                // The cut attempt's draft takes no more edits; the resumed attempt's
+                // `turn.started` (next in the same commit) starts it again in the same message.
+                if let Some(d) = self.inner.live.get(&turn) {
+                    d.state().closed = true;
+                }
+            }
             EventKind::TurnFinished | EventKind::TurnUnknown => {
                 // No edit after the turn ended: the reply takes over.
                 if let Some(d) = self.inner.live.get(&turn) {
@@ -209,6 +217,16 @@ impl Drafts {
                 .and_then(|a| a.request_id.strip_prefix("webhook:").map(str::to_owned)),
             _ => None,
         };
+        // A resumed turn (SPEC R13.9) edits the draft its cut attempt sent, whichever process
+        // sent it: from the start, with the resumed attempt's text, never as a second reply.
+        let message_id = if ev.data.get("resumed").and_then(|r| r.as_bool()) == Some(true) {
+            deps.store
+                .outbox_by_key(&draft_key(turn))
+                .await?
+                .and_then(|r| r.platform_message_id)
+        } else {
+            None
+        };
         self.inner.live.insert(
             turn,
             Arc::new(Draft {
@@ -218,7 +236,10 @@ impl Drafts {
                 turn_id: turn,
                 in_reply_to,
                 created: Instant::now(),
-                state: Mutex::new(State::default()),
+                state: Mutex::new(State {
+                    message_id,
+                    ..State::default()
+                }),
                 calls: tokio::sync::Mutex::new(()),
             }),
         );

@@ -177,9 +177,9 @@ pub fn user_row(admission: &Admission, turn_id: TurnId) -> NewMessage {
     }
 }
 
-/// Rebuilds the context of a turn a crash interrupted in its tool round (SPEC R13.1): the
-/// rows it already persisted are its turn rows, everything before them is history. Nothing is
-/// appended: the user row is there already.
+/// Rebuilds the context of a turn its owner left unsettled (SPEC R13.1, R13.9): the rows it
+/// already persisted are its turn rows, everything before them is history. The user row is
+/// normally there already.
 pub async fn resume(
     deps: &Deps,
     transcript: &TranscriptCache,
@@ -193,10 +193,20 @@ pub async fn resume(
         .await
         .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))?
         .history;
-    let (turn_rows, history): (Vec<Message>, Vec<Message>) = all
+    let (mut turn_rows, history): (Vec<Message>, Vec<Message>) = all
         .iter()
         .cloned()
         .partition(|m| m.turn_id == Some(turn_id));
+    // A burst's input cut before its joined row was written: the row is written now, as
+    // `prepare` would have.
+    if turn_rows.is_empty() {
+        let user = deps
+            .store
+            .append_message(fence, &user_row(admission, turn_id))
+            .await
+            .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))?;
+        turn_rows.push(user);
+    }
     let history = Arc::new(history);
     Ok(TurnContext {
         model_override: model_override(admission, &session),

@@ -25,6 +25,10 @@ pub struct Closing {
     /// The session row the turn read (the lineage root) has no platform chat: there is no
     /// one to send a reply to. False when it is not known (the turn failed before reading it).
     pub no_chat: bool,
+    /// Which attempt at the turn this was (SPEC R13.9): recorded in the outcome.
+    pub attempt: i32,
+    /// When the turn was told to stop, if it was (ms since the epoch).
+    pub stopped_at: Option<i64>,
 }
 
 pub fn usage_json(u: &Usage) -> Value {
@@ -48,7 +52,13 @@ pub async fn finalize(deps: &Deps, c: Closing) -> bool {
         }
         Some(TurnFailure::Parked) => {
             tracing::info!(turn = %c.turn_id, "turn parked in its tool round; the next process resumes it");
-            return false;
+            return hand_back(deps, &c).await;
+        }
+        Some(TurnFailure::Stopped(super::StopReason::Shutdown))
+            if may_hand_back(deps, &c).await =>
+        {
+            tracing::info!(turn = %c.turn_id, "shutdown grace ran out; turn handed back to resume");
+            return hand_back(deps, &c).await;
         }
         _ => {}
     }
@@ -125,6 +135,7 @@ pub async fn finalize(deps: &Deps, c: Closing) -> bool {
         "failure_message": failure.as_ref().map(|f| f.message()),
         "usage": usage_json(&c.usage),
         "cost": cost,
+        "attempts": c.attempt,
     });
     let mut finished = json!({"result": result, "usage": usage_json(&c.usage), "cost": cost});
     if let Some(f) = &failure {
@@ -166,6 +177,45 @@ pub async fn finalize(deps: &Deps, c: Closing) -> bool {
         // `unknown` rather than inventing an outcome.
         Err(e) => {
             tracing::error!(turn = %c.turn_id, error = %e, "turn end not committed");
+            false
+        }
+    }
+}
+
+/// A turn stopped by a graceful shutdown is handed back rather than settled `interrupted`
+/// (SPEC R13.9) when that is safe and allowed: no tool of it was running when the stop came
+/// (one still `started`, or one whose result came after the stop, cut short: a side effect
+/// may have been under way, so it settles as interrupted, as before), and it has not been
+/// resumed already (a turn is resumed by itself once).
+async fn may_hand_back(deps: &Deps, c: &Closing) -> bool {
+    if c.attempt >= crate::recovery::MAX_ATTEMPTS {
+        return false;
+    }
+    let stop = c.stopped_at.unwrap_or(i64::MAX);
+    let cut_short = |r: &ToolRun| {
+        r.status == ToolRunStatus::Started
+            || (r.started_at.is_some() && r.finished_at.is_none_or(|f| f >= stop))
+    };
+    match deps.store.tool_runs_of_turn(c.turn_id).await {
+        Ok(runs) => !runs.iter().any(cut_short),
+        Err(e) => {
+            tracing::error!(turn = %c.turn_id, error = %e, "cannot read the turn's tool runs");
+            false
+        }
+    }
+}
+
+/// Gives the turn back unsettled, with the lease, for the next owner to resume: answers
+/// whether the lease was released here (else it expires, and recovery finds the turn then).
+async fn hand_back(deps: &Deps, c: &Closing) -> bool {
+    let reason = ResumeReason::Shutdown;
+    match deps.store.hand_back(&c.fence, c.admission_id, reason).await {
+        Ok(events) => {
+            events.into_iter().for_each(|e| deps.hub.publish(e));
+            true
+        }
+        Err(e) => {
+            tracing::error!(turn = %c.turn_id, error = %e, "turn not handed back");
             false
         }
     }

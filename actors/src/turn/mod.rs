@@ -52,6 +52,8 @@ pub struct TurnControl {
     reason: Arc<Mutex<Option<StopReason>>>,
     /// Last sign of life (ms since the epoch): a streamed chunk, a response, a tool result.
     activity: Arc<AtomicI64>,
+    /// When the first stop was asked for (ms since the epoch), 0 before.
+    stopped_at: Arc<AtomicI64>,
 }
 
 impl TurnControl {
@@ -61,6 +63,7 @@ impl TurnControl {
             lease_lost,
             reason: Arc::new(Mutex::new(None)),
             activity: Arc::new(AtomicI64::new(turnkey_storage::now_ms())),
+            stopped_at: Arc::new(AtomicI64::new(0)),
         }
     }
 
@@ -79,7 +82,16 @@ impl TurnControl {
         if let Ok(mut r) = self.reason.lock() {
             r.get_or_insert(reason);
         }
+        let now = turnkey_storage::now_ms();
+        let _first = self
+            .stopped_at
+            .compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed);
         self.stop.cancel();
+    }
+
+    /// When the turn was first told to stop (ms since the epoch), if it was.
+    pub fn stopped_at(&self) -> Option<i64> {
+        Some(self.stopped_at.load(Ordering::Relaxed)).filter(|t| *t > 0)
     }
 
     /// Resolves once the turn must stop.

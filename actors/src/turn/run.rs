@@ -69,6 +69,8 @@ pub async fn run_turn(
         usage: Usage::default(),
         usage_rows: Vec::new(),
         no_chat: false,
+        attempt: admission.attempt,
+        stopped_at: None,
     };
     let prepared = match start {
         Start::Fresh(claimed) => {
@@ -103,6 +105,7 @@ pub async fn run_turn(
     if let Some(w) = watchdog {
         w.abort();
     }
+    closing.stopped_at = control.stopped_at();
     closing.held_delta = streamed.take_held();
     closing.streamed = streamed.take();
     finalize::finalize(deps, closing)

@@ -3,8 +3,8 @@
 //! `AdmissionStatus::can_become` allows, committed with the event that announces it.
 use super::leases::fence_out;
 use super::{
-    check_fence, convert, insert_event, is_unique_violation, outbox, tail, write_event_rows,
-    Result, Store, StoreError, WriteTx,
+    check_fence, convert, insert_event, insert_events, is_unique_violation, outbox, tail,
+    write_event_rows, Result, Store, StoreError, WriteTx,
 };
 use crate::entity::{admission, lease, session};
 use crate::ids::*;
@@ -102,6 +102,8 @@ impl Store {
             started_at: None,
             finished_at: None,
             retry_of: new.retry_of.map(|r| r.to_string()),
+            attempt: 1,
+            handed_back: None,
         };
         // Every column is given (`Unchanged` values are inserted too): the row written is
         // `row`, so it is returned as is rather than read back. A request id the session has
@@ -325,15 +327,17 @@ impl Store {
             .collect()
     }
 
-    /// A `started` admission whose owner died in its tool round passes to the lease holder,
-    /// which resumes the same turn (SPEC R13.1): the owner changes, the status and the turn do
-    /// not. Committed with `turn.started` (`resumed: true`) and `status`.
+    /// A `started` admission whose owner is gone passes to the lease holder, which resumes the
+    /// same turn from its durable rows (SPEC R13.1, R13.9): the owner changes and the attempt
+    /// counts up, the status and the turn do not. Committed with `turn.resumed` (the reason: a
+    /// hand-back at shutdown, else a crash), `turn.started` (`resumed: true`) and `status`.
+    /// Answers the admission as it now is, and the events.
     pub async fn take_over(
         &self,
         fence: &Fence,
         admission: AdmissionId,
         owner: &Owner,
-    ) -> Result<Vec<Event>> {
+    ) -> Result<(Admission, Vec<Event>)> {
         let tx = self.write_tx().await?;
         check_fence(&tx, fence).await?;
         let Some(row) = admission::Entity::find_by_id(admission.to_string())
@@ -344,33 +348,86 @@ impl Store {
         else {
             return Err(StoreError::WrongState(admission.to_string()));
         };
-        let a = convert::admission(row)?;
+        let mut a = convert::admission(row)?;
         let turn = a.turn_id.ok_or_else(|| {
             StoreError::Corrupt(format!("started admission {admission} has no turn"))
         })?;
+        let reason = a.handed_back.unwrap_or(ResumeReason::Crash);
+        a.attempt += 1;
+        a.handed_back = None;
+        a.owner = Some(owner.clone());
         lease::Entity::update_many()
             .col_expr(lease::Column::TurnId, Expr::value(turn.to_string()))
             .filter(lease::Column::SessionId.eq(fence.session_id.to_string()))
             .exec(&tx)
             .await?;
         owned_by(admission::Entity::update_many(), owner)
+            .col_expr(admission::Column::Attempt, Expr::value(a.attempt))
+            .col_expr(
+                admission::Column::HandedBack,
+                Expr::value(Option::<String>::None),
+            )
             .filter(admission::Column::Id.eq(admission.to_string()))
             .exec(&tx)
             .await?;
-        let ev = insert_event(
+        let mut events = insert_events(
             &tx,
-            &NewEvent {
-                session_id: fence.session_id,
-                kind: EventKind::TurnStarted,
-                turn_id: Some(turn),
-                admission_id: Some(admission),
-                data: json!({"turn_id": turn, "admission_id": admission, "resumed": true}),
-            },
+            &[
+                NewEvent {
+                    session_id: fence.session_id,
+                    kind: EventKind::TurnResumed,
+                    turn_id: Some(turn),
+                    admission_id: Some(admission),
+                    data: json!({
+                        "admission_id": admission,
+                        "attempt": a.attempt,
+                        "reason": reason.as_str(),
+                    }),
+                },
+                NewEvent {
+                    session_id: fence.session_id,
+                    kind: EventKind::TurnStarted,
+                    turn_id: Some(turn),
+                    admission_id: Some(admission),
+                    data: json!({"turn_id": turn, "admission_id": admission, "resumed": true}),
+                },
+            ],
         )
         .await?;
+        events.push(insert_status_event(&tx, fence.session_id).await?);
+        tx.commit().await?;
+        Ok((a, events))
+    }
+
+    /// A graceful stop gives a `started` turn back unsettled (SPEC R13.9): the admission stays
+    /// `started`, records why (`handed_back`), and in the same commit the lease is released,
+    /// so that the next owner (another replica now, or this service after its restart) takes
+    /// it over and resumes it. Nothing of the turn's tail is closed: the resumed attempt
+    /// continues from the rows as they are. `Fenced` when the lease was lost meanwhile.
+    pub async fn hand_back(
+        &self,
+        fence: &Fence,
+        admission: AdmissionId,
+        reason: ResumeReason,
+    ) -> Result<Vec<Event>> {
+        let tx = self.write_tx().await?;
+        check_fence(&tx, fence).await?;
+        let res = admission::Entity::update_many()
+            .col_expr(admission::Column::HandedBack, Expr::value(reason.as_str()))
+            .filter(admission::Column::Id.eq(admission.to_string()))
+            .filter(admission::Column::SessionId.eq(fence.session_id.to_string()))
+            .filter(admission::Column::Status.eq(AdmissionStatus::Started.as_str()))
+            .exec(&tx)
+            .await?;
+        if res.rows_affected != 1 {
+            return Err(StoreError::WrongState(admission.to_string()));
+        }
+        if !super::leases::release_in(&tx, fence).await? {
+            return Err(StoreError::Fenced(fence.session_id.to_string()));
+        }
         let status = insert_status_event(&tx, fence.session_id).await?;
         tx.commit().await?;
-        Ok(vec![ev, status])
+        Ok(vec![status])
     }
 
     /// The transcript rows of one turn, in order: what recovery reads to decide whether a
@@ -428,6 +485,7 @@ impl Store {
             "failure_reason": cause.reason,
             "failure_message": cause.message,
             "partial_answer": partial_answer,
+            "attempts": a.attempt,
         });
         let res = admission::Entity::update_many()
             .col_expr(

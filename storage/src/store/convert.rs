@@ -86,6 +86,15 @@ pub(super) fn admission(m: admission::Model) -> Result<Admission> {
         started_at: m.started_at,
         finished_at: m.finished_at,
         retry_of: opt_id(m.retry_of.as_deref(), "retried admission id")?,
+        attempt: m.attempt,
+        handed_back: m
+            .handed_back
+            .as_deref()
+            .map(|r| {
+                ResumeReason::parse(r)
+                    .ok_or_else(|| StoreError::Corrupt(format!("hand-back reason {r:?}")))
+            })
+            .transpose()?,
     })
 }
 

@@ -10,7 +10,7 @@ use crate::ids::*;
 use crate::model::*;
 use crate::status::{ApprovalStatus, ToolOutcome, ToolRunStatus};
 use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use serde_json::json;
 use std::collections::HashSet;
 
@@ -113,7 +113,8 @@ pub(super) async fn turn_rows<C: ConnectionTrait>(
 
 /// The text a dead turn already streamed to clients after its last transcript row: the
 /// committed `message.delta` events of the model call it was in. (Deltas of earlier calls
-/// became the content of that call's assistant row, which was written after them.)
+/// became the content of that call's assistant row, which was written after them; deltas of an
+/// attempt cut before the turn resumed were superseded by the resumed attempt.)
 pub(super) async fn streamed_after_last_row<C: ConnectionTrait>(
     db: &C,
     session: SessionId,
@@ -125,11 +126,25 @@ pub(super) async fn streamed_after_last_row<C: ConnectionTrait>(
         .rev()
         .find(|m| m.role == MessageRole::Assistant)
         .map_or(i64::MIN, |m| m.created_at);
+    // A resumed turn (SPEC R13.9) started its answer again: what the cut attempt streamed
+    // before `turn.resumed` was superseded, and is not part of what the user was last shown.
+    let resumed = event::Entity::find()
+        .select_only()
+        .column(event::Column::Seq)
+        .filter(event::Column::SessionId.eq(session.to_string()))
+        .filter(event::Column::TurnId.eq(turn.to_string()))
+        .filter(event::Column::Kind.eq(EventKind::TurnResumed.as_str()))
+        .order_by_desc(event::Column::Seq)
+        .into_tuple::<i64>()
+        .one(db)
+        .await?
+        .unwrap_or(i64::MIN);
     let deltas = event::Entity::find()
         .filter(event::Column::SessionId.eq(session.to_string()))
         .filter(event::Column::TurnId.eq(turn.to_string()))
         .filter(event::Column::Kind.eq(EventKind::MessageDelta.as_str()))
         .filter(event::Column::CreatedAt.gt(after))
+        .filter(event::Column::Seq.gt(resumed))
         .order_by_asc(event::Column::Seq)
         .all(db)
         .await?;

@@ -43,13 +43,13 @@ impl Renderer {
             "message.complete" => self.complete(str_of(d, "text")),
             "turn.started" => {
                 self.streamed.clear();
-                if d["resumed"].as_bool() == Some(true) {
-                    vec![Out::Line(
-                        "[the turn resumes after a restart of the server]".into(),
-                    )]
-                } else {
-                    Vec::new()
-                }
+                Vec::new()
+            }
+            // A terminal cannot take back what it printed: the cut attempt's text stays,
+            // marked as cut, and the resumed attempt's answer follows on a line of its own.
+            "turn.resumed" => {
+                let cut = !std::mem::take(&mut self.streamed).is_empty();
+                vec![Out::Line(resumed_line(d, cut))]
             }
             "tool.started" => {
                 // The text streamed so far belonged to the model call that asked for the tool.
@@ -188,6 +188,22 @@ pub fn finished_line(d: &Value) -> String {
         cost(d["cost"].as_f64().unwrap_or(0.0))
     ));
     line
+}
+
+/// A turn resumed by itself (SPEC R13.9): why, and that what streamed before was cut.
+pub fn resumed_line(d: &Value, cut: bool) -> String {
+    let after = match str_of(d, "reason") {
+        "shutdown" => "the server restarted",
+        _ => "the server stopped mid-turn",
+    };
+    let attempt = d["attempt"].as_i64().unwrap_or(2);
+    if cut {
+        format!(
+            "[cut off: {after}; the turn resumes by itself (attempt {attempt}) and answers again]"
+        )
+    } else {
+        format!("[{after}; the turn resumes by itself (attempt {attempt})]")
+    }
 }
 
 /// A turn whose process died: what is known, and how to run it again.
@@ -368,6 +384,52 @@ mod tests {
         assert_eq!(
             out,
             vec![Out::Inline("Hel".into()), Out::Inline("lo".into())]
+        );
+    }
+
+    #[test]
+    fn r13_9_a_resumed_turn_marks_the_cut_text_and_answers_once_after_it() {
+        let mut r = Renderer::default();
+        let out = shown(
+            &mut r,
+            &[
+                ev("turn.started", json!({})),
+                ev("message.delta", json!({"text": "Once upon"})),
+                ev(
+                    "turn.resumed",
+                    json!({"attempt": 2, "reason": "crash", "admission_id": "a"}),
+                ),
+                ev("turn.started", json!({"resumed": true})),
+                ev("message.delta", json!({"text": "Once upon a time"})),
+                ev("message.complete", json!({"text": "Once upon a time."})),
+            ],
+        );
+        assert_eq!(
+            out,
+            vec![
+                Out::Inline("Once upon".into()),
+                Out::Line(
+                    "[cut off: the server stopped mid-turn; the turn resumes by itself \
+                     (attempt 2) and answers again]"
+                        .into()
+                ),
+                Out::Inline("Once upon a time".into()),
+                Out::Inline(".".into()),
+            ]
+        );
+        // Nothing streamed before a hand-back at shutdown: nothing is said to be cut.
+        let out = shown(
+            &mut r,
+            &[ev(
+                "turn.resumed",
+                json!({"attempt": 2, "reason": "shutdown"}),
+            )],
+        );
+        assert_eq!(
+            out,
+            vec![Out::Line(
+                "[the server restarted; the turn resumes by itself (attempt 2)]".into()
+            )]
         );
     }
 

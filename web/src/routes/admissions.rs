@@ -23,9 +23,13 @@ pub struct AdmissionView {
     pub seq: i64,
     #[schema(value_type = AdmissionStatusName)]
     pub status: AdmissionStatus,
+    /// Attempts at its turn so far: 1, or 2 once it resumed by itself after a crash or a
+    /// shutdown (SPEC R13.9); 0 while it is queued.
+    pub attempt: i32,
     /// `null` until the turn ends; for `terminal` `{result, final_response, failure_reason,
-    /// failure_message, usage, cost}` (or `{result: "steered" | "coalesced", turn_id,
-    /// carried_by}`), for `unknown` `{reason, failure_reason, failure_message, partial_answer}`.
+    /// failure_message, usage, cost, attempts}` (or `{result: "steered" | "coalesced", turn_id,
+    /// carried_by}`), for `unknown` `{reason, failure_reason, failure_message, partial_answer,
+    /// attempts}`.
     #[schema(value_type = Option<Object>)]
     pub outcome: Option<Value>,
     /// The `unknown` admission this one runs again.
@@ -86,6 +90,11 @@ pub async fn get(
         session_id: admission.session_id,
         seq: admission.seq,
         status: admission.status,
+        attempt: if admission.status == AdmissionStatus::Queued {
+            0
+        } else {
+            admission.attempt
+        },
         outcome: admission.outcome,
         retry_of: admission.retry_of,
         retried_by: retried_by.map(|a| a.id),

@@ -48,7 +48,13 @@ pub struct TurnWatch {
     final_text: Option<String>,
     news: VecDeque<TurnNews>,
     ended: bool,
+    /// Text of the current attempt has been streamed.
+    streamed: bool,
 }
+
+/// Streamed after the text of an attempt that was cut and resumed by itself.
+pub const RESUMED_MARK: &str = "\n\n[cut off: the server stopped mid-answer; the turn resumed by \
+                                itself and answers again]\n\n";
 
 impl TurnWatch {
     /// Starts reading at the admission's first event (its `admission.queued`).
@@ -70,6 +76,7 @@ impl TurnWatch {
             final_text: None,
             news: VecDeque::new(),
             ended: false,
+            streamed: false,
         })
     }
 
@@ -113,8 +120,15 @@ impl TurnWatch {
             }
             EventKind::MessageDelta if self.ours(&ev) => {
                 if let Some(t) = ev.data["text"].as_str().filter(|t| !t.is_empty()) {
+                    self.streamed = true;
                     self.news.push_back(TurnNews::Delta(t.to_owned()));
                 }
+            }
+            // A stream cannot take back what it sent: the cut attempt's text stays, marked as
+            // cut, and the resumed attempt's answer follows it (SPEC R13.9).
+            EventKind::TurnResumed if self.ours(&ev) && std::mem::take(&mut self.streamed) => {
+                self.news
+                    .push_back(TurnNews::Delta(RESUMED_MARK.to_owned()));
             }
             EventKind::MessageComplete if self.ours(&ev) => {
                 self.final_text = ev.data["text"].as_str().map(str::to_owned);
