@@ -106,6 +106,8 @@ pub(crate) struct Rule {
     needle: String,
     reply: Reply,
     remaining: Option<usize>,
+    /// Only for a request whose last message is a tool result.
+    after_tool: bool,
 }
 
 #[derive(Default)]
@@ -128,15 +130,16 @@ impl Shared {
         self.script.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(crate) fn next_reply(&self, last_user_text: &str) -> Reply {
+    pub(crate) fn next_reply(&self, last_user_text: &str, after_tool: bool) -> Reply {
         let mut script = self.lock();
         if let Some(reply) = script.queue.pop_front() {
             return reply;
         }
-        let hit = script
-            .rules
-            .iter_mut()
-            .find(|r| r.remaining != Some(0) && last_user_text.contains(r.needle.as_str()));
+        let hit = script.rules.iter_mut().find(|r| {
+            r.remaining != Some(0)
+                && (after_tool || !r.after_tool)
+                && last_user_text.contains(r.needle.as_str())
+        });
         if let Some(rule) = hit {
             if let Some(n) = rule.remaining.as_mut() {
                 *n -= 1;
@@ -234,11 +237,23 @@ impl ScriptedProvider {
         self.add_rule(needle, reply, Some(times));
     }
 
+    /// Like `on_user_text`, but only for requests whose last message is a tool result (the
+    /// call after a tool round). Add it before the rule that makes the tool call.
+    pub fn on_tool_result(&self, needle: &str, reply: Reply) {
+        self.shared.lock().rules.push(Rule {
+            needle: needle.to_string(),
+            reply,
+            remaining: None,
+            after_tool: true,
+        });
+    }
+
     fn add_rule(&self, needle: &str, reply: Reply, remaining: Option<usize>) {
         self.shared.lock().rules.push(Rule {
             needle: needle.to_string(),
             reply,
             remaining,
+            after_tool: false,
         });
     }
 

@@ -103,7 +103,8 @@ async fn dispatch(req: HttpRequest, body: web::Bytes, shared: web::Data<Shared>)
         .pointer("/stream_options/include_usage")
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    let reply = shared.next_reply(&last_user_text);
+    let after_tool = wire::ends_with_tool_result(&body);
+    let reply = shared.next_reply(&last_user_text, after_tool);
     let headers = req
         .headers()
         .iter()

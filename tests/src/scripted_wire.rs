@@ -37,6 +37,30 @@ pub(crate) fn last_user_text(body: &Value) -> String {
         .unwrap_or_default()
 }
 
+/// Whether the request's last message is a tool result: an OpenAI `tool` message, or an
+/// Anthropic user message made of `tool_result` blocks.
+pub(crate) fn ends_with_tool_result(body: &Value) -> bool {
+    let Some(last) = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .and_then(|m| m.last())
+    else {
+        return false;
+    };
+    match last.get("role").and_then(Value::as_str) {
+        Some("tool") => true,
+        Some("user") => last
+            .get("content")
+            .and_then(Value::as_array)
+            .is_some_and(|parts| {
+                parts
+                    .iter()
+                    .any(|p| p.get("type").and_then(Value::as_str) == Some("tool_result"))
+            }),
+        _ => false,
+    }
+}
+
 fn content_text(content: &Value) -> String {
     match content {
         Value::String(s) => s.clone(),
@@ -292,6 +316,24 @@ mod tests {
         ]});
         assert_eq!(last_user_text(&body), "ab");
         assert_eq!(last_user_text(&json!({})), "");
+    }
+
+    #[test]
+    fn a_tool_result_ends_the_request_in_either_wire() {
+        let openai = json!({"messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "tool_calls": []},
+            {"role": "tool", "content": "result"},
+        ]});
+        assert!(ends_with_tool_result(&openai));
+        let anthropic = json!({"messages": [
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t"}]},
+        ]});
+        assert!(ends_with_tool_result(&anthropic));
+        assert!(!ends_with_tool_result(
+            &json!({"messages": [{"role": "user", "content": "go"}]})
+        ));
+        assert!(!ends_with_tool_result(&json!({})));
     }
 
     #[test]

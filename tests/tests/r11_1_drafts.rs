@@ -304,3 +304,66 @@ impl UntilFinal for FakePlatform {
         }
     }
 }
+
+on_both!(a_resumed_turn_edits_its_draft_from_the_start);
+/// SPEC R13.9 with R11.1: the process dies while a turn's draft is being edited; the turn
+/// resumes by itself after the restart, and its answer goes into the same draft message, edited
+/// from the start: never a second message, and the chat ends with the one complete answer.
+async fn a_resumed_turn_edits_its_draft_from_the_start(database: Option<&str>) {
+    let provider = ScriptedProvider::start();
+    let words: Vec<String> = (1..=20).map(|i| format!("w{i:02} ")).collect();
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    provider.on_user_text_times(
+        "story",
+        Reply::chunks(&words, Duration::from_millis(150)),
+        1,
+    );
+    let fin = "The whole story, told once.";
+    provider.on_user_text("story", Reply::text(fin));
+    let tg = FakePlatform::telegram("123456:FAKE");
+    let mut tk = start(&provider, database, &tg.config_toml(&stream_toml())).await;
+    let hooks = Webhooks::new(&tk.url);
+    let (r, _) = hooks
+        .telegram(&telegram_message(1, ALICE, ALICE, "a story"))
+        .await;
+    assert_eq!(r.body["outcome"], "admitted", "{}", r.text);
+    let admission = r.body["receipt"]["admission_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The draft was sent and edited at least once (its message id is recorded by then).
+    tg.wait_accepted(&["editMessageText"], 1, BOUND)
+        .await
+        .unwrap();
+    tk.kill();
+    tk.restart().await;
+    let done = tk.api().wait_terminal(&admission, BOUND).await;
+    assert_eq!(done["outcome"]["result"], "completed", "{done}");
+    assert_eq!(done["outcome"]["attempts"], 2, "{done}");
+
+    let deadline = std::time::Instant::now() + BOUND;
+    let calls = loop {
+        let calls = tg.accepted(&["sendMessage", "editMessageText"]);
+        if calls
+            .last()
+            .is_some_and(|c| parse_telegram_html(c.text()).unwrap() == fin)
+        {
+            break calls;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no final edit: {calls:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(calls[0].method, "sendMessage", "the draft is sent first");
+    assert!(
+        calls[1..].iter().all(|c| c.method == "editMessageText"),
+        "one message, then only edits, across the restart: {calls:?}"
+    );
+    let id = calls[0].message_id.clone().unwrap();
+    assert!(calls.iter().all(|c| c.message_id.as_deref() == Some(&id)));
+    let msgs = tg.messages();
+    assert_eq!(msgs.len(), 1, "{msgs:?}");
+    assert_eq!(msgs[0].text, fin);
+}
