@@ -297,7 +297,7 @@ impl Client {
             n += 1;
             let rid = uuid::Uuid::new_v4().to_string();
             let tag = format!("[{rid}]");
-            let tool = n % TOOL_EVERY == 0;
+            let tool = n.is_multiple_of(TOOL_EVERY);
             let text = if tool {
                 // The answer after the tool round comes first: both rules match this input.
                 self.provider

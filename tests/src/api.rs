@@ -280,6 +280,34 @@ impl Api {
         panic!("events of {session}: more than 1000 pages");
     }
 
+    /// The text of the session's first `message.delta` after its `resumes`-th `turn.resumed`
+    /// (0: from the start), once there is one; panics after `timeout`.
+    pub async fn first_delta(&self, session: &str, resumes: usize, timeout: Duration) -> String {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let events = self.all_events(session, 0).await;
+            let from = match resumes {
+                0 => Some(0),
+                n => events
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, e)| e["kind"] == "turn.resumed")
+                    .nth(n - 1)
+                    .map(|(i, _)| i + 1),
+            };
+            let delta =
+                from.and_then(|from| events[from..].iter().find(|e| e["kind"] == "message.delta"));
+            if let Some(d) = delta {
+                return d["data"]["text"].as_str().unwrap_or_default().to_owned();
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no message.delta in {session} within {timeout:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Reads the SSE event stream (optionally with `Last-Event-ID`) until `stop` returns true
     /// for an event, the stream ends, or `how_long` passes; returns what arrived.
     pub async fn events_sse(

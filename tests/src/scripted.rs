@@ -307,21 +307,14 @@ impl ScriptedProvider {
     /// The most requests matching `pred` (on the last user text) that were in flight at once.
     pub fn max_concurrency_where(&self, pred: impl Fn(&str) -> bool) -> usize {
         let now = Instant::now();
-        let mut edges: Vec<(Instant, i32)> = Vec::new();
-        for r in self.shared.lock().records.iter() {
-            if pred(&r.last_user_text) {
-                edges.push((r.received_at, 1));
-                edges.push((r.finished_at.unwrap_or(now), -1));
-            }
-        }
-        // At equal instants an end sorts before a start: touching intervals do not overlap.
-        edges.sort_by_key(|&(at, delta)| (at, delta));
-        let (mut current, mut max) = (0i32, 0i32);
-        for (_, delta) in edges {
-            current += delta;
-            max = max.max(current);
-        }
-        max as usize
+        let script = self.shared.lock();
+        crate::stats::max_overlap(
+            script
+                .records
+                .iter()
+                .filter(|r| pred(&r.last_user_text))
+                .map(|r| (r.received_at, r.finished_at.unwrap_or(now))),
+        )
     }
 
     /// Lets every reply that is hanging now finish (later `Hang` replies hang again).

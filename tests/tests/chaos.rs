@@ -367,8 +367,8 @@ fn at_once(
     kills: &HashMap<usize, Vec<Instant>>,
 ) -> usize {
     let now = Instant::now();
-    let mut edges: Vec<(Instant, i32)> = Vec::new();
-    for r in requests.iter().filter(|r| r.last_user_text.contains(tag)) {
+    let calls = requests.iter().filter(|r| r.last_user_text.contains(tag));
+    turnkey_tests::stats::max_overlap(calls.map(|r| {
         let replica = r
             .header("authorization")
             .and_then(|h| h.strip_prefix("Bearer sk-replica-"))
@@ -382,17 +382,8 @@ fn at_once(
             (None, Some(k)) => k,
             (None, None) => now,
         };
-        edges.push((r.received_at, 1));
-        edges.push((end, -1));
-    }
-    // At equal instants an end sorts before a start: touching intervals do not overlap.
-    edges.sort_by_key(|&(at, delta)| (at, delta));
-    let (mut current, mut max) = (0i32, 0i32);
-    for (_, delta) in edges {
-        current += delta;
-        max = max.max(current);
-    }
-    max as usize
+        (r.received_at, end)
+    }))
 }
 
 /// Submits to random replicas until the load is over; every accepted receipt is recorded.

@@ -30,19 +30,6 @@ fn script(provider: &ScriptedProvider) {
     provider.on_user_text(QUESTION, Reply::text(ANSWER));
 }
 
-/// Waits until the turn has streamed some text, and answers it.
-async fn first_delta(api: &Api, session: &str) -> String {
-    let deadline = tokio::time::Instant::now() + BOUND;
-    loop {
-        let events = api.all_events(session, 0).await;
-        if let Some(d) = events.iter().find(|e| e["kind"] == "message.delta") {
-            return d["data"]["text"].as_str().unwrap_or_default().to_owned();
-        }
-        assert!(tokio::time::Instant::now() < deadline, "no delta in time");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["kind"] == kind).collect()
 }
@@ -132,7 +119,7 @@ async fn sigkill_mid_stream_resumes_once(database: Option<&str>) {
     let api = tk.api();
     let session = api.create_session_id().await;
     let admission = api.submit_accepted(&session, QUESTION).await;
-    let cut = first_delta(&api, &session).await;
+    let cut = api.first_delta(&session, 0, BOUND).await;
     tk.kill();
     tk.restart().await;
     let api = tk.api();
@@ -173,7 +160,7 @@ async fn sigterm_past_the_grace_hands_back(database: Option<&str>) {
     let api = tk.api();
     let session = api.create_session_id().await;
     let admission = api.submit_accepted(&session, QUESTION).await;
-    first_delta(&api, &session).await;
+    api.first_delta(&session, 0, BOUND).await;
     let status = tk.terminate(BOUND).await.expect("exits");
     assert!(status.success(), "a graceful stop exits 0: {status:?}");
     tk.restart().await;
@@ -216,7 +203,7 @@ async fn the_other_replica_resumes(kill: bool) {
     let (api_a, api_b) = (a.api(), b.api());
     let session = api_a.create_session_id().await;
     let admission = api_a.submit_accepted(&session, QUESTION).await;
-    first_delta(&api_b, &session).await;
+    api_b.first_delta(&session, 0, BOUND).await;
     let first = provider.requests()[0].clone();
     assert_eq!(
         first.header("authorization"),

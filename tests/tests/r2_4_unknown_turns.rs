@@ -7,24 +7,9 @@
 use serde_json::Value;
 use std::time::Duration;
 use turnkey_tests::wire::{assert_closed_wire, wire_messages};
-use turnkey_tests::{pg, Api, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
+use turnkey_tests::{pg, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
 const BOUND: Duration = Duration::from_secs(60);
-
-async fn wait_for_delta(api: &Api, session: &str) -> String {
-    let deadline = tokio::time::Instant::now() + BOUND;
-    loop {
-        let events = api.all_events(session, 0).await;
-        if let Some(d) = events.iter().find(|e| e["kind"] == "message.delta") {
-            return d["data"]["text"].as_str().unwrap_or_default().to_string();
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no message.delta in time"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 async fn killed_mid_stream_then_queued_inputs_run_unmerged(database: Option<&str>) {
     let provider = ScriptedProvider::start();
@@ -44,7 +29,7 @@ async fn killed_mid_stream_then_queued_inputs_run_unmerged(database: Option<&str
     let api = tk.api();
     let session = api.create_session_id().await;
     let head = api.submit_accepted(&session, killed).await;
-    let first_delta = wait_for_delta(&api, &session).await;
+    let first_delta = api.first_delta(&session, 0, BOUND).await;
     let queued = ["first after", "second after", "third after"];
     for q in queued {
         api.submit_accepted(&session, q).await;
@@ -53,20 +38,8 @@ async fn killed_mid_stream_then_queued_inputs_run_unmerged(database: Option<&str
     // outcome is unknown.
     tk.kill();
     tk.restart().await;
-    let resumed = |e: &Value| e["kind"] == "turn.resumed";
-    let deadline = tokio::time::Instant::now() + BOUND;
-    let cut_again = loop {
-        let events = tk.api().all_events(&session, 0).await;
-        let after: Vec<&Value> = events.iter().skip_while(|e| !resumed(e)).collect();
-        if let Some(d) = after.iter().find(|e| e["kind"] == "message.delta") {
-            break d["data"]["text"].as_str().unwrap_or_default().to_string();
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the resumed attempt streamed nothing in time"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    // (The first delta after `turn.resumed`: the resumed attempt streams.)
+    let cut_again = tk.api().first_delta(&session, 1, BOUND).await;
     tk.kill();
     let before_restart = provider.request_count();
 
