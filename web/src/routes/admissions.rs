@@ -23,8 +23,9 @@ pub struct AdmissionView {
     pub seq: i64,
     #[schema(value_type = AdmissionStatusName)]
     pub status: AdmissionStatus,
-    /// `null` until the turn ends; for `terminal` `{result, final_response, failure_reason,
-    /// failure_message, usage, cost}` (or `{result: "steered" | "coalesced", turn_id,
+    /// `null` until the turn ends; for `terminal` `{result, final_response, stop_reason,
+    /// failure_reason, failure_message, usage, cost}`, `stop_reason` `stop`, `truncated` or
+    /// `repeated` when there is an answer (or `{result: "steered" | "coalesced", turn_id,
     /// carried_by}`), for `unknown` `{reason, failure_reason, failure_message, partial_answer}`.
     #[schema(value_type = Option<Object>)]
     pub outcome: Option<Value>,
