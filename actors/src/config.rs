@@ -319,6 +319,18 @@ impl RuntimeConfig {
             if p.model.is_empty() {
                 return bad(&format!("providers[{i}].model"), "must not be empty");
             }
+            // An answer must leave room for the request in the window.
+            if p.max_output_tokens
+                .is_some_and(|m| m == 0 || m >= p.context_window)
+            {
+                return bad(
+                    &format!("providers[{i}].max_output_tokens"),
+                    &format!(
+                        "must be at least 1 and less than context_window ({})",
+                        p.context_window
+                    ),
+                );
+            }
         }
         Ok(())
     }

@@ -29,7 +29,10 @@ impl AnthropicProvider {
     async fn send(&self, req: &ChatRequest) -> Result<reqwest::Response, ProviderError> {
         let mut builder = self
             .endpoint
-            .post(&RequestBody::new(req), req.stream)
+            .post(
+                &RequestBody::new(req, self.endpoint.output_limit(req.max_tokens)),
+                req.stream,
+            )
             .header("anthropic-version", API_VERSION);
         if let Some(key) = &self.endpoint.api_key {
             builder = builder.header("x-api-key", key);

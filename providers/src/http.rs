@@ -31,6 +31,8 @@ pub(crate) struct Endpoint {
     pub name: String,
     pub model: String,
     pub context_window: u32,
+    /// `[[providers]] max_output_tokens`.
+    pub max_output_tokens: Option<u32>,
     pub url: reqwest::Url,
     pub api_key: Option<String>,
     pub request_timeout: Duration,
@@ -46,6 +48,7 @@ impl Endpoint {
             name: cfg.name.clone(),
             model: cfg.model.clone(),
             context_window: cfg.context_window,
+            max_output_tokens: cfg.max_output_tokens,
             url: endpoint(&cfg.name, &cfg.base_url, path)?,
             api_key: cfg.resolved_api_key(),
             request_timeout: Duration::from_secs(cfg.request_timeout_s.max(1)),
@@ -53,6 +56,15 @@ impl Endpoint {
             retry: cfg.retry_policy(),
             http: shared_client()?,
         })
+    }
+
+    /// The `max_tokens` a request that asks for `asked` (its own limit, if any) is sent with:
+    /// the smaller of it and `max_output_tokens` when both are set.
+    pub fn output_limit(&self, asked: Option<u32>) -> Option<u32> {
+        match (asked, self.max_output_tokens) {
+            (Some(a), Some(m)) => Some(a.min(m)),
+            (a, m) => a.or(m),
+        }
     }
 
     /// A POST of `body`: a stream asks for SSE and is bounded chunk by chunk later; anything

@@ -26,7 +26,10 @@ impl OpenAiProvider {
 
     /// Sends the request and waits for the response head (status and headers).
     async fn send(&self, req: &ChatRequest) -> Result<reqwest::Response, ProviderError> {
-        let mut builder = self.endpoint.post(&RequestBody::new(req), req.stream);
+        let mut builder = self.endpoint.post(
+            &RequestBody::new(req, self.endpoint.output_limit(req.max_tokens)),
+            req.stream,
+        );
         if let Some(key) = &self.endpoint.api_key {
             builder = builder.bearer_auth(key);
         }

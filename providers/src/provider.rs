@@ -34,6 +34,12 @@ pub struct ProviderConfig {
     pub model: String,
     #[serde(default = "default_window")]
     pub context_window: u32,
+    /// The output limit of one answer: `max_tokens` in every request (for Anthropic, whose
+    /// `max_tokens` is required, it replaces the default of 4096). Unset: OpenAI requests carry
+    /// none, so the server's own limit applies. A request that asks for less (a compression
+    /// summary's budget) keeps its own.
+    #[serde(default)]
+    pub max_output_tokens: Option<u32>,
     /// Used for compression summaries.
     #[serde(default)]
     pub auxiliary: bool,
@@ -110,6 +116,7 @@ impl fmt::Debug for ProviderConfig {
             .field("api_key_env", &self.api_key_env)
             .field("model", &self.model)
             .field("context_window", &self.context_window)
+            .field("max_output_tokens", &self.max_output_tokens)
             .field("auxiliary", &self.auxiliary)
             .field("request_timeout_s", &self.request_timeout_s)
             .field("max_retries", &self.max_retries)
@@ -162,6 +169,7 @@ mod tests {
     fn defaults_apply_and_debug_hides_the_key() {
         let c = cfg("openai");
         assert_eq!(c.context_window, 128_000);
+        assert_eq!(c.max_output_tokens, None);
         assert_eq!(c.request_timeout_s, 120);
         assert_eq!(c.retry_policy(), RetryPolicy::default());
         assert_eq!(c.stream_idle_timeout_s, 120);

@@ -25,8 +25,8 @@ fn sse(events: &[&str]) -> Vec<Step> {
     steps
 }
 
-fn provider(base_url: &str, idle_s: u64) -> std::sync::Arc<dyn Provider> {
-    build_provider(&ProviderConfig {
+fn config(base_url: &str, idle_s: u64) -> ProviderConfig {
+    ProviderConfig {
         name: "claude".into(),
         kind: ProviderKind::Anthropic,
         base_url: base_url.into(),
@@ -40,8 +40,19 @@ fn provider(base_url: &str, idle_s: u64) -> std::sync::Arc<dyn Provider> {
         backoff_base_ms: 500,
         backoff_cap_ms: 20_000,
         stream_idle_timeout_s: idle_s,
-    })
-    .unwrap()
+        max_output_tokens: None,
+    }
+}
+
+fn provider(base_url: &str, idle_s: u64) -> std::sync::Arc<dyn Provider> {
+    build_provider(&config(base_url, idle_s)).unwrap()
+}
+
+/// A provider configured with `max_output_tokens = 256`.
+fn limited(base_url: &str, idle_s: u64) -> std::sync::Arc<dyn Provider> {
+    let mut cfg = config(base_url, idle_s);
+    cfg.max_output_tokens = Some(256);
+    build_provider(&cfg).unwrap()
 }
 
 fn request(stream: bool) -> ChatRequest {
@@ -301,4 +312,18 @@ async fn non_streamed_message_is_parsed() {
     assert_eq!(r.usage.input_tokens, 12);
     assert_eq!(r.usage.cache_read_tokens, 7);
     assert_eq!(request_body(&raw)["stream"], false);
+}
+
+/// `max_output_tokens` replaces Anthropic's required default `max_tokens` (4096), and caps a
+/// request's own ask.
+#[tokio::test]
+async fn max_output_tokens_replaces_the_default_max_tokens() {
+    let body = r#"{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","usage":{"input_tokens":5,"output_tokens":1}}"#;
+    let (r, _, raw) = common::call(plain("200 OK", "", body), request(false), 30, limited).await;
+    assert_eq!(r.unwrap().content.as_deref(), Some("ok"));
+    assert_eq!(request_body(&raw)["max_tokens"], 256);
+    let mut asks_more = request(false);
+    asks_more.max_tokens = Some(8000);
+    let (_, _, raw) = common::call(plain("200 OK", "", body), asks_more, 30, limited).await;
+    assert_eq!(request_body(&raw)["max_tokens"], 256);
 }

@@ -19,8 +19,8 @@ fn sse(events: &[&str]) -> Vec<Step> {
     steps
 }
 
-fn provider(base_url: &str, idle_s: u64) -> std::sync::Arc<dyn Provider> {
-    build_provider(&ProviderConfig {
+fn config(base_url: &str, idle_s: u64) -> ProviderConfig {
+    ProviderConfig {
         name: "test".into(),
         kind: ProviderKind::Openai,
         base_url: base_url.into(),
@@ -34,8 +34,19 @@ fn provider(base_url: &str, idle_s: u64) -> std::sync::Arc<dyn Provider> {
         backoff_base_ms: 500,
         backoff_cap_ms: 20_000,
         stream_idle_timeout_s: idle_s,
-    })
-    .unwrap()
+        max_output_tokens: None,
+    }
+}
+
+fn provider(base_url: &str, idle_s: u64) -> std::sync::Arc<dyn Provider> {
+    build_provider(&config(base_url, idle_s)).unwrap()
+}
+
+/// A provider configured with `max_output_tokens = 256`.
+fn limited(base_url: &str, idle_s: u64) -> std::sync::Arc<dyn Provider> {
+    let mut cfg = config(base_url, idle_s);
+    cfg.max_output_tokens = Some(256);
+    build_provider(&cfg).unwrap()
 }
 
 fn request(stream: bool) -> ChatRequest {
@@ -366,4 +377,40 @@ async fn a_refused_connection_is_a_transport_error() {
         panic!("expected transport error, got {r:?}");
     };
     assert!(e.is_retryable());
+}
+
+/// `max_output_tokens` (SPEC R8.5, R10.2): the configured output limit is the request's
+/// `max_tokens`; a request that asks for less keeps its own; unset, none is sent.
+#[tokio::test]
+async fn max_output_tokens_is_the_requests_max_tokens() {
+    let body = r#"{"choices":[{"message":{"content":"ok"},"finish_reason":"stop"}]}"#;
+    let sent = |raw: &str| request_body(raw).get("max_tokens").cloned();
+    let mut turn = request(false);
+    turn.max_tokens = None;
+    let (_, _, raw) = call(plain("200 OK", "", body), turn.clone(), 30).await;
+    assert_eq!(
+        sent(&raw),
+        None,
+        "no limit configured: the server's applies"
+    );
+    let limited_call = |req: ChatRequest| async move {
+        let steps = plain("200 OK", "", body);
+        common::call(steps, req, 30, limited).await
+    };
+    let (r, _, raw) = limited_call(turn.clone()).await;
+    assert_eq!(r.unwrap().content.as_deref(), Some("ok"));
+    assert_eq!(sent(&raw), Some(serde_json::json!(256)));
+    let (_, _, raw) = limited_call(request(true)).await;
+    assert_eq!(
+        sent(&raw),
+        Some(serde_json::json!(64)),
+        "a smaller ask wins"
+    );
+    turn.max_tokens = Some(1000);
+    let (_, _, raw) = limited_call(turn).await;
+    assert_eq!(
+        sent(&raw),
+        Some(serde_json::json!(256)),
+        "the limit caps a larger ask"
+    );
 }

@@ -34,6 +34,9 @@ pub enum Reply {
     Hang,
     /// 400 "context length exceeded" in the shape of the API the request came in on.
     Overflow,
+    /// Text that opens by echoing the request's last user text, then this (a model that
+    /// repeats an instruction back before following it).
+    EchoThen(String),
 }
 
 impl Reply {
@@ -50,6 +53,24 @@ impl Reply {
         }
     }
 
+    /// A streamed OpenAI answer cut off by the output limit: `text`, then `finish_reason:
+    /// "length"` (for a request that asked to stream, on the OpenAI wire).
+    pub fn cut_off(text: &str) -> Self {
+        let chunk = |delta: Value, finish: Value| {
+            let c = json!({"id": "chatcmpl-t", "object": "chat.completion.chunk", "created": 0,
+                "model": "scripted-model",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+            format!("data: {c}\n\n")
+        };
+        let body = [
+            chunk(json!({"role": "assistant", "content": text}), Value::Null),
+            chunk(json!({}), json!("length")),
+            "data: [DONE]\n\n".to_string(),
+        ]
+        .concat();
+        Self::Malformed(body.into_bytes())
+    }
+
     /// One tool call.
     pub fn tool_call(id: &str, name: &str, args: Value) -> Self {
         Self::ToolCalls(vec![(id.to_string(), name.to_string(), args)])
@@ -64,9 +85,20 @@ impl Reply {
         }
     }
 
+    /// The reply as sent to a request whose last user text is `last_user_text`.
+    fn for_request(self, last_user_text: &str) -> Self {
+        match self {
+            // In two chunks: the echo and what follows arrive as separate deltas.
+            Self::EchoThen(then) => {
+                Self::chunks(&[last_user_text, &format!("\n\n{then}")], Duration::ZERO)
+            }
+            other => other,
+        }
+    }
+
     pub(crate) fn kind(&self) -> &'static str {
         match self {
-            Self::Text { .. } => "text",
+            Self::Text { .. } | Self::EchoThen(_) => "text",
             Self::ToolCalls(_) | Self::TextThenToolCalls(..) => "tool_calls",
             Self::Error { .. } => "error",
             Self::Malformed(_) => "malformed",
@@ -133,7 +165,7 @@ impl Shared {
     pub(crate) fn next_reply(&self, last_user_text: &str, after_tool: bool) -> Reply {
         let mut script = self.lock();
         if let Some(reply) = script.queue.pop_front() {
-            return reply;
+            return reply.for_request(last_user_text);
         }
         let hit = script.rules.iter_mut().find(|r| {
             r.remaining != Some(0)
@@ -144,7 +176,7 @@ impl Shared {
             if let Some(n) = rule.remaining.as_mut() {
                 *n -= 1;
             }
-            return rule.reply.clone();
+            return rule.reply.clone().for_request(last_user_text);
         }
         Reply::text(&format!("ok: {last_user_text}"))
     }

@@ -197,6 +197,12 @@ impl Answer {
                 HttpResponse::Ok().content_type(content_type).body(bytes)
             }
             Reply::Hang => self.hang(),
+            // `Shared::next_reply`, which knows the request, makes it a `Text` first.
+            Reply::EchoThen(then) => {
+                let usage = Usage::estimate(&self.body, &then);
+                self.flight.finish();
+                HttpResponse::Ok().json(wire::full_body(self.wire, Some(&then), &[], usage))
+            }
         }
     }
 

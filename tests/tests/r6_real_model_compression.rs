@@ -18,8 +18,8 @@ const TURNS: usize = 40;
 /// a turn that compresses makes two calls.
 const TURN_BOUND: Duration = Duration::from_secs(600);
 /// Earlier exchanges in the model's own ChatML turns: a 135M model copies a pattern it has just
-/// seen, and without one it rambles until the output limit cuts it off (turnkey then fails the
-/// turn as `truncated_output`).
+/// seen, and without one it rambles until the output limit cuts it off (turnkey then continues
+/// it twice and delivers the rambling as a `stop_reason: truncated` answer).
 const SYSTEM: &str = r#"You are a note keeper. Answer every message with one short sentence.
 An earlier conversation:
 <|im_start|>user

@@ -1,5 +1,7 @@
 //! Every stop of the loop (SPEC R7.2, R7.3) against the real binary: each ends the turn with a
-//! stable `failure_reason` in both the admission outcome and the `turn.finished` event.
+//! stable `failure_reason` in both the admission outcome and the `turn.finished` event, or, for
+//! an answer still cut off or repeated when recovery is spent, completes it with that answer and
+//! its `stop_reason` (R10.2; every door: r10_2_cut_off_answer).
 //! Covered elsewhere: provider 5xx after retries (r5_r10_turn_lifecycle
 //! `r12_provider_5xx_exhausts_retries…`, `r8_3_retry_limits…`), proven overflow
 //! (`r6_5_proven_overflow…`), inactivity (`r4_3…`), shutdown (r2_4_graceful_shutdown).
@@ -48,19 +50,7 @@ async fn run_turn(api: &Api, s: &str, text: &str, result: &str, reason: Option<&
 
 /// A streamed OpenAI answer cut off by the output limit (`finish_reason: length`).
 fn truncated(text: &str) -> Reply {
-    let chunk = |delta: Value, finish: Value| {
-        let c = json!({"id": "chatcmpl-t", "object": "chat.completion.chunk", "created": 0,
-            "model": "scripted-model",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
-        format!("data: {c}\n\n")
-    };
-    let body = [
-        chunk(json!({"role": "assistant", "content": text}), Value::Null),
-        chunk(json!({}), json!("length")),
-        "data: [DONE]\n\n".to_string(),
-    ]
-    .concat();
-    Reply::Malformed(body.into_bytes())
+    Reply::cut_off(text)
 }
 
 fn read(id: &str, path: &str) -> Reply {
@@ -102,6 +92,7 @@ async fn r7_2_final_text_completes_without_a_failure_reason() {
     let s = api.create_session_id().await;
     let outcome = run_turn(&api, &s, "question", "completed", None).await;
     assert_eq!(outcome["final_response"], "the answer");
+    assert_eq!(stop_reason_everywhere(&api, &s, &outcome).await, "stop");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -271,8 +262,25 @@ fn announce_then_read(text: &str) -> Reply {
     )
 }
 
+/// The `stop_reason` of an answered turn, in its outcome, `message.complete` and
+/// `turn.finished`, all the same.
+async fn stop_reason_everywhere(api: &Api, s: &str, outcome: &Value) -> Value {
+    let events = api.all_events(s, 0).await;
+    let of = |kind: &str| {
+        events
+            .iter()
+            .rev()
+            .find(|e| e["kind"] == kind)
+            .map(|e| e["data"]["stop_reason"].clone())
+            .unwrap_or_else(|| panic!("no {kind}: {events:?}"))
+    };
+    assert_eq!(of("message.complete"), outcome["stop_reason"], "{events:?}");
+    assert_eq!(of("turn.finished"), outcome["stop_reason"], "{events:?}");
+    outcome["stop_reason"].clone()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn r7_2_repeated_output_gets_one_recovery_then_fails() {
+async fn r7_2_repeated_output_gets_one_recovery_then_is_the_answer() {
     let provider = ScriptedProvider::start();
     provider.push(announce_then_read("I will read the notes first."));
     provider.push(Reply::text("I will read the notes first."));
@@ -280,14 +288,10 @@ async fn r7_2_repeated_output_gets_one_recovery_then_fails() {
     let tk = start(&provider, "").await;
     let api = tk.api();
     let s = api.create_session_id().await;
-    run_turn(
-        &api,
-        &s,
-        "what do the notes say?",
-        "failed",
-        Some("repeated_output"),
-    )
-    .await;
+    // The repeat guard stops the loop, not the turn: the text is the answer (SPEC R10.2).
+    let outcome = run_turn(&api, &s, "what do the notes say?", "completed", None).await;
+    assert_eq!(outcome["final_response"], "I will read the notes first.");
+    assert_eq!(stop_reason_everywhere(&api, &s, &outcome).await, "repeated");
     let reqs = provider.requests();
     assert_eq!(reqs.len(), 3, "one recovery call, no more");
     let wire = messages_of(&reqs[2].body);
@@ -375,7 +379,7 @@ async fn r7_2_truncated_output_is_continued_and_concatenated() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn r7_2_output_still_truncated_after_two_continuations_fails() {
+async fn r7_2_output_still_truncated_after_two_continuations_is_the_answer() {
     let provider = ScriptedProvider::start();
     for part in ["a ", "b ", "c ", "never asked"] {
         provider.push(truncated(part));
@@ -383,14 +387,13 @@ async fn r7_2_output_still_truncated_after_two_continuations_fails() {
     let tk = start(&provider, "").await;
     let api = tk.api();
     let s = api.create_session_id().await;
-    run_turn(
-        &api,
-        &s,
-        "write forever",
-        "failed",
-        Some("truncated_output"),
-    )
-    .await;
+    // The text so far is the answer, marked as cut off (SPEC R10.2).
+    let outcome = run_turn(&api, &s, "write forever", "completed", None).await;
+    assert_eq!(outcome["final_response"], "a b c ");
+    assert_eq!(
+        stop_reason_everywhere(&api, &s, &outcome).await,
+        "truncated"
+    );
     assert_eq!(provider.request_count(), 3, "at most two continuations");
 }
 

@@ -297,6 +297,23 @@ fn key_paths_are_dotted_inside_lists() {
 }
 
 #[test]
+fn r8_5_max_output_tokens_loads_and_is_checked() {
+    let provider = "[[providers]]\nname = \"m\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"x\"\ncontext_window = 8192\n";
+    let s = ok(&dir_with_file(Some(provider)), &[]);
+    assert_eq!(s.providers[0].max_output_tokens, None, "unset by default");
+    let s = ok(
+        &dir_with_file(Some(&format!("{provider}max_output_tokens = 1024\n"))),
+        &[],
+    );
+    assert_eq!(s.providers[0].max_output_tokens, Some(1024));
+    for bad in ["0", "8192", "100000"] {
+        let e = refused(&format!("{provider}max_output_tokens = {bad}\n"));
+        assert_eq!(e.key, "providers[0].max_output_tokens", "{e}");
+        assert!(e.reason.contains("less than context_window (8192)"), "{e}");
+    }
+}
+
+#[test]
 fn a_negative_number_is_reported_as_negative() {
     let d = dir_with_file(None);
     let e = err(&d, &[("TURNKEY__AGENT__MAX_ITERATIONS", "-3")]);
@@ -513,7 +530,7 @@ fn the_example_file_loads_and_shows_the_defaults() {
     let as_shipped = ok(&dir_with_file(Some(EXAMPLE)), &[]);
     assert_eq!(format!("{as_shipped:?}"), defaults);
 
-    // Every value shown is the default, except the two that have none.
+    // Every value shown is the default, except those that have none.
     let mut on = ok(&dir_with_file(Some(&example_uncommented())), &[]);
     assert!(on.auth.operator_token.take().is_some());
     assert_eq!(on.providers.len(), 1, "the example shows one provider");
@@ -560,6 +577,7 @@ fn the_example_file_loads_and_shows_the_defaults() {
         "model",
         "api_key",
         "api_key_env",
+        "max_output_tokens",
     ] {
         required.insert(key.into(), provider[key].clone());
     }

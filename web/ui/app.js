@@ -267,6 +267,10 @@ class Turn {
       const why = data.failure_reason && data.failure_reason !== data.result ? `: ${data.failure_reason}` : "";
       const result = data.result.charAt(0).toUpperCase() + data.result.slice(1);
       this.note(`${result}${why}`, "warn");
+    } else if (data.stop_reason === "truncated") {
+      this.note("Cut off by the output limit", "warn");
+    } else if (data.stop_reason === "repeated") {
+      this.note("Stopped: the model repeated its earlier answer", "warn");
     }
     const u = data.usage || {};
     const spent = (u.input_tokens || 0) + (u.output_tokens || 0) > 0 || data.cost > 0;

@@ -15,6 +15,8 @@ pub struct Closing {
     pub admission_id: AdmissionId,
     pub turn_id: TurnId,
     pub final_text: Option<String>,
+    /// How the final text ended (`stop_reason`).
+    pub stop: super::AnswerStop,
     /// Text already streamed to clients during the turn.
     pub streamed: String,
     /// The stream's last delta, not committed yet: it commits first in the turn's end.
@@ -81,6 +83,11 @@ pub async fn finalize(deps: &Deps, c: Closing) -> bool {
 
     // A grace-call summary (SPEC R7.3) is delivered although the turn failed.
     let delivers = failure.as_ref().is_none_or(|f| f.delivers_answer());
+    // How the delivered answer ended: a cut-off or repeated answer is still the answer (R10.2).
+    let stop_reason = final_text
+        .as_ref()
+        .filter(|_| delivers)
+        .map(|_| c.stop.code());
 
     let mut messages = Vec::new();
     let mut events = Vec::new();
@@ -99,6 +106,7 @@ pub async fn finalize(deps: &Deps, c: Closing) -> bool {
             json!({
                 "message_id": message_id,
                 "text": text,
+                "stop_reason": stop_reason,
                 "usage": usage_json(&c.usage),
                 "cost": cost,
             }),
@@ -131,6 +139,7 @@ pub async fn finalize(deps: &Deps, c: Closing) -> bool {
     let outcome = json!({
         "result": result,
         "final_response": final_text.as_ref().filter(|_| delivers),
+        "stop_reason": stop_reason,
         "failure_reason": failure_reason,
         "failure_message": failure.as_ref().map(|f| f.message()),
         "usage": usage_json(&c.usage),
@@ -138,6 +147,9 @@ pub async fn finalize(deps: &Deps, c: Closing) -> bool {
         "attempts": c.attempt,
     });
     let mut finished = json!({"result": result, "usage": usage_json(&c.usage), "cost": cost});
+    if let Some(stop) = stop_reason {
+        finished["stop_reason"] = json!(stop);
+    }
     if let Some(f) = &failure {
         finished["failure_reason"] = json!(f.code());
         finished["failure_message"] = json!(f.message());

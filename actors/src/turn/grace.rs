@@ -1,7 +1,7 @@
 //! The grace call (SPEC R7.3): when the iteration budget (`agent.iteration_budget`) is spent,
 //! one last call without tools asks the model to summarize where the work stopped. Its text is
 //! the turn's final response; the turn still ends as `budget_exhausted`. The instruction lives
-//! only in the wire copy of that call, never in the transcript.
+//! only in the wire copy of that call, never in the transcript, nor, echoed, in the answer.
 use super::context::TurnContext;
 use super::preflight::{self, GateState};
 use super::request::{self, CallOutcome, StreamedText};
@@ -37,13 +37,26 @@ pub async fn summarize(
     wire.push(ChatMessage::user(SUMMARIZE));
     let mut req = request::build_request(deps, ctx, provider.as_ref(), wire, true);
     req.tools.clear();
-    match request::call_with_retries(deps, ctx, control, provider.as_ref(), req, streamed).await {
+    match request::call_with_retries(
+        deps,
+        ctx,
+        control,
+        provider.as_ref(),
+        req,
+        Some(SUMMARIZE),
+        streamed,
+    )
+    .await
+    {
         CallOutcome::Response(resp) => {
             record(&resp);
             if !resp.tool_calls.is_empty() {
                 tracing::warn!(turn = %ctx.turn_id, "the grace call asked for tools; they are not run");
             }
-            let text = resp.content.filter(|t| !t.trim().is_empty());
+            let text = resp
+                .content
+                .map(|t| super::echo::strip(&t, SUMMARIZE).to_owned())
+                .filter(|t| !t.trim().is_empty());
             (text, TurnFailure::BudgetExhausted)
         }
         CallOutcome::Stopped => (

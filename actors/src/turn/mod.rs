@@ -2,6 +2,7 @@
 //! per phase, in lifecycle order: `context` and `prompt` (SPEC R5), `preflight` (R6),
 //! `request` (R8), `tool_round` (R9), `transcript` (the history a session actor keeps), `finalize` (R10), and `run`, the loop that drives them (R7).
 pub mod context;
+pub mod echo;
 pub mod fallback;
 pub mod finalize;
 pub mod grace;
@@ -113,6 +114,30 @@ impl TurnControl {
     }
 }
 
+/// How a final text answer ended (SPEC R7.2, R10.2), recorded as `stop_reason` in the
+/// admission's outcome, `message.complete` and `turn.finished`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AnswerStop {
+    /// The model finished its answer.
+    #[default]
+    Stop,
+    /// Still cut off by the output limit after the allowed continuations: the text so far.
+    Truncated,
+    /// The same text as the model's previous answer in this turn, again after one recovery
+    /// call: the repeat guard stopped the loop with it.
+    Repeated,
+}
+
+impl AnswerStop {
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::Stop => "stop",
+            Self::Truncated => "truncated",
+            Self::Repeated => "repeated",
+        }
+    }
+}
+
 /// Why a turn ended without a final answer (SPEC R7.2); each has a stable code.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TurnFailure {
@@ -133,12 +158,9 @@ pub enum TurnFailure {
     /// The iteration budget ran out (SPEC R7.3); a grace call without tools may still have
     /// written a summary of where the work stopped, which is delivered as the final response.
     BudgetExhausted,
-    /// The model answered with nothing, again after one recovery call (SPEC R7.2).
+    /// The model answered with nothing, again after one recovery call (SPEC R7.2). (A
+    /// repeated or still truncated answer is an answer: see `AnswerStop`.)
     EmptyResponse,
-    /// The model repeated its previous answer word for word, again after one recovery call.
-    RepeatedOutput,
-    /// The answer was still cut off by the output limit after the allowed continuations.
-    TruncatedOutput,
     /// The process is stopping while the turn waits in its tool round (for a person, or for
     /// calls not started yet): it is left `started` for the next process to resume (SPEC
     /// R13.1, R13.2), so a pending approval outlives a deploy. Nothing is written.
@@ -162,8 +184,6 @@ impl TurnFailure {
             Self::MaxIterations => "max_iterations".into(),
             Self::BudgetExhausted => "budget_exhausted".into(),
             Self::EmptyResponse => "empty_response".into(),
-            Self::RepeatedOutput => "repeated_output".into(),
-            Self::TruncatedOutput => "truncated_output".into(),
             Self::GuardHalt { .. } => "tool_guard_halt".into(),
             Self::Parked => "parked".into(),
         }
@@ -188,14 +208,6 @@ impl TurnFailure {
                  summarizes where the work stopped"
                 .into(),
             Self::EmptyResponse => "the model returned an empty response".into(),
-            Self::RepeatedOutput => {
-                "the model repeated its previous answer word for word, also after being asked \
-                 not to"
-                    .into()
-            }
-            Self::TruncatedOutput => "the answer was still cut off by the output limit after \
-                 continuing it twice"
-                .into(),
             Self::Parked => "the server stopped while the turn waited in its tool round; the next \
                  process resumes it"
                 .into(),

@@ -2,6 +2,7 @@
 //! call with per-attempt retries that respect interrupts, and stream text to clients through
 //! a coalescing delta publisher.
 use super::context::TurnContext;
+use super::echo::EchoFilter;
 use super::TurnControl;
 use crate::delivery::{DeliveryActor, Publish};
 use crate::deps::Deps;
@@ -159,13 +160,16 @@ pub enum CallOutcome {
 
 /// Calls `provider` with retries for retryable errors. Text already streamed is never
 /// re-streamed: after a stream broke mid-answer the retry asks for a non-streamed response,
-/// whose full text arrives in the authoritative `message.complete`.
+/// whose full text arrives in the authoritative `message.complete`. `asked` is turnkey's own
+/// instruction at the end of this request (a continuation, a recovery nudge): a reply that
+/// opens by echoing it streams without the echo.
 pub async fn call_with_retries(
     deps: &Deps,
     ctx: &TurnContext,
     control: &TurnControl,
     provider: &dyn Provider,
     mut req: ChatRequest,
+    asked: Option<&str>,
     streamed: &StreamedText,
 ) -> CallOutcome {
     let policy = provider.retry_policy();
@@ -177,15 +181,25 @@ pub async fn call_with_retries(
             publish_delta(deps, ctx, text).await;
         }
         let publisher = DeltaPublisher::spawn(deps, ctx);
-        let sink = |text: &str| {
-            control.touch();
+        // An echo of the instruction this call added never reaches a client.
+        let echo = EchoFilter::new(asked);
+        let show = |text: &str| {
             streamed.push(text);
             publisher.send(text);
+        };
+        let sink = |text: &str| {
+            control.touch();
+            if let Some(text) = echo.pass(text) {
+                show(&text);
+            }
         };
         let result = tokio::select! {
             r = timed(Stage::Provider, provider.chat(&req, &sink)) => Some(r),
             _ = control.stopped() => None,
         };
+        if let Some(rest) = echo.finish() {
+            show(&rest);
+        }
         if let Some(Err(e)) = &result {
             TURNS.provider_error(e.code());
         }

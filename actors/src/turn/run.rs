@@ -6,7 +6,9 @@ use super::finalize::{self, Closing};
 use super::preflight::{self, Carried, GateState};
 use super::request::{self, CallOutcome, StreamedText};
 use super::transcript::TranscriptCache;
-use super::{fallback, grace, normalize, tool_round, StopReason, TurnControl, TurnFailure};
+use super::{
+    fallback, grace, normalize, tool_round, AnswerStop, StopReason, TurnControl, TurnFailure,
+};
 use crate::deps::Deps;
 use crate::stages::{timed, Stage};
 use std::time::Duration;
@@ -16,6 +18,8 @@ use turnkey_storage::{Admission, Fence, MessageRole, NewUsage, TurnId};
 
 struct Loop {
     final_text: Option<String>,
+    /// How `final_text` ended.
+    stop: AnswerStop,
     failure: Option<TurnFailure>,
     usage: Usage,
     usage_rows: Vec<NewUsage>,
@@ -63,6 +67,7 @@ pub async fn run_turn(
         admission_id: admission.id,
         turn_id,
         final_text: None,
+        stop: AnswerStop::Stop,
         streamed: String::new(),
         held_delta: None,
         failure: None,
@@ -95,6 +100,7 @@ pub async fn run_turn(
                 ctx.session.id == admission.session_id && ctx.session.chat_key.is_none();
             let out = iterate(deps, control, &mut ctx, &streamed).await;
             closing.final_text = out.final_text;
+            closing.stop = out.stop;
             closing.failure = out.failure;
             closing.usage = out.usage;
             closing.usage_rows = out.usage_rows;
@@ -121,6 +127,7 @@ async fn iterate(
 ) -> Loop {
     let mut out = Loop {
         final_text: None,
+        stop: AnswerStop::Stop,
         failure: None,
         usage: Usage::default(),
         usage_rows: Vec::new(),
@@ -201,7 +208,8 @@ async fn iterate(
         let req = request::build_request(deps, ctx, provider.as_ref(), wire, true);
 
         // call with retries, then normalize the response (continue a truncated answer,
-        // recover an empty or repeated one once; each call is recorded in the usage ledger)
+        // recover an empty or repeated one once, and take what is left of a still truncated or
+        // repeated one as the answer; each call is recorded in the usage ledger)
         let called = normalize::call(
             deps,
             ctx,
@@ -217,8 +225,8 @@ async fn iterate(
             provider = %provider.name(),
         ))
         .await;
-        let called = match called {
-            Ok(called) => called,
+        let (called, stop) = match called {
+            Ok(n) => (n.outcome, n.stop),
             Err(f) => {
                 out.failure = Some(f);
                 return out;
@@ -289,6 +297,7 @@ async fn iterate(
             continue;
         }
         out.final_text = resp.content.filter(|t| !t.trim().is_empty());
+        out.stop = stop;
         return out;
     }
 }

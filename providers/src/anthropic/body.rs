@@ -97,7 +97,8 @@ struct WireTool<'a> {
 }
 
 impl<'a> RequestBody<'a> {
-    pub(super) fn new(req: &'a ChatRequest) -> Self {
+    /// `max_tokens` is the request's output limit as the provider's configuration settles it.
+    pub(super) fn new(req: &'a ChatRequest, max_tokens: Option<u32>) -> Self {
         let (system_prompt, rest) = match req.messages.split_first() {
             Some((first, rest)) if first.role == Role::System => (Some(first), rest),
             _ => (None, req.messages.as_slice()),
@@ -111,7 +112,7 @@ impl<'a> RequestBody<'a> {
         mark_cache_breakpoints(&mut system, &mut messages);
         Self {
             model: &req.model,
-            max_tokens: req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+            max_tokens: max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
             system,
             messages,
             tools: req.tools.iter().map(WireTool::new).collect(),
@@ -270,7 +271,7 @@ mod tests {
     }
 
     fn body(req: &ChatRequest) -> Value {
-        serde_json::to_value(RequestBody::new(req)).unwrap()
+        serde_json::to_value(RequestBody::new(req, req.max_tokens)).unwrap()
     }
 
     fn roles(v: &Value) -> Vec<&str> {

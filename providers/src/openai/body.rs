@@ -60,7 +60,8 @@ struct WireTool<'a> {
 }
 
 impl<'a> RequestBody<'a> {
-    pub(super) fn new(req: &'a ChatRequest) -> Self {
+    /// `max_tokens` is the request's output limit as the provider's configuration settles it.
+    pub(super) fn new(req: &'a ChatRequest, max_tokens: Option<u32>) -> Self {
         Self {
             model: &req.model,
             messages: req.messages.iter().map(WireMessage::new).collect(),
@@ -76,7 +77,7 @@ impl<'a> RequestBody<'a> {
             stream_options: req.stream.then_some(StreamOptions {
                 include_usage: true,
             }),
-            max_tokens: req.max_tokens,
+            max_tokens,
             temperature: req.temperature,
         }
     }
@@ -146,7 +147,7 @@ mod tests {
     }
 
     fn body(req: &ChatRequest) -> Value {
-        serde_json::to_value(RequestBody::new(req)).unwrap()
+        serde_json::to_value(RequestBody::new(req, req.max_tokens)).unwrap()
     }
 
     #[test]

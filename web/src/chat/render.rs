@@ -164,6 +164,11 @@ pub fn finished_line(d: &Value) -> String {
         r => r,
     };
     let mut line = format!("[{result}");
+    // An answer the output limit cut off, or the repeat guard stopped, says so.
+    let stop = str_of(d, "stop_reason");
+    if !stop.is_empty() && stop != "stop" {
+        line.push_str(&format!(" ({stop})"));
+    }
     let reason = str_of(d, "failure_reason");
     if !reason.is_empty() {
         line.push_str(": ");
@@ -502,6 +507,11 @@ mod tests {
         assert_eq!(
             finished_line(&json!({"result": "completed", "usage": usage, "cost": 0.0})),
             "[completed | tokens: 12 in, 3 out | cost: $0]"
+        );
+        assert_eq!(
+            finished_line(&json!({"result": "completed", "stop_reason": "truncated",
+                "usage": usage, "cost": 0.0})),
+            "[completed (truncated) | tokens: 12 in, 3 out | cost: $0]"
         );
         assert_eq!(
             finished_line(

@@ -26,10 +26,11 @@ pub struct AdmissionView {
     /// Attempts at its turn so far: 1, or 2 once it resumed by itself after a crash or a
     /// shutdown (SPEC R13.9); 0 while it is queued.
     pub attempt: i32,
-    /// `null` until the turn ends; for `terminal` `{result, final_response, failure_reason,
-    /// failure_message, usage, cost, attempts}` (or `{result: "steered" | "coalesced", turn_id,
-    /// carried_by}`), for `unknown` `{reason, failure_reason, failure_message, partial_answer,
-    /// attempts}`.
+    /// `null` until the turn ends; for `terminal` `{result, final_response, stop_reason,
+    /// failure_reason, failure_message, usage, cost, attempts}`, `stop_reason` `stop`,
+    /// `truncated` or `repeated` when there is an answer (or `{result: "steered" |
+    /// "coalesced", turn_id, carried_by}`), for `unknown` `{reason, failure_reason,
+    /// failure_message, partial_answer, attempts}`.
     #[schema(value_type = Option<Object>)]
     pub outcome: Option<Value>,
     /// The `unknown` admission this one runs again.

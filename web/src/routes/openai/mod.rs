@@ -241,7 +241,7 @@ pub async fn chat_completions(
     let Some(text) = end.text.clone() else {
         return Err(in_session(turn_error(&end, receipt.admission_id)));
     };
-    let finish = if end.completed() { "stop" } else { "length" };
+    let finish = end.finish_reason();
     Ok(HttpResponse::Ok()
         .insert_header((SESSION_HEADER, sid.to_string()))
         .json(completion.answer(&text, finish, usage(end.input_tokens, end.output_tokens))))
@@ -520,7 +520,7 @@ async fn stream(
                         return;
                     }
                 }
-                let finish = if end.completed() { "stop" } else { "length" };
+                let finish = end.finish_reason();
                 if !send(completion.chunk(json!({}), Some(finish))).await {
                     return;
                 }

@@ -28,6 +28,9 @@ pub struct TurnEnd {
     pub text: Option<String>,
     pub failure_reason: Option<String>,
     pub failure_message: Option<String>,
+    /// How the answer ended: `stop`, `truncated` (still cut off by the output limit after
+    /// the continuations) or `repeated`; `None` without an answer, or from an older build.
+    pub stop_reason: Option<String>,
     pub input_tokens: u64,
     pub output_tokens: u64,
 }
@@ -35,6 +38,16 @@ pub struct TurnEnd {
 impl TurnEnd {
     pub fn completed(&self) -> bool {
         self.result == "completed"
+    }
+
+    /// The OpenAI `finish_reason` of the answer: `length` for an answer the output limit cut
+    /// off, or the iteration budget's summary of a turn that did not complete; else `stop`.
+    pub fn finish_reason(&self) -> &'static str {
+        if !self.completed() || self.stop_reason.as_deref() == Some("truncated") {
+            "length"
+        } else {
+            "stop"
+        }
     }
 }
 
@@ -141,6 +154,7 @@ impl TurnWatch {
                     text: answer,
                     failure_reason: text(d, "failure_reason"),
                     failure_message: text(d, "failure_message"),
+                    stop_reason: text(d, "stop_reason"),
                     input_tokens: d["usage"]["input_tokens"].as_u64().unwrap_or(0),
                     output_tokens: d["usage"]["output_tokens"].as_u64().unwrap_or(0),
                 });
