@@ -347,10 +347,12 @@ mod tests {
     #[test]
     fn r6_3_a_summary_over_its_budget_is_cut_on_a_char_boundary() {
         assert_eq!(cut_to_budget("short", 10), "short");
+        // "a" is one byte, "é" two: byte 2 is inside the first "é", byte 5 inside the second.
         let s = "aé".repeat(100);
-        let c = cut_to_budget(&s, 4);
-        assert_eq!(c, "aé");
+        assert_eq!(cut_to_budget(&s, 2), "a");
+        assert_eq!(cut_to_budget(&s, 3), "aé");
         assert_eq!(cut_to_budget(&s, 5), "aéa");
+        assert_eq!(cut_to_budget(&s, 1_000), s);
     }
 
     #[test]
