@@ -467,8 +467,11 @@ class SessionView {
       }
     } else if (m.role === "system" && m.summary_epoch) {
       const n = m.display && m.display.replaced_messages;
+      // A summary made without a model (the summarizer failed) says so, and why.
+      const why = m.display && m.display.fallback;
+      const how = why ? `, without a model (${why})` : "";
       ui.transcript.append(
-        el("li", { class: "msg system" }, `Earlier messages were summarized for the model${n ? ` (${n} messages)` : ""}; they are all kept here.`),
+        el("li", { class: "msg system" }, `Earlier messages were summarized for the model${n ? ` (${n} messages)` : ""}${how}; they are all kept here.`),
       );
     }
   }

@@ -1,9 +1,12 @@
 //! `CompressionActor` (SPEC R6, DESIGN "CompressionActor"): replaces the middle of a session's
 //! wire copy with a summary written by the auxiliary provider. It takes the per-session
 //! compression lock, summarizes without holding anything else, then swaps the transcript in
-//! one fenced transaction with its `compression.completed` event. A failure changes nothing
-//! and puts the session on cooldown; history is never lost. Its handler returns a future, so
-//! sessions compress concurrently.
+//! one fenced transaction with its `compression.completed` event. When the summarizer fails,
+//! times out, answers nothing or something that saves too little, the middle is replaced by a
+//! summary made without a model (`fallback.rs`) and the summarizer cools down, so a session is
+//! never stranded by it; history is never lost. Its handler returns a future, so sessions
+//! compress concurrently.
+pub mod fallback;
 pub mod plan;
 pub mod summary;
 
@@ -24,6 +27,8 @@ use turnkey_storage::{
 const LOCK_SLACK: Duration = Duration::from_secs(30);
 /// A compression that keeps more than this share of the tokens did not help: cooldown.
 const USELESS_RATIO: f64 = 0.9;
+/// About four bytes a token: a summary's budget in bytes.
+const BYTES_PER_TOKEN: usize = 4;
 
 /// Compress one session's live rows.
 #[derive(Message)]
@@ -44,8 +49,10 @@ pub struct Compress {
     pub config: CompressionConfig,
     /// Writes the summary: the auxiliary provider, else the primary.
     pub summarizer: Arc<dyn Provider>,
-    /// A provider proved an overflow: ignore the cooldown.
+    /// A provider proved an overflow: ignore the anti-thrash cooldown, keep the smallest tail.
     pub force: bool,
+    /// The request does not fit the window without compressing: ignore the anti-thrash cooldown.
+    pub needed: bool,
 }
 
 /// A committed compression.
@@ -58,6 +65,8 @@ pub struct Compacted {
     pub after_tokens: u64,
     /// Set in `rotate` mode: the child that holds the live transcript now.
     pub rotated: Option<Rotated>,
+    /// Set when the summary was made without a model, and why.
+    pub fallback: Option<fallback::Reason>,
 }
 
 /// The child session a rotation made canonical, with its rows in order.
@@ -78,12 +87,8 @@ pub enum CompressFailure {
     NothingToCompress,
     #[error("another compressor holds this session's compression lock")]
     Locked,
-    #[error("the summary call did not finish within {0} s")]
-    Timeout(u64),
-    #[error("the summary call failed: {0}")]
-    Provider(String),
-    #[error("the summary call returned no text")]
-    Empty,
+    #[error("the compressor is gone: {0}")]
+    Gone(String),
     #[error("{0}")]
     Store(#[from] StoreError),
 }
@@ -91,8 +96,12 @@ pub enum CompressFailure {
 pub struct CompressionActor {
     store: Store,
     hub: EventHub,
-    /// Sessions that may not be compressed again before the instant.
+    /// Sessions whose last compression saved too little (anti-thrash): none again before the
+    /// instant, unless the request needs one to fit.
     cooldowns: Arc<DashMap<SessionId, Instant>>,
+    /// Sessions whose summarizer failed: until the instant, compressions use the fallback
+    /// summary without asking it.
+    summarizer_cooldowns: Arc<DashMap<SessionId, Instant>>,
 }
 
 impl CompressionActor {
@@ -101,6 +110,7 @@ impl CompressionActor {
             store,
             hub,
             cooldowns: Arc::default(),
+            summarizer_cooldowns: Arc::default(),
         }
     }
 }
@@ -116,39 +126,56 @@ impl Handler<Compress> for CompressionActor {
         let store = self.store.clone();
         let hub = self.hub.clone();
         let cooldowns = self.cooldowns.clone();
+        let summarizer_cooldowns = self.summarizer_cooldowns.clone();
         Box::pin(async move {
             let now = Instant::now();
-            if !msg.force {
-                if let Some(until) = cooldowns.get(&msg.session_id).map(|u| *u) {
-                    if until > now {
-                        return Err(CompressFailure::Cooldown {
-                            remaining_s: (until - now).as_secs().max(1),
-                        });
-                    }
+            if !msg.force && !msg.needed {
+                if let Some(remaining_s) = remaining(&cooldowns, msg.session_id, now) {
+                    return Err(CompressFailure::Cooldown { remaining_s });
                 }
             }
             let cooldown = Duration::from_secs(msg.config.cooldown_s);
-            let result = compress(&store, &hub, &msg).await;
-            match &result {
-                Ok(done)
-                    if done.after_tokens as f64 > done.before_tokens as f64 * USELESS_RATIO =>
-                {
-                    cooldowns.insert(msg.session_id, now + cooldown);
+            let summarizer = Summarizer {
+                cooling: remaining(&summarizer_cooldowns, msg.session_id, now)
+                    .map(|remaining_s| fallback::Reason::CoolingDown { remaining_s }),
+                cooldowns: &summarizer_cooldowns,
+                cooldown,
+            };
+            let result = compress(&store, &hub, &msg, &summarizer).await;
+            if let Ok(done) = &result {
+                if done.fallback.is_none() {
+                    summarizer_cooldowns.remove(&msg.session_id);
                 }
-                Ok(_) => {
+                if done.after_tokens as f64 > done.before_tokens as f64 * USELESS_RATIO {
+                    cooldowns.insert(msg.session_id, now + cooldown);
+                } else {
                     cooldowns.remove(&msg.session_id);
                 }
-                Err(
-                    CompressFailure::Timeout(_)
-                    | CompressFailure::Provider(_)
-                    | CompressFailure::Empty,
-                ) => {
-                    cooldowns.insert(msg.session_id, now + cooldown);
-                }
-                Err(_) => {}
             }
             result
         })
+    }
+}
+
+/// Whole seconds left of a session's cooldown (at least 1), if it runs.
+fn remaining(map: &DashMap<SessionId, Instant>, session: SessionId, now: Instant) -> Option<u64> {
+    let until = map.get(&session).map(|u| *u)?;
+    (until > now).then(|| (until - now).as_secs().max(1))
+}
+
+/// The summarizer's state for one compression: cooling down (do not ask it), and where a
+/// failure now starts its cooldown.
+struct Summarizer<'a> {
+    cooling: Option<fallback::Reason>,
+    cooldowns: &'a DashMap<SessionId, Instant>,
+    cooldown: Duration,
+}
+
+impl Summarizer<'_> {
+    /// Recorded at once, so the cooldown holds even when the swap then fails.
+    fn failed(&self, session: SessionId) {
+        self.cooldowns
+            .insert(session, Instant::now() + self.cooldown);
     }
 }
 
@@ -156,6 +183,7 @@ async fn compress(
     store: &Store,
     hub: &EventHub,
     msg: &Compress,
+    summarizer: &Summarizer<'_>,
 ) -> Result<Compacted, CompressFailure> {
     let refs: Vec<&Message> = msg.rows.iter().map(|(m, _)| m).collect();
     let tokens: std::collections::HashMap<MessageId, u64> =
@@ -185,7 +213,7 @@ async fn compress(
     {
         return Err(CompressFailure::Locked);
     }
-    let outcome = summarize_and_swap(store, hub, msg, &refs, plan, &token_of).await;
+    let outcome = summarize_and_swap(store, hub, msg, summarizer, &refs, plan, &token_of).await;
     if let Err(e) = store
         .release_compression_lock(msg.session_id, &holder)
         .await
@@ -200,45 +228,50 @@ async fn summarize_and_swap(
     store: &Store,
     hub: &EventHub,
     msg: &Compress,
+    summarizer: &Summarizer<'_>,
     rows: &[&Message],
     plan: Plan,
     token_of: &dyn Fn(&Message) -> u64,
 ) -> Result<Compacted, CompressFailure> {
     let middle = &rows[plan.middle()];
     let summary_tokens = summary_budget(msg.window, msg.config.target_ratio);
-    // About four bytes a token: half the summarizer's window for the conversation (at least
-    // 2 KiB, so a tiny window still gets a useful excerpt; at most 400 KiB).
-    let input_bytes = (msg.summarizer.context_window() as usize)
-        .saturating_mul(2)
-        .clamp(2 * 1024, 400 * 1024);
-    let req = ChatRequest {
-        model: msg.summarizer.model().to_owned(),
-        messages: summary::request_messages(middle, input_bytes, summary_tokens * 3 / 4),
-        tools: Vec::new(),
-        stream: false,
-        max_tokens: Some(summary_tokens),
-        temperature: None,
-    };
-    let started = Instant::now();
-    let call = msg.summarizer.chat(&req, &|_| {});
-    let resp = match tokio::time::timeout(Duration::from_secs(msg.config.timeout_s), call).await {
-        Err(_) => return Err(CompressFailure::Timeout(msg.config.timeout_s)),
-        Ok(Err(e)) => return Err(CompressFailure::Provider(e.to_string())),
-        Ok(Ok(r)) => r,
-    };
-    let text = resp.content.unwrap_or_default();
-    if text.trim().is_empty() {
-        return Err(CompressFailure::Empty);
-    }
+    let budget_bytes = summary_tokens as usize * BYTES_PER_TOKEN;
     let epoch = msg.base_epoch.saturating_add(1);
     let replaced = middle.iter().filter(|m| m.summary_epoch.is_none()).count();
-    let content = summary::summary_text(replaced, epoch, &text);
-    let summary_estimate = estimate_tokens(&content).saturating_add(4);
     let removed: u64 = middle.iter().map(|m| token_of(m)).sum();
-    let after_tokens = msg
-        .before_tokens
-        .saturating_sub(removed)
-        .saturating_add(summary_estimate);
+    let after_with = |content: &str| {
+        msg.before_tokens
+            .saturating_sub(removed)
+            .saturating_add(estimate_tokens(content).saturating_add(4))
+    };
+    let started = Instant::now();
+    let model_text = match &summarizer.cooling {
+        Some(reason) => Err(reason.clone()),
+        None => ask(msg, middle, summary_tokens).await,
+    };
+    let made_without =
+        |reason: &fallback::Reason| fallback::summary(middle, epoch, reason, budget_bytes);
+    let (content, fallback) = match model_text {
+        Ok(text) => {
+            // A model that ignores `max_tokens` is cut to the budget it was given, not refused.
+            if text.trim().len() > budget_bytes {
+                tracing::info!(session = %msg.session_id, bytes = text.trim().len(), budget_bytes, "the summary is longer than its budget; cut to it");
+            }
+            let text = fallback::cut_to_budget(text.trim(), budget_bytes);
+            let content = summary::summary_text(replaced, epoch, &text);
+            let useless = after_with(&content) as f64 > msg.before_tokens as f64 * USELESS_RATIO;
+            keep_or_replace(content, useless, || {
+                made_without(&fallback::Reason::Useless)
+            })
+        }
+        Err(reason) => (made_without(&reason), Some(reason)),
+    };
+    if let Some(reason) = fallback.as_ref().filter(|r| r.is_failure()) {
+        summarizer.failed(msg.session_id);
+        tracing::warn!(session = %msg.session_id, reason = reason.code(), ?reason, "the summarizer failed; compressing with the summary made without a model");
+    }
+    let summary_estimate = estimate_tokens(&content).saturating_add(4);
+    let after_tokens = after_with(&content);
     let after_idx = plan
         .head_end
         .checked_sub(1)
@@ -253,6 +286,7 @@ async fn summarize_and_swap(
             "kind": "compression_summary",
             "epoch": epoch,
             "replaced_messages": replaced,
+            "fallback": fallback.as_ref().map(fallback::Reason::code),
         })),
         token_estimate: i64::try_from(summary_estimate).unwrap_or(i64::MAX),
         summary_after_idx: Some(after_idx),
@@ -264,6 +298,7 @@ async fn summarize_and_swap(
         "compressed_messages": compressed.len(),
         "child_session_id": null,
         "summary_ms": started.elapsed().as_millis() as u64,
+        "fallback": fallback.as_ref().map(fallback::Reason::code),
     });
     let (epoch, summary, rotated) = match msg.config.mode {
         CompressionMode::InPlace => {
@@ -340,6 +375,7 @@ async fn summarize_and_swap(
         after_tokens,
         compressed = compressed.len(),
         child = ?rotated.as_ref().map(|r| r.child),
+        fallback = fallback.as_ref().map(fallback::Reason::code),
         "compressed"
     );
     Ok(Compacted {
@@ -349,10 +385,92 @@ async fn summarize_and_swap(
         before_tokens: msg.before_tokens,
         after_tokens,
         rotated,
+        fallback,
     })
+}
+
+/// The summarizer's text for `middle`, or why there is none: an error, no answer within
+/// `compression.timeout_s`, or an empty one.
+async fn ask(
+    msg: &Compress,
+    middle: &[&Message],
+    summary_tokens: u32,
+) -> Result<String, fallback::Reason> {
+    // About four bytes a token: half the summarizer's window for the conversation (at least
+    // 2 KiB, so a tiny window still gets a useful excerpt; at most 400 KiB).
+    let input_bytes = (msg.summarizer.context_window() as usize)
+        .saturating_mul(2)
+        .clamp(2 * 1024, 400 * 1024);
+    let req = ChatRequest {
+        model: msg.summarizer.model().to_owned(),
+        messages: summary::request_messages(middle, input_bytes, summary_tokens * 3 / 4),
+        tools: Vec::new(),
+        stream: false,
+        max_tokens: Some(summary_tokens),
+        temperature: None,
+    };
+    let timeout_s = msg.config.timeout_s;
+    let call = msg.summarizer.chat(&req, &|_| {});
+    match tokio::time::timeout(Duration::from_secs(timeout_s), call).await {
+        Err(_) => Err(fallback::Reason::Timeout { timeout_s }),
+        Ok(Err(e)) => Err(fallback::Reason::Failed(e.to_string())),
+        Ok(Ok(r)) => match r.content {
+            Some(text) if !text.trim().is_empty() => Ok(text),
+            _ => Err(fallback::Reason::Empty),
+        },
+    }
+}
+
+/// The model's summary `content`, unless it is `useless` and the summary made without a model
+/// is shorter: a middle too small to save much is no fault of the summary (the anti-thrash
+/// cooldown handles that).
+fn keep_or_replace(
+    content: String,
+    useless: bool,
+    made_without: impl FnOnce() -> String,
+) -> (String, Option<fallback::Reason>) {
+    if !useless {
+        return (content, None);
+    }
+    let instead = made_without();
+    if estimate_tokens(&instead) < estimate_tokens(&content) {
+        (instead, Some(fallback::Reason::Useless))
+    } else {
+        (content, None)
+    }
 }
 
 /// Tokens the summary may take: a quarter of the kept budget, between 256 and 2,000.
 fn summary_budget(window: u32, target_ratio: f64) -> u32 {
     ((f64::from(window) * target_ratio / 4.0) as u32).clamp(256, 2_000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn r6_5_a_useless_model_summary_is_replaced_by_a_shorter_fallback() {
+        let long = "word ".repeat(400);
+        let (kept, why) = keep_or_replace(long.clone(), false, || "short".into());
+        assert_eq!(
+            (kept.as_str(), why),
+            (long.as_str(), None),
+            "a useful summary stays"
+        );
+        let (kept, why) = keep_or_replace(long.clone(), true, || "short".into());
+        assert_eq!(kept, "short");
+        assert_eq!(why, Some(fallback::Reason::Useless));
+        // Not when the fallback would be no shorter: the middle was too small to save much.
+        let (kept, why) = keep_or_replace("short".into(), true, || long.clone());
+        assert_eq!((kept.as_str(), why), ("short", None));
+    }
+
+    #[test]
+    fn r6_3_summary_budget_is_bounded() {
+        assert_eq!(summary_budget(16_000, 0.2), 800);
+        assert_eq!(summary_budget(2_048, 0.2), 256);
+        assert_eq!(summary_budget(1_000_000, 0.2), 2_000);
+        assert!(summary_budget(u32::MAX, 1.0) as usize * BYTES_PER_TOKEN <= fallback::MAX_CHARS);
+    }
 }

@@ -128,9 +128,10 @@ pub async fn pass(
             config: cfg.clone(),
             summarizer,
             force,
+            needed: must_fit,
         })
         .await;
-    let result = asked.map_err(|e| CompressFailure::Provider(format!("compressor is gone: {e}")));
+    let result = asked.map_err(|e| CompressFailure::Gone(e.to_string()));
     match result.and_then(|r| r) {
         Ok(done) => {
             match done.rotated {

@@ -278,10 +278,17 @@ pub fn transcript(messages: &[Message], limit: usize) -> Vec<String> {
                 m.name.as_deref().unwrap_or("tool"),
                 one_line(content, ONE_LINE)
             )),
-            "system" if display["kind"] == "compression_summary" => lines.push(format!(
-                "[summary of {} earlier messages]",
-                display["replaced_messages"]
-            )),
+            "system" if display["kind"] == "compression_summary" => {
+                // A summary made without a model (the summarizer failed) says so, and why.
+                let how = display["fallback"]
+                    .as_str()
+                    .map(|why| format!(", made without a model ({why})"))
+                    .unwrap_or_default();
+                lines.push(format!(
+                    "[summary of {} earlier messages{how}]",
+                    display["replaced_messages"]
+                ))
+            }
             "system" => lines.push(format!("[system] {}", one_line(content, ONE_LINE))),
             _ => {
                 if !content.is_empty() {
