@@ -34,6 +34,26 @@ pub enum Reply {
     Hang,
     /// 400 "context length exceeded" in the shape of the API the request came in on.
     Overflow,
+    /// Text streamed in steps: chunks after their delays, and gates where the stream stays
+    /// open and silent until the next `release_hangs()` (or the client goes away); then the
+    /// normal end. A slow model whose answer a test holds mid-stream.
+    Steps(Vec<Step>),
+}
+
+/// One step of a [`Reply::Steps`] answer.
+#[derive(Clone, Debug)]
+pub enum Step {
+    /// A text chunk, sent after this delay.
+    Text(String, Duration),
+    /// Silence until the next `release_hangs()`, or until the client goes away.
+    Gate,
+}
+
+impl Step {
+    /// A chunk sent at once.
+    pub fn text(text: &str) -> Self {
+        Self::Text(text.to_string(), Duration::ZERO)
+    }
 }
 
 impl Reply {
@@ -72,6 +92,7 @@ impl Reply {
             Self::Malformed(_) => "malformed",
             Self::Hang => "hang",
             Self::Overflow => "overflow",
+            Self::Steps(_) => "steps",
         }
     }
 }
@@ -90,6 +111,9 @@ pub struct RecordedRequest {
     pub received_at: Instant,
     /// When the last byte was handed to the connection, or the client went away.
     pub finished_at: Option<Instant>,
+    /// The text chunks of a [`Reply::Steps`] answer the HTTP server has taken so far (out of
+    /// the provider, on their way to the client's socket).
+    pub delivered_text: String,
 }
 
 impl RecordedRequest {
@@ -158,6 +182,14 @@ impl InFlight {
         let mut script = self.shared.lock();
         if let Some(r) = script.records.get_mut(self.index) {
             r.finished_at.get_or_insert_with(Instant::now);
+        }
+    }
+
+    /// Records that the HTTP server took this chunk of the answer's text.
+    pub(crate) fn delivered(&self, text: &str) {
+        let mut script = self.shared.lock();
+        if let Some(r) = script.records.get_mut(self.index) {
+            r.delivered_text.push_str(text);
         }
     }
 }
@@ -309,7 +341,8 @@ impl ScriptedProvider {
         max as usize
     }
 
-    /// Lets every reply that is hanging now finish (later `Hang` replies hang again).
+    /// Lets every reply that is hanging now finish, and every `Steps` reply waiting at a gate
+    /// go on to its next step (later `Hang` replies and gates wait again).
     pub fn release_hangs(&self) {
         self.shared.hang_release.send_modify(|g| *g += 1);
     }

@@ -246,13 +246,13 @@ async fn r10_4_usage_is_recorded_on_the_session_and_in_the_outcome() {
     assert_eq!(session["state"], "idle");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn r4_3_watchdog_hard_interrupts_a_silent_turn() {
-    let provider = ScriptedProvider::start();
-    let tk = Turnkey::start(
-        TurnkeyOptions::new(&provider).extra_toml("[agent]\nliveness_timeout_s = 1\n"),
-    )
-    .await;
+/// A turn whose model goes silent is interrupted by the liveness watchdog as `turn_inactive`,
+/// and the session runs its next input.
+async fn watchdog_hard_interrupts_a_silent_turn(
+    options: TurnkeyOptions,
+    provider: ScriptedProvider,
+) {
+    let tk = Turnkey::start(options).await;
     let api = tk.api();
     let s = api.create_session_id().await;
     provider.push(Reply::Hang);
@@ -267,6 +267,21 @@ async fn r4_3_watchdog_hard_interrupts_a_silent_turn() {
         "completed"
     );
     provider.release_hangs();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r4_3_watchdog_hard_interrupts_a_silent_turn() {
+    let provider = ScriptedProvider::start();
+    let mut options = TurnkeyOptions::new(&provider);
+    options.lease_watchdog_s = 1;
+    watchdog_hard_interrupts_a_silent_turn(options, provider).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r4_3_the_older_agent_liveness_timeout_key_still_arms_the_watchdog() {
+    let provider = ScriptedProvider::start();
+    let options = TurnkeyOptions::new(&provider).extra_toml("[agent]\nliveness_timeout_s = 1\n");
+    watchdog_hard_interrupts_a_silent_turn(options, provider).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
