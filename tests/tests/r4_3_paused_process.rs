@@ -262,11 +262,6 @@ async fn paused_process_cannot_write(base: TurnkeyOptions, provider: &ScriptedPr
             "an event carries what A wrote after the takeover: {e}"
         );
     }
-    assert_eq!(
-        delta_text(&events, &cut),
-        early,
-        "A's deltas end at the pause"
-    );
     let started = events
         .iter()
         .position(|e| e["kind"] == "turn.started" && str_of(e, "turn_id") == next_turn)
