@@ -155,8 +155,8 @@ pub struct LeaseConfig {
     pub ttl_s: u64,
     pub refresh_s: u64,
     pub wait_s: u64,
-    /// The liveness watchdog (SPEC R4.3): a turn with no activity (no streamed text, no
-    /// provider response, no tool progress) for this long is hard-interrupted as
+    /// The liveness watchdog (SPEC R4.3): a turn with no activity (no byte from the provider's
+    /// stream, no provider response, no tool progress) for this long is hard-interrupted as
     /// `turn_inactive`, so a stuck provider or tool does not hold the session (0 = off).
     pub watchdog_s: u64,
 }

@@ -47,6 +47,8 @@ pub enum Step {
     Text(String, Duration),
     /// Silence until the next `release_hangs()`, or until the client goes away.
     Gate,
+    /// An SSE comment (`: keep-alive`) after this delay: bytes that carry no text.
+    Ping(Duration),
 }
 
 impl Step {

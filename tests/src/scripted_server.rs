@@ -316,7 +316,7 @@ impl Answer {
                 .iter()
                 .filter_map(|s| match s {
                     Step::Text(t, _) => Some(t.as_str()),
-                    Step::Gate => None,
+                    Step::Gate | Step::Ping(_) => None,
                 })
                 .collect();
             let usage = Usage::estimate(&self.body, &text);
@@ -333,6 +333,13 @@ impl Answer {
                 match step {
                     Step::Gate => {
                         if !gate(&mut released, &tx, self.peer.as_ref()).await {
+                            return;
+                        }
+                    }
+                    Step::Ping(delay) => {
+                        tokio::time::sleep(delay).await;
+                        let comment = web::Bytes::from_static(b": keep-alive\n\n");
+                        if self.stream && tx.send(Ok(comment)).await.is_err() {
                             return;
                         }
                     }

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio::sync::mpsc;
+use turnkey_providers::activity::BytesSeen;
 use turnkey_providers::{
     ChatMessage, ChatRequest, ChatResponse, Provider, ProviderError, Role, ToolCall,
 };
@@ -182,8 +183,12 @@ pub async fn call_with_retries(
             streamed.push(text);
             publisher.send(text);
         };
+        // Any byte of the stream, text or not, is a sign of life for the watchdog (SPEC R4.3).
+        let alive = control.clone();
+        let seen: BytesSeen = std::sync::Arc::new(move || alive.touch());
+        let call = turnkey_providers::activity::on_bytes(seen, provider.chat(&req, &sink));
         let result = tokio::select! {
-            r = timed(Stage::Provider, provider.chat(&req, &sink)) => Some(r),
+            r = timed(Stage::Provider, call) => Some(r),
             _ = control.stopped() => None,
         };
         if let Some(Err(e)) = &result {
