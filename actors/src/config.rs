@@ -74,7 +74,7 @@ pub struct AgentConfig {
     pub delta_flush_ms: u64,
     /// The agent's name in the identity layer of the system prompt.
     pub name: String,
-    /// Hard-interrupt a turn with no provider or tool activity for this long (0 = off).
+    /// The older name of `lease.watchdog_s`, still read (see [`RuntimeConfig::watchdog_s`]).
     pub liveness_timeout_s: u64,
     /// The same tool call (name and arguments) this many times in one turn halts it.
     pub repeat_guard: u32,
@@ -155,6 +155,10 @@ pub struct LeaseConfig {
     pub ttl_s: u64,
     pub refresh_s: u64,
     pub wait_s: u64,
+    /// The liveness watchdog (SPEC R4.3): a turn with no activity (no byte from the provider's
+    /// stream, no provider response, no tool progress) for this long is hard-interrupted as
+    /// `turn_inactive`, so a stuck provider or tool does not hold the session (0 = off).
+    pub watchdog_s: u64,
 }
 
 impl Default for LeaseConfig {
@@ -163,6 +167,7 @@ impl Default for LeaseConfig {
             ttl_s: 300,
             refresh_s: 60,
             wait_s: 1800,
+            watchdog_s: 0,
         }
     }
 }
@@ -247,6 +252,17 @@ impl RuntimeConfig {
     /// The price table the usage ledger charges by: built in, with `[pricing]` over it.
     pub fn pricing(&self) -> Pricing {
         Pricing::new(&self.pricing)
+    }
+
+    /// The liveness watchdog's limit in seconds, 0 when off: `lease.watchdog_s`, or its older
+    /// name `agent.liveness_timeout_s`. When both are set the smaller wins: each asks that a
+    /// turn silent that long be stopped, and the stricter request keeps both promises.
+    pub fn watchdog_s(&self) -> u64 {
+        match (self.lease.watchdog_s, self.agent.liveness_timeout_s) {
+            (0, older) => older,
+            (new, 0) => new,
+            (new, older) => new.min(older),
+        }
     }
 
     /// Checks values that would make the runtime misbehave; the error names the key.

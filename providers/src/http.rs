@@ -227,7 +227,10 @@ pub(crate) fn guard_idle(
     futures::stream::unfold(Some(Box::pin(bytes)), move |state| async move {
         let mut bytes = state?;
         match tokio::time::timeout(idle, bytes.next()).await {
-            Ok(Some(Ok(chunk))) => Some((Ok(chunk), Some(bytes))),
+            Ok(Some(Ok(chunk))) => {
+                crate::activity::bytes_arrived();
+                Some((Ok(chunk), Some(bytes)))
+            }
             Ok(Some(Err(e))) => Some((Err(ChunkError::Body(e)), None)),
             Ok(None) => None,
             Err(_) => Some((Err(ChunkError::Idle), None)),

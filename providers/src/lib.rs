@@ -4,6 +4,7 @@
 // Tests may fail loudly; the library itself is still checked without this in non-test builds.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod activity;
 pub mod anthropic;
 pub mod error;
 mod http;

@@ -49,6 +49,8 @@ pub struct TurnkeyOptions {
     pub lease_ttl_s: u64,
     pub lease_refresh_s: u64,
     pub lease_wait_s: u64,
+    /// `[lease] watchdog_s`, written only when not 0.
+    pub lease_watchdog_s: u64,
     /// Appended verbatim to turnkey.toml; may add sections (`[agent]`, `[tools]`, ...) but not
     /// repeat `[server]`, `[database]`, `[auth]` or `[lease]`.
     pub extra_toml: String,
@@ -74,6 +76,7 @@ impl TurnkeyOptions {
             lease_ttl_s: 10,
             lease_refresh_s: 2,
             lease_wait_s: 60,
+            lease_watchdog_s: 0,
             extra_toml: String::new(),
             provider_toml: String::new(),
         }
@@ -259,6 +262,31 @@ impl Turnkey {
         }
     }
 
+    /// SIGSTOP: the process stays alive but runs nothing, its sockets and database connections
+    /// open, as in a VM pause, a long GC stop or a debugger; [`resume`](Self::resume) goes on.
+    pub fn pause(&self) {
+        self.signal(Signal::SIGSTOP);
+    }
+
+    /// SIGCONT after [`pause`](Self::pause).
+    pub fn resume(&self) {
+        self.signal(Signal::SIGCONT);
+    }
+
+    fn signal(&self, signal: Signal) {
+        let pid = self
+            .child
+            .as_ref()
+            .map(|c| Pid::from_raw(c.id() as i32))
+            .unwrap_or_else(|| panic!("no turnkey process to send {signal} to"));
+        kill(pid, signal).unwrap_or_else(|e| panic!("{signal} turnkey: {e}"));
+    }
+
+    /// Everything the process (all its starts) wrote to stderr so far: its log.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(self.stderr_path()).unwrap_or_default()
+    }
+
     /// Whether the current process is still alive.
     pub fn is_running(&mut self) -> bool {
         self.child
@@ -421,7 +449,7 @@ context_window = {window}
 ttl_s = {ttl}
 refresh_s = {refresh}
 wait_s = {wait}
-
+{watchdog}
 {extra}
 "#,
         data = dir.join("data").display(),
@@ -432,6 +460,11 @@ wait_s = {wait}
         ttl = o.lease_ttl_s,
         refresh = o.lease_refresh_s,
         wait = o.lease_wait_s,
+        watchdog = if o.lease_watchdog_s == 0 {
+            String::new()
+        } else {
+            format!("watchdog_s = {}\n", o.lease_watchdog_s)
+        },
         extra = o.extra_toml,
         provider_extra = o.provider_toml,
     );

@@ -24,5 +24,5 @@ pub use api::{Api, Resp, SseEvent};
 pub use fake_platforms::{FakeCall, FakeKind, FakeMessage, FakePlatform, Fault};
 pub use harness::{Turnkey, TurnkeyOptions};
 pub use local_model::LocalModel;
-pub use scripted::{RecordedRequest, Reply, ScriptedProvider};
+pub use scripted::{RecordedRequest, Reply, ScriptedProvider, Step};
 pub use scripted_wire::Wire;

@@ -37,6 +37,28 @@ pub enum Reply {
     /// Text that opens by echoing the request's last user text, then this (a model that
     /// repeats an instruction back before following it).
     EchoThen(String),
+    /// Text streamed in steps: chunks after their delays, and gates where the stream stays
+    /// open and silent until the next `release_hangs()` (or the client goes away); then the
+    /// normal end. A slow model whose answer a test holds mid-stream.
+    Steps(Vec<Step>),
+}
+
+/// One step of a [`Reply::Steps`] answer.
+#[derive(Clone, Debug)]
+pub enum Step {
+    /// A text chunk, sent after this delay.
+    Text(String, Duration),
+    /// Silence until the next `release_hangs()`, or until the client goes away.
+    Gate,
+    /// An SSE comment (`: keep-alive`) after this delay: bytes that carry no text.
+    Ping(Duration),
+}
+
+impl Step {
+    /// A chunk sent at once.
+    pub fn text(text: &str) -> Self {
+        Self::Text(text.to_string(), Duration::ZERO)
+    }
 }
 
 impl Reply {
@@ -104,6 +126,7 @@ impl Reply {
             Self::Malformed(_) => "malformed",
             Self::Hang => "hang",
             Self::Overflow => "overflow",
+            Self::Steps(_) => "steps",
         }
     }
 }
@@ -122,6 +145,9 @@ pub struct RecordedRequest {
     pub received_at: Instant,
     /// When the last byte was handed to the connection, or the client went away.
     pub finished_at: Option<Instant>,
+    /// The text chunks of a [`Reply::Steps`] answer the HTTP server has taken so far (out of
+    /// the provider, on their way to the client's socket).
+    pub delivered_text: String,
 }
 
 impl RecordedRequest {
@@ -193,6 +219,14 @@ impl InFlight {
         let mut script = self.shared.lock();
         if let Some(r) = script.records.get_mut(self.index) {
             r.finished_at.get_or_insert_with(Instant::now);
+        }
+    }
+
+    /// Records that the HTTP server took this chunk of the answer's text.
+    pub(crate) fn delivered(&self, text: &str) {
+        let mut script = self.shared.lock();
+        if let Some(r) = script.records.get_mut(self.index) {
+            r.delivered_text.push_str(text);
         }
     }
 }
@@ -349,7 +383,8 @@ impl ScriptedProvider {
         )
     }
 
-    /// Lets every reply that is hanging now finish (later `Hang` replies hang again).
+    /// Lets every reply that is hanging now finish, and every `Steps` reply waiting at a gate
+    /// go on to its next step (later `Hang` replies and gates wait again).
     pub fn release_hangs(&self) {
         self.shared.hang_release.send_modify(|g| *g += 1);
     }

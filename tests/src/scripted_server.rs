@@ -1,12 +1,12 @@
 //! The scripted provider's HTTP side: the actix server on its own thread, request dispatch
 //! and recording, and the task that writes each reply (timed SSE frames, hangs, errors).
-use crate::scripted::{InFlight, RecordedRequest, Reply, Shared};
+use crate::scripted::{InFlight, RecordedRequest, Reply, Shared, Step};
 use crate::scripted_wire::{self as wire, Usage, Wire};
 use actix_web::{dev::ServerHandle, web, App, HttpRequest, HttpResponse, HttpServer};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 /// Longest a `Hang` reply stays silent when nobody releases it; keeps every test bounded.
 const MAX_HANG: Duration = Duration::from_secs(300);
@@ -122,6 +122,7 @@ async fn dispatch(req: HttpRequest, body: web::Bytes, shared: web::Data<Shared>)
             reply: reply.kind(),
             received_at: Instant::now(),
             finished_at: None,
+            delivered_text: String::new(),
         });
         script.records.len() - 1
     };
@@ -203,6 +204,7 @@ impl Answer {
                 self.flight.finish();
                 HttpResponse::Ok().json(wire::full_body(self.wire, Some(&then), &[], usage))
             }
+            Reply::Steps(steps) => self.steps(steps),
         }
     }
 
@@ -272,18 +274,8 @@ impl Answer {
         };
         tokio::spawn(async move {
             let flight = self.flight;
-            let deadline = tokio::time::Instant::now() + MAX_HANG;
-            loop {
-                tokio::select! {
-                    _ = released.changed() => break,
-                    _ = tx.closed() => return,
-                    _ = tokio::time::sleep_until(deadline) => break,
-                    _ = tokio::time::sleep(Duration::from_millis(50)) => {
-                        if self.peer.as_ref().is_some_and(PeerSocket::closed) {
-                            return; // the client is gone; dropping `flight` records the end
-                        }
-                    }
-                }
+            if !gate(&mut released, &tx, self.peer.as_ref()).await {
+                return; // the client is gone; dropping `flight` records the end
             }
             let text = "released";
             let usage = Usage::estimate(&self.body, text);
@@ -312,6 +304,115 @@ impl Answer {
         HttpResponse::Ok()
             .content_type(content_type)
             .streaming(tokio_stream::wrappers::ReceiverStream::new(rx))
+    }
+
+    /// Text in steps: the head now, each chunk after its delay, silence at each gate until the
+    /// next release (or the client leaves), then the normal end. A non-streamed request gets
+    /// the whole text once every gate has opened.
+    fn steps(self, steps: Vec<Step>) -> HttpResponse {
+        let (tx, rx) = mpsc::channel::<Result<web::Bytes, std::io::Error>>(16);
+        let mut released = self.flight.shared.hang_release.subscribe();
+        let content_type = if self.stream {
+            "text/event-stream"
+        } else {
+            "application/json"
+        };
+        tokio::spawn(async move {
+            let flight = self.flight;
+            let text: String = steps
+                .iter()
+                .filter_map(|s| match s {
+                    Step::Text(t, _) => Some(t.as_str()),
+                    Step::Gate | Step::Ping(_) => None,
+                })
+                .collect();
+            let usage = Usage::estimate(&self.body, &text);
+            if self.stream {
+                let mut head = wire::stream_head(self.wire, usage);
+                head.extend(wire::text_block_start(self.wire));
+                for frame in head {
+                    if tx.send(Ok(web::Bytes::from(frame))).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            for step in steps {
+                match step {
+                    Step::Gate => {
+                        if !gate(&mut released, &tx, self.peer.as_ref()).await {
+                            return;
+                        }
+                    }
+                    Step::Ping(delay) => {
+                        tokio::time::sleep(delay).await;
+                        let comment = web::Bytes::from_static(b": keep-alive\n\n");
+                        if self.stream && tx.send(Ok(comment)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Step::Text(chunk, delay) => {
+                        tokio::time::sleep(delay).await;
+                        if self.stream {
+                            let frame = wire::text_delta(self.wire, &chunk);
+                            if tx.send(Ok(web::Bytes::from(frame))).await.is_err() {
+                                return;
+                            }
+                            taken(&tx).await;
+                            flight.delivered(&chunk);
+                        }
+                    }
+                }
+            }
+            let tail = if self.stream {
+                let mut f = wire::text_block_stop(self.wire);
+                f.extend(wire::stream_tail(
+                    self.wire,
+                    false,
+                    self.include_usage,
+                    usage,
+                ));
+                f
+            } else {
+                vec![wire::full_body(self.wire, Some(&text), &[], usage).to_string()]
+            };
+            send_frames(&tx, tail.into_iter().map(|f| (Duration::ZERO, f)), &flight).await;
+        });
+        HttpResponse::Ok()
+            .content_type(content_type)
+            .streaming(tokio_stream::wrappers::ReceiverStream::new(rx))
+    }
+}
+
+/// Silence until the next `release_hangs()` (or `MAX_HANG`): true then, false when the client
+/// went away first.
+async fn gate(
+    released: &mut watch::Receiver<u64>,
+    tx: &mpsc::Sender<Result<web::Bytes, std::io::Error>>,
+    peer: Option<&PeerSocket>,
+) -> bool {
+    let deadline = tokio::time::Instant::now() + MAX_HANG;
+    loop {
+        tokio::select! {
+            _ = released.changed() => return true,
+            _ = tx.closed() => return false,
+            _ = tokio::time::sleep_until(deadline) => return true,
+            _ = tokio::time::sleep(Duration::from_millis(50)) => {
+                if peer.is_some_and(PeerSocket::closed) {
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+/// Waits (bounded) until the HTTP server has taken every frame sent so far out of `tx`, so
+/// that a test told a chunk was delivered can rely on it being on its way to the socket.
+async fn taken(tx: &mpsc::Sender<Result<web::Bytes, std::io::Error>>) {
+    for _ in 0..400 {
+        if tx.capacity() == tx.max_capacity() || tx.is_closed() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 use std::time::Duration;
-use turnkey_tests::{Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
+use turnkey_tests::{Reply, ScriptedProvider, Step, Turnkey, TurnkeyOptions};
 
 const BOUND: Duration = Duration::from_secs(30);
 
@@ -246,13 +246,13 @@ async fn r10_4_usage_is_recorded_on_the_session_and_in_the_outcome() {
     assert_eq!(session["state"], "idle");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn r4_3_watchdog_hard_interrupts_a_silent_turn() {
-    let provider = ScriptedProvider::start();
-    let tk = Turnkey::start(
-        TurnkeyOptions::new(&provider).extra_toml("[agent]\nliveness_timeout_s = 1\n"),
-    )
-    .await;
+/// A turn whose model goes silent is interrupted by the liveness watchdog as `turn_inactive`,
+/// and the session runs its next input.
+async fn watchdog_hard_interrupts_a_silent_turn(
+    options: TurnkeyOptions,
+    provider: ScriptedProvider,
+) {
+    let tk = Turnkey::start(options).await;
     let api = tk.api();
     let s = api.create_session_id().await;
     provider.push(Reply::Hang);
@@ -267,6 +267,39 @@ async fn r4_3_watchdog_hard_interrupts_a_silent_turn() {
         "completed"
     );
     provider.release_hangs();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r4_3_watchdog_hard_interrupts_a_silent_turn() {
+    let provider = ScriptedProvider::start();
+    let mut options = TurnkeyOptions::new(&provider);
+    options.lease_watchdog_s = 1;
+    watchdog_hard_interrupts_a_silent_turn(options, provider).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r4_3_provider_bytes_without_text_keep_a_turn_alive() {
+    let provider = ScriptedProvider::start();
+    let mut options = TurnkeyOptions::new(&provider);
+    options.lease_watchdog_s = 1;
+    let tk = Turnkey::start(options).await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    // 2.4 s without a word, but a keep-alive comment every 0.4 s: the stream is alive.
+    let mut steps = vec![Step::Ping(Duration::from_millis(400)); 6];
+    steps.push(Step::text("still here"));
+    provider.push(Reply::Steps(steps));
+    let a = api.submit_accepted(&s, "think quietly").await;
+    let adm = api.wait_terminal(&a, BOUND).await;
+    assert_eq!(outcome(&adm)["result"], "completed", "{adm}");
+    assert_eq!(outcome(&adm)["final_response"], "still here");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r4_3_the_older_agent_liveness_timeout_key_still_arms_the_watchdog() {
+    let provider = ScriptedProvider::start();
+    let options = TurnkeyOptions::new(&provider).extra_toml("[agent]\nliveness_timeout_s = 1\n");
+    watchdog_hard_interrupts_a_silent_turn(options, provider).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,7 @@ use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use serde_json::{json, Value};
 use std::time::Duration;
-use turnkey_tests::{Reply, ScriptedProvider};
+use turnkey_tests::{Reply, ScriptedProvider, Step};
 
 fn client() -> reqwest::Client {
     reqwest::Client::builder()
@@ -307,6 +307,63 @@ async fn scripted_hang_until_released() {
     }
     let text = String::from_utf8(all).unwrap();
     assert!(text.contains("released") && text.ends_with("data: [DONE]\n\n"));
+    assert!(p.requests()[0].finished_at.is_some());
+}
+
+/// The text of the `delta.content` frames in `bytes` (Chat Completions SSE).
+fn streamed_text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter_map(|v| {
+            v["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(String::from)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn scripted_steps_stop_at_each_gate_until_released() {
+    let p = ScriptedProvider::start();
+    p.push(Reply::Steps(vec![
+        Step::text("before "),
+        Step::Gate,
+        Step::text("between "),
+        Step::Gate,
+        Step::text("after"),
+    ]));
+    let resp = client()
+        .post(format!("{}/chat/completions", p.base_url))
+        .json(&chat_body("steps", true))
+        .send()
+        .await
+        .unwrap();
+    let mut body = resp.bytes_stream();
+    let mut got = Vec::new();
+    // Everything up to a gate arrives, then nothing until the release.
+    let mut read_until_silent = async |got: &mut Vec<u8>| {
+        while let Ok(Some(chunk)) =
+            tokio::time::timeout(Duration::from_millis(400), body.next()).await
+        {
+            got.extend_from_slice(&chunk.unwrap());
+        }
+    };
+    read_until_silent(&mut got).await;
+    assert_eq!(streamed_text(&got), "before ");
+    assert_eq!(p.requests()[0].delivered_text, "before ");
+    p.release_hangs();
+    read_until_silent(&mut got).await;
+    assert_eq!(streamed_text(&got), "before between ");
+    assert!(
+        p.requests()[0].finished_at.is_none(),
+        "held at the second gate"
+    );
+    p.release_hangs();
+    read_until_silent(&mut got).await;
+    assert_eq!(streamed_text(&got), "before between after");
+    assert!(String::from_utf8_lossy(&got).ends_with("data: [DONE]\n\n"));
     assert!(p.requests()[0].finished_at.is_some());
 }
 

@@ -85,6 +85,35 @@ fn r4_1_lease_timings_come_from_the_file_and_env_wins() {
 }
 
 #[test]
+fn r4_3_the_watchdog_is_lease_watchdog_s_and_its_older_name_still_works() {
+    let watchdog = |toml: Option<&str>, pairs: &[(&str, &str)]| {
+        ok(&dir_with_file(toml), pairs).runtime().watchdog_s()
+    };
+    assert_eq!(watchdog(None, &[]), 0, "off by default");
+    assert_eq!(watchdog(Some("[lease]\nwatchdog_s = 30\n"), &[]), 30);
+    assert_eq!(
+        watchdog(None, &[("TURNKEY__LEASE__WATCHDOG_S", "7")]),
+        7,
+        "from the environment too"
+    );
+    // The older key alone still arms it.
+    assert_eq!(
+        watchdog(Some("[agent]\nliveness_timeout_s = 45\n"), &[]),
+        45
+    );
+    // Both set: the smaller wins, whichever key holds it; 0 in one leaves the other.
+    let both = |new: u64, older: u64| {
+        format!("[lease]\nwatchdog_s = {new}\n[agent]\nliveness_timeout_s = {older}\n")
+    };
+    assert_eq!(watchdog(Some(&both(30, 20)), &[]), 20);
+    assert_eq!(watchdog(Some(&both(30, 90)), &[]), 30);
+    assert_eq!(watchdog(Some(&both(0, 90)), &[]), 90);
+    assert_eq!(watchdog(Some(&both(30, 0)), &[]), 30);
+    let e = err(&dir_with_file(Some("[lease]\nwatchdog_s = -1\n")), &[]);
+    assert_eq!(e.key, "lease.watchdog_s", "{e}");
+}
+
+#[test]
 fn flags_win_over_env_and_env_over_conventional_variables() {
     let d = dir_with_file(Some("[server]\nbind = \"0.0.0.0:1\"\n"));
     let pairs = [

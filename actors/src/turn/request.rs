@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio::sync::mpsc;
+use turnkey_providers::activity::BytesSeen;
 use turnkey_providers::{
     ChatMessage, ChatRequest, ChatResponse, Provider, ProviderError, Role, ToolCall,
 };
@@ -193,8 +194,12 @@ pub async fn call_with_retries(
                 show(&text);
             }
         };
+        // Any byte of the stream, text or not, is a sign of life for the watchdog (SPEC R4.3).
+        let alive = control.clone();
+        let seen: BytesSeen = std::sync::Arc::new(move || alive.touch());
+        let call = turnkey_providers::activity::on_bytes(seen, provider.chat(&req, &sink));
         let result = tokio::select! {
-            r = timed(Stage::Provider, provider.chat(&req, &sink)) => Some(r),
+            r = timed(Stage::Provider, call) => Some(r),
             _ = control.stopped() => None,
         };
         if let Some(rest) = echo.finish() {

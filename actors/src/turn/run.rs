@@ -311,10 +311,11 @@ fn carried_prompt(ctx: &TurnContext) -> Option<Carried> {
     })
 }
 
-/// With `agent.liveness_timeout_s` set, hard-interrupts a turn that shows no activity for that
-/// long (SPEC R4.3): a stuck provider or tool must not hold the session for the whole TTL.
+/// With `lease.watchdog_s` (or its older name `agent.liveness_timeout_s`) set, hard-interrupts
+/// a turn that shows no activity for that long (SPEC R4.3): a stuck provider or tool must not
+/// hold the session for the whole TTL.
 fn spawn_watchdog(deps: &Deps, control: &TurnControl) -> Option<tokio::task::JoinHandle<()>> {
-    let limit_s = deps.config.agent.liveness_timeout_s;
+    let limit_s = deps.config.watchdog_s();
     if limit_s == 0 {
         return None;
     }
