@@ -90,7 +90,7 @@ async fn r12_admitted_not_claimed_restart_drains_it() {
 }
 
 /// Dies at `turn.after_claim` with a submission in flight; answers the admission id after a
-/// restart with `env`, found again by its request id.
+/// clean restart (after one with `env` first, where given), found again by its request id.
 async fn claimed_then_died(
     provider: &ScriptedProvider,
     text: &str,
@@ -113,7 +113,13 @@ async fn claimed_then_died(
     };
     die_at_failpoint(&mut tk, "turn.after_claim").await;
 
-    tk.restart_with_env(env).await;
+    // Cut once more, right after the resume (`env` has that failpoint): the process may die
+    // before any request reaches it, so the admission is looked up after a clean start.
+    if !env.is_empty() {
+        tk.restart_with_env(env).await;
+        die_at_failpoint(&mut tk, "turn.after_resume").await;
+    }
+    tk.restart_with_env(&[]).await;
     let api = tk.api();
     let receipt = resubmit(&api, &session, text, &request_id).await;
     let admission_id = receipt["admission_id"].as_str().unwrap().to_string();
@@ -160,9 +166,7 @@ async fn r12_claimed_turn_cut_again_after_its_resume_becomes_unknown_not_rerun()
         "FAILPOINTS".to_string(),
         "turn.after_resume=return".to_string(),
     )];
-    let (mut tk, session, admission_id) = claimed_then_died(&provider, text, &again).await;
-    die_at_failpoint(&mut tk, "turn.after_resume").await;
-    tk.restart_with_env(&[]).await;
+    let (tk, session, admission_id) = claimed_then_died(&provider, text, &again).await;
     let api = tk.api();
     let admission = api
         .wait_admission(&admission_id, |s| s == "unknown" || s == "terminal", BOUND)
