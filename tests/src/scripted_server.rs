@@ -263,15 +263,20 @@ impl Answer {
         sse(timed, self.flight)
     }
 
+    /// The content type of an answer sent piece by piece: SSE when streaming was asked.
+    fn content_type(&self) -> &'static str {
+        if self.stream {
+            "text/event-stream"
+        } else {
+            "application/json"
+        }
+    }
+
     /// Headers now, then nothing until released (then a short normal answer) or the client leaves.
     fn hang(self) -> HttpResponse {
         let (tx, rx) = mpsc::channel::<Result<web::Bytes, std::io::Error>>(16);
         let mut released = self.flight.shared.hang_release.subscribe();
-        let content_type = if self.stream {
-            "text/event-stream"
-        } else {
-            "application/json"
-        };
+        let content_type = self.content_type();
         tokio::spawn(async move {
             let flight = self.flight;
             if !gate(&mut released, &tx, self.peer.as_ref()).await {
@@ -312,11 +317,7 @@ impl Answer {
     fn steps(self, steps: Vec<Step>) -> HttpResponse {
         let (tx, rx) = mpsc::channel::<Result<web::Bytes, std::io::Error>>(16);
         let mut released = self.flight.shared.hang_release.subscribe();
-        let content_type = if self.stream {
-            "text/event-stream"
-        } else {
-            "application/json"
-        };
+        let content_type = self.content_type();
         tokio::spawn(async move {
             let flight = self.flight;
             let text: String = steps

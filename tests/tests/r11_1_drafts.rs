@@ -109,6 +109,25 @@ fn assert_stable(shown: &[String], fin: &str) {
     assert_eq!(last, fin);
 }
 
+/// The Telegram draft calls accepted so far, once the last one shows what `is_final` wants.
+async fn final_edit(tg: &FakePlatform, is_final: impl Fn(&str) -> bool) -> Vec<FakeCall> {
+    let deadline = std::time::Instant::now() + BOUND;
+    loop {
+        let calls = tg.accepted(&["sendMessage", "editMessageText"]);
+        if calls
+            .last()
+            .is_some_and(|c| is_final(&parse_telegram_html(c.text()).unwrap()))
+        {
+            return calls;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no final edit: {calls:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 on_both!(telegram_streams_one_message_edited_at_the_interval);
 async fn telegram_streams_one_message_edited_at_the_interval(database: Option<&str>) {
     let provider = ScriptedProvider::start();
@@ -128,21 +147,7 @@ async fn telegram_streams_one_message_edited_at_the_interval(database: Option<&s
     assert_eq!(done["outcome"]["result"], "completed", "{done}");
 
     // The final edit drops the marker.
-    let deadline = std::time::Instant::now() + BOUND;
-    let calls = loop {
-        let calls = tg.accepted(&["sendMessage", "editMessageText"]);
-        if calls
-            .last()
-            .is_some_and(|c| !parse_telegram_html(c.text()).unwrap().contains(MARKER))
-        {
-            break calls;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no final edit: {calls:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let calls = final_edit(&tg, |shown| !shown.contains(MARKER)).await;
     assert!(
         tg.calls().iter().all(|c| c.ok),
         "a call was refused: {:?}",
@@ -341,21 +346,7 @@ async fn a_resumed_turn_edits_its_draft_from_the_start(database: Option<&str>) {
     assert_eq!(done["outcome"]["result"], "completed", "{done}");
     assert_eq!(done["outcome"]["attempts"], 2, "{done}");
 
-    let deadline = std::time::Instant::now() + BOUND;
-    let calls = loop {
-        let calls = tg.accepted(&["sendMessage", "editMessageText"]);
-        if calls
-            .last()
-            .is_some_and(|c| parse_telegram_html(c.text()).unwrap() == fin)
-        {
-            break calls;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no final edit: {calls:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let calls = final_edit(&tg, |shown| shown == fin).await;
     assert_eq!(calls[0].method, "sendMessage", "the draft is sent first");
     assert!(
         calls[1..].iter().all(|c| c.method == "editMessageText"),
