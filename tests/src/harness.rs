@@ -188,6 +188,34 @@ impl Turnkey {
         }
     }
 
+    /// Restarts with `env` (which sets a failpoint that kills the process) and waits, bounded,
+    /// until it dies there. Work the start-up itself picks up (recovery resuming a turn) may
+    /// reach the failpoint before the process prints its listening line, so that is not
+    /// required here; a process that neither dies nor lives past `timeout` fails the test.
+    pub async fn restart_to_die_at(
+        &mut self,
+        env: &[(String, String)],
+        point: &str,
+        timeout: Duration,
+    ) {
+        self.kill();
+        if let Err(e) = self.spawn(env).await {
+            // Died before listening: that is the failpoint if the log says so.
+            let log = self.stderr();
+            let this_start = log.rsplit("=== start #").next().unwrap_or_default();
+            if !this_start.contains(&format!("failpoint {point}: SIGKILL")) {
+                panic!("restart failed: {e}\n{}", self.log_tail(200));
+            }
+            return;
+        }
+        if self.wait_exit(timeout).await.is_none() {
+            panic!(
+                "turnkey did not die at failpoint {point}\n{}",
+                self.log_tail(200)
+            );
+        }
+    }
+
     /// Kills the current process and starts a new one on the same address (and dir and
     /// database), as a client that keeps its URL sees a server restart.
     pub async fn restart_at_same_address(&mut self) {

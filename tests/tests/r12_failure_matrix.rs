@@ -116,8 +116,8 @@ async fn claimed_then_died(
     // Cut once more, right after the resume (`env` has that failpoint): the process may die
     // before any request reaches it, so the admission is looked up after a clean start.
     if !env.is_empty() {
-        tk.restart_with_env(env).await;
-        die_at_failpoint(&mut tk, "turn.after_resume").await;
+        tk.restart_to_die_at(env, "turn.after_resume", Duration::from_secs(10))
+            .await;
     }
     tk.restart_with_env(&[]).await;
     let api = tk.api();

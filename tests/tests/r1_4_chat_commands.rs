@@ -538,11 +538,8 @@ async fn retry_after_a_crash(database: Option<&str>) {
         "FAILPOINTS".to_string(),
         "turn.after_resume=return".to_string(),
     )];
-    tk.restart_with_env(&again).await;
-    assert!(
-        tk.wait_exit(Duration::from_secs(10)).await.is_some(),
-        "turnkey did not die at turn.after_resume"
-    );
+    tk.restart_to_die_at(&again, "turn.after_resume", Duration::from_secs(10))
+        .await;
     tk.restart_with_env(&[]).await;
     let api = tk.api();
     let hooks = Webhooks::new(&tk.url);
