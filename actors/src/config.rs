@@ -1,6 +1,8 @@
 //! The runtime settings the actors obey, deserialized by the web crate from `turnkey.toml`
 //! (API.md "Config keys"). Every field has the documented default.
+use crate::display::{self, Display, ToolProgress};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use turnkey_providers::{Price, Pricing, ProviderConfig};
@@ -68,8 +70,14 @@ pub struct AgentConfig {
     pub busy_policy: BusyPolicy,
     /// Queued inputs admitted within this many ms of each other form one turn (0 = off).
     pub coalesce_ms: u64,
-    /// Stream model output to clients as it arrives (SPEC R3.1).
+    /// Stream model output to clients as it arrives (SPEC R3.1): the default of a turn's
+    /// `display.stream`, and whether the model is asked to stream at all.
     pub streaming: bool,
+    /// The default of a turn's `display.tool_progress`: `all`, `new` or `off` (SPEC R3.1).
+    pub tool_progress: ToolProgress,
+    /// The default of a turn's `display.interim`: a platform draft keeps the text written
+    /// before a tool round (SPEC R3.1).
+    pub interim: bool,
     /// Coalescing window for `message.delta` events, in milliseconds.
     pub delta_flush_ms: u64,
     /// The agent's name in the identity layer of the system prompt.
@@ -89,6 +97,8 @@ impl Default for AgentConfig {
             busy_policy: BusyPolicy::Queue,
             coalesce_ms: 0,
             streaming: true,
+            tool_progress: ToolProgress::All,
+            interim: true,
             delta_flush_ms: 150,
             name: "turnkey".into(),
             liveness_timeout_s: 0,
@@ -249,6 +259,27 @@ impl Default for CompressionConfig {
 }
 
 impl RuntimeConfig {
+    /// How a turn is shown (SPEC R3.1): the input's `display` over the session's, over the
+    /// table of the session's `platform`, over `[agent]`.
+    pub fn display(
+        &self,
+        platform: &str,
+        session: Option<&Value>,
+        input: Option<&Value>,
+    ) -> Display {
+        let global = Display {
+            stream: self.agent.streaming,
+            tool_progress: self.agent.tool_progress,
+            interim: self.agent.interim,
+        };
+        let table = self
+            .platforms
+            .settings(platform)
+            .map(|p| p.display())
+            .unwrap_or_default();
+        display::resolve(global, table, session, input)
+    }
+
     /// The price table the usage ledger charges by: built in, with `[pricing]` over it.
     pub fn pricing(&self) -> Pricing {
         Pricing::new(&self.pricing)

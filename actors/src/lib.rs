@@ -6,6 +6,7 @@ pub mod compressor;
 pub mod config;
 pub mod delivery;
 pub mod deps;
+pub mod display;
 pub mod error;
 pub mod failpoints;
 pub mod gateway;

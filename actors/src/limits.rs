@@ -113,7 +113,10 @@ pub fn display(d: &Value) -> Result<(), GatewayError> {
             "display must be an object".into(),
         ));
     }
-    json_size("display", d, MAX_DISPLAY_BYTES)
+    json_size("display", d, MAX_DISPLAY_BYTES)?;
+    // Its display settings (SPEC R3.1) must say something the turn can follow.
+    crate::display::DisplayLayer::parse(d).map_err(|e| invalid("invalid_display", e))?;
+    Ok(())
 }
 
 fn json_size(field: &str, v: &Value, max: usize) -> Result<(), GatewayError> {
@@ -176,5 +179,14 @@ mod tests {
         );
         let big = json!({ "d": "x".repeat(MAX_DISPLAY_BYTES) });
         assert_eq!(display(&big).expect_err("big").code(), "field_too_long");
+        assert_eq!(
+            display(&json!({"tool_progress": "loud"}))
+                .expect_err("tool_progress")
+                .code(),
+            "invalid_display"
+        );
+        assert!(
+            display(&json!({"stream": false, "tool_progress": "new", "interim": false})).is_ok()
+        );
     }
 }

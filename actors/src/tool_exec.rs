@@ -7,6 +7,7 @@
 //! `terminal` call's whole process group is killed).
 use crate::config::{ApprovalMode, ToolsConfig};
 use crate::delivery::{DeliveryActor, EventHub, Publish};
+use crate::display::ToolProgress;
 use crate::wakeups::{self, Wakeups};
 use actix::{Actor, Addr, Context, Handler, ResponseFuture};
 use serde_json::{json, Value};
@@ -50,6 +51,11 @@ pub struct Batch {
     /// Asked when the turn stops: true when calls that have not started are to be left as
     /// they are for the next process to resume (a graceful shutdown), not settled `skipped`.
     pub park: Arc<dyn Fn() -> bool + Send + Sync>,
+    /// Which of `tool.started` and `tool.progress` the turn shows (SPEC R3.1); the run is
+    /// recorded `started` either way, and `tool.completed` is always shown.
+    pub tool_progress: ToolProgress,
+    /// The tool of the turn's call before this round's first, for `tool_progress: new`.
+    pub previous_tool: Option<String>,
 }
 
 /// A result could not be made durable: the turn ends, and the in-memory result is not sent to
@@ -280,7 +286,12 @@ async fn run_call(round: &Round, i: usize) -> Result<Option<Message>, NotPersist
     if round.stop.is_cancelled() {
         return skipped(round, call).await;
     }
-    start(round, call, &args).await?;
+    let previous = match i {
+        0 => round.batch.previous_tool.as_deref(),
+        _ => Some(round.batch.calls[i - 1].name.as_str()),
+    };
+    let shown = round.batch.tool_progress.shows_start(&call.name, previous);
+    start(round, call, &args, shown).await?;
     round.gates[i].send_replace(true);
     let began = Instant::now();
     let output = execute(round, call, tool.as_ref(), args).await;
@@ -370,8 +381,12 @@ fn progress_sink(round: &Round, call: &PendingCall) -> turnkey_tools::ProgressSi
     let turn = round.batch.turn.clone();
     let call_id = call.call_id.clone();
     let activity = round.batch.activity.clone();
+    let shown = round.batch.tool_progress.shows_progress();
     Arc::new(move |message: String| {
         activity();
+        if !shown {
+            return;
+        }
         delivery.do_send(Publish {
             fence: Some(fence.clone()),
             event: NewEvent {
@@ -418,13 +433,20 @@ fn turn_event(round: &Round, kind: EventKind, data: Value) -> NewEvent {
     }
 }
 
-/// `→ started` with `tool.started`, before the side effect.
-async fn start(round: &Round, call: &PendingCall, args: &Value) -> Result<(), NotPersisted> {
-    let event = turn_event(
-        round,
-        EventKind::ToolStarted,
-        json!({"call_id": call.call_id, "name": call.name, "args": args}),
-    );
+/// `→ started`, before the side effect; with `tool.started` when the turn shows it.
+async fn start(
+    round: &Round,
+    call: &PendingCall,
+    args: &Value,
+    shown: bool,
+) -> Result<(), NotPersisted> {
+    let event = shown.then(|| {
+        turn_event(
+            round,
+            EventKind::ToolStarted,
+            json!({"call_id": call.call_id, "name": call.name, "args": args}),
+        )
+    });
     let ev = round
         .inner
         .store
@@ -432,11 +454,13 @@ async fn start(round: &Round, call: &PendingCall, args: &Value) -> Result<(), No
             &round.batch.fence,
             round.batch.turn.turn_id,
             &call.call_id,
-            &event,
+            event.as_ref(),
         )
         .await
         .map_err(|e| NotPersisted(e.to_string()))?;
-    round.inner.hub.publish(ev);
+    if let Some(ev) = ev {
+        round.inner.hub.publish(ev);
+    }
     Ok(())
 }
 

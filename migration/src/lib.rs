@@ -17,6 +17,7 @@ mod m20261207_000001_usage_by_session;
 mod m20261207_000002_admissions_by_session_status;
 mod m20261208_000001_last_prompt_on_session;
 mod m20261209_000001_resume_attempts;
+mod m20261210_000001_session_display;
 
 pub struct Migrator;
 
@@ -39,6 +40,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261207_000002_admissions_by_session_status::Migration),
             Box::new(m20261208_000001_last_prompt_on_session::Migration),
             Box::new(m20261209_000001_resume_attempts::Migration),
+            Box::new(m20261210_000001_session_display::Migration),
         ]
     }
 }

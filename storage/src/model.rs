@@ -174,6 +174,8 @@ pub struct Session {
     pub compressed_at: Option<i64>,
     /// The session's own busy policy (SPEC R13.4), else the platform's.
     pub busy_policy: Option<String>,
+    /// The session's own display behaviour (SPEC R3.1), else the platform's.
+    pub display: Option<serde_json::Value>,
     /// A rotated child's lineage root (SPEC R6.4); `None` on a root.
     pub root_id: Option<SessionId>,
     /// On a root: the session holding the live transcript, when rotation moved it.
@@ -181,6 +183,16 @@ pub struct Session {
     /// The provider's prompt size for the session's last recorded call (SPEC R6.1).
     #[serde(skip)]
     pub last_prompt: Option<PromptUsage>,
+}
+
+/// What `PATCH /v1/sessions/{id}` changes: `None` leaves a field as it is, `Some(None)`
+/// clears it.
+#[derive(Clone, Debug, Default)]
+pub struct SessionUpdate {
+    pub title: Option<Option<String>>,
+    pub busy_policy: Option<Option<String>>,
+    /// The session's display object (SPEC R3.1).
+    pub display: Option<Option<serde_json::Value>>,
 }
 
 /// A provider's reported prompt size and when it was recorded (ms since the epoch).

@@ -88,7 +88,7 @@ async fn r9_2_a_call_is_planned_with_its_row_and_starts_once(s: Store) {
         &r.fence,
         r.turn.turn_id,
         "c1",
-        &ev(&r, EventKind::ToolStarted),
+        Some(&ev(&r, EventKind::ToolStarted)),
     )
     .await
     .expect("start");
@@ -97,7 +97,7 @@ async fn r9_2_a_call_is_planned_with_its_row_and_starts_once(s: Store) {
             &r.fence,
             r.turn.turn_id,
             "c1",
-            &ev(&r, EventKind::ToolStarted)
+            Some(&ev(&r, EventKind::ToolStarted))
         )
         .await,
         Err(StoreError::WrongState(_))
@@ -148,7 +148,7 @@ async fn r13_1_an_unknown_run_takes_one_decision_per_unknown(s: Store) {
         &r.fence,
         r.turn.turn_id,
         "c1",
-        &ev(&r, EventKind::ToolStarted),
+        Some(&ev(&r, EventKind::ToolStarted)),
     )
     .await
     .expect("start");
@@ -181,7 +181,7 @@ async fn r13_1_an_unknown_run_takes_one_decision_per_unknown(s: Store) {
         &r.fence,
         r.turn.turn_id,
         "c1",
-        &ev(&r, EventKind::ToolStarted),
+        Some(&ev(&r, EventKind::ToolStarted)),
     )
     .await
     .expect("retry starts");

@@ -1,4 +1,5 @@
 //! `[platforms.*]` (API.md): each platform is off unless its table is present.
+use crate::display::{DisplayLayer, ToolProgress};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
@@ -20,6 +21,10 @@ pub trait PlatformSettings {
     fn edit_interval_ms(&self) -> u64;
     /// Send again a message whose send was cut by a crash (it may arrive twice).
     fn resend_unknown(&self) -> bool;
+    /// The platform's display layer (SPEC R3.1): `tool_progress` and `interim` where set. Its
+    /// `stream` is not in it: that says whether the chat gets a draft (with the turn's own
+    /// `display.stream`), while the session's events stream as `[agent] streaming` says.
+    fn display(&self) -> DisplayLayer;
 
     fn allows(&self, user: &str) -> bool {
         self.allowed_users().iter().any(|u| u == "*" || u == user)
@@ -41,6 +46,13 @@ macro_rules! platform_settings {
             fn resend_unknown(&self) -> bool {
                 self.resend_unknown
             }
+            fn display(&self) -> DisplayLayer {
+                DisplayLayer {
+                    stream: None,
+                    tool_progress: self.tool_progress,
+                    interim: self.interim,
+                }
+            }
         }
     };
 }
@@ -58,6 +70,10 @@ pub struct TelegramConfig {
     pub stream: bool,
     pub edit_interval_ms: u64,
     pub resend_unknown: bool,
+    /// The chat's tool events and draft lines (SPEC R3.1); unset follows `agent.tool_progress`.
+    pub tool_progress: Option<ToolProgress>,
+    /// Whether the draft keeps text written before a tool round; unset follows `agent.interim`.
+    pub interim: Option<bool>,
 }
 
 impl Default for TelegramConfig {
@@ -70,6 +86,8 @@ impl Default for TelegramConfig {
             stream: false,
             edit_interval_ms: DEFAULT_EDIT_INTERVAL_MS,
             resend_unknown: false,
+            tool_progress: None,
+            interim: None,
         }
     }
 }
@@ -86,6 +104,10 @@ pub struct SlackConfig {
     pub stream: bool,
     pub edit_interval_ms: u64,
     pub resend_unknown: bool,
+    /// The chat's tool events and draft lines (SPEC R3.1); unset follows `agent.tool_progress`.
+    pub tool_progress: Option<ToolProgress>,
+    /// Whether the draft keeps text written before a tool round; unset follows `agent.interim`.
+    pub interim: Option<bool>,
 }
 
 impl Default for SlackConfig {
@@ -98,6 +120,8 @@ impl Default for SlackConfig {
             stream: false,
             edit_interval_ms: DEFAULT_EDIT_INTERVAL_MS,
             resend_unknown: false,
+            tool_progress: None,
+            interim: None,
         }
     }
 }
@@ -115,6 +139,10 @@ pub struct WebhookConfig {
     pub stream: bool,
     pub edit_interval_ms: u64,
     pub resend_unknown: bool,
+    /// The chat's tool events and draft lines (SPEC R3.1); unset follows `agent.tool_progress`.
+    pub tool_progress: Option<ToolProgress>,
+    /// Whether the draft keeps text written before a tool round; unset follows `agent.interim`.
+    pub interim: Option<bool>,
 }
 
 impl Default for WebhookConfig {
@@ -126,6 +154,8 @@ impl Default for WebhookConfig {
             stream: false,
             edit_interval_ms: DEFAULT_EDIT_INTERVAL_MS,
             resend_unknown: false,
+            tool_progress: None,
+            interim: None,
         }
     }
 }

@@ -28,6 +28,8 @@ use turnkey_storage::{Event, EventKind, NewOutbox, SessionId, TurnId};
 
 /// The last line of every draft: the answer is not complete yet.
 pub const MARKER: &str = "✍️ still writing…";
+/// Starts the line a draft shows for a tool the turn shows starting (SPEC R3.1).
+pub const TOOL_MARK: &str = "🔧";
 /// A draft nobody settled (its turn's reply went elsewhere) is dropped this long after it began.
 const FORGET_AFTER: Duration = Duration::from_secs(60 * 60);
 
@@ -71,6 +73,10 @@ struct State {
     frozen: bool,
     /// A flush task is running for this draft.
     scheduled: bool,
+    /// The turn shows text written before a tool round (`display.interim`).
+    interim: bool,
+    /// Model text came after the last tool event: at the next, it is interim.
+    after_text: bool,
 }
 
 impl Draft {
@@ -144,29 +150,31 @@ impl Drafts {
                 }
             }
             EventKind::MessageDelta => {
-                let Some(draft) = self.inner.live.get(&turn).map(|d| d.clone()) else {
-                    return;
-                };
                 let text = ev.data.get("text").and_then(|t| t.as_str()).unwrap_or("");
-                let spawn = {
-                    let mut s = draft.state();
+                self.change(turn, |s| {
                     s.text.push_str(text);
-                    let spawn = !s.scheduled && !s.closed && !s.frozen;
-                    s.scheduled |= spawn;
-                    spawn
-                };
-                if spawn {
-                    tokio::spawn(self.clone().flush(draft));
-                }
+                    s.after_text = true;
+                });
             }
-            EventKind::ToolStarted => {
-                // The next model call's text starts a paragraph of its own.
-                if let Some(d) = self.inner.live.get(&turn) {
-                    let mut s = d.state();
-                    if !s.text.is_empty() && !s.text.ends_with("\n\n") {
-                        s.text.push_str("\n\n");
+            EventKind::ToolStarted | EventKind::ToolCompleted => {
+                let started = ev.kind == EventKind::ToolStarted;
+                let name = ev.data.get("name").and_then(|n| n.as_str()).unwrap_or("");
+                self.change(turn, |s| {
+                    // At a tool round the text written so far was interim: a turn shown
+                    // without it (`display.interim = false`) drops it from the draft.
+                    if s.after_text && !s.interim {
+                        s.text.clear();
+                        s.shown.clear();
+                        s.last_body = None;
                     }
-                }
+                    s.after_text = false;
+                    // A tool the turn shows starting gets a line; the next model call's text
+                    // starts a paragraph of its own.
+                    paragraph_break(&mut s.text);
+                    if started && !name.is_empty() {
+                        s.text.push_str(&format!("{TOOL_MARK} {name}\n\n"));
+                    }
+                });
             }
             EventKind::TurnResumed => {
                 // The cut attempt's draft takes no more edits; the resumed attempt's
@@ -185,8 +193,26 @@ impl Drafts {
         }
     }
 
-    /// A turn of a chat whose platform streams gets a draft, unless the chat still waits for
-    /// an earlier message (the draft would overtake it).
+    /// Changes the live draft of `turn`, if any, and has its flush run.
+    fn change(&self, turn: TurnId, f: impl FnOnce(&mut State)) {
+        let Some(draft) = self.inner.live.get(&turn).map(|d| d.clone()) else {
+            return;
+        };
+        let spawn = {
+            let mut s = draft.state();
+            f(&mut s);
+            let spawn = !s.scheduled && !s.closed && !s.frozen;
+            s.scheduled |= spawn;
+            spawn
+        };
+        if spawn {
+            tokio::spawn(self.clone().flush(draft));
+        }
+    }
+
+    /// A turn of a chat whose platform streams gets a draft when the turn is shown streaming
+    /// (SPEC R3.1: unless the session or the input says `display.stream = false`), and unless
+    /// the chat still waits for an earlier message (the draft would overtake it).
     async fn start(&self, ev: &Event, turn: TurnId) -> Result<(), turnkey_storage::StoreError> {
         let deps = &self.inner.deps;
         let Some(session) = deps.store.get_session(ev.session_id).await? else {
@@ -198,23 +224,30 @@ impl Drafts {
         let Some(chat) = ChatTarget::parse(key) else {
             return Ok(());
         };
-        let (stream, interval) = match deps.config.platforms.settings(chat.platform()) {
-            Some(s) => (s.stream(), Duration::from_millis(s.edit_interval_ms())),
-            None => return Ok(()),
+        let interval = match deps.config.platforms.settings(chat.platform()) {
+            Some(s) if s.stream() => Duration::from_millis(s.edit_interval_ms()),
+            _ => return Ok(()),
         };
-        if !stream {
+        let admission = match ev.admission_id {
+            Some(a) => deps.store.get_admission(a).await?,
+            None => None,
+        };
+        let display = deps.config.display(
+            &session.platform,
+            session.display.as_ref(),
+            admission.as_ref().and_then(|a| a.payload.get("display")),
+        );
+        if !display.stream {
             return Ok(());
         }
         if deps.store.open_outbox_in_chat(key).await? > 0 {
             tracing::debug!(%turn, chat = key, "no draft: the chat waits for an earlier message");
             return Ok(());
         }
-        let in_reply_to = match (&chat, ev.admission_id) {
-            (ChatTarget::Webhook { .. }, Some(a)) => deps
-                .store
-                .get_admission(a)
-                .await?
-                .and_then(|a| a.request_id.strip_prefix("webhook:").map(str::to_owned)),
+        let in_reply_to = match (&chat, &admission) {
+            (ChatTarget::Webhook { .. }, Some(a)) => {
+                a.request_id.strip_prefix("webhook:").map(str::to_owned)
+            }
             _ => None,
         };
         // A resumed turn (SPEC R13.9) edits the draft its cut attempt sent, whichever process
@@ -238,6 +271,7 @@ impl Drafts {
                 created: Instant::now(),
                 state: Mutex::new(State {
                     message_id,
+                    interim: display.interim,
                     ..State::default()
                 }),
                 calls: tokio::sync::Mutex::new(()),
@@ -271,7 +305,7 @@ impl Drafts {
                     s.scheduled = false;
                     return;
                 }
-                match render(&draft.chat, &s.text) {
+                match render(&draft.chat, &s.text, s.message_id.is_some()) {
                     Rendered::Nothing => {
                         s.scheduled = false;
                         return;
@@ -336,7 +370,8 @@ impl Drafts {
             }
             let again = {
                 let mut s = draft.state();
-                let grew = render(&draft.chat, &s.text).body() != s.last_body.as_deref();
+                let grew = render(&draft.chat, &s.text, s.message_id.is_some()).body()
+                    != s.last_body.as_deref();
                 let again = grew && !s.closed && !s.frozen;
                 s.scheduled = again;
                 again
@@ -429,6 +464,14 @@ impl Drafts {
     }
 }
 
+/// Ends `text` with an empty line (once), so that what follows starts a paragraph.
+fn paragraph_break(text: &mut String) {
+    if text.is_empty() || text.ends_with("\n\n") {
+        return;
+    }
+    text.push_str(if text.ends_with('\n') { "\n" } else { "\n\n" });
+}
+
 /// The idempotency key of a turn's draft row.
 pub fn draft_key(turn: TurnId) -> String {
     format!("draft:{turn}")
@@ -458,7 +501,9 @@ impl Rendered {
     }
 }
 
-fn render(chat: &ChatTarget, text: &str) -> Rendered {
+/// The draft of `text`. Once a message was sent (`sent`), a draft whose text was dropped (an
+/// interim text at a tool round) shows the marker alone until new text comes.
+fn render(chat: &ChatTarget, text: &str, sent: bool) -> Rendered {
     if let ChatTarget::Webhook { .. } = chat {
         // Raw text only ever appends: the receiver gets all of it.
         return if text.trim().is_empty() {
@@ -473,7 +518,14 @@ fn render(chat: &ChatTarget, text: &str) -> Rendered {
     }
     let stable = stable_markdown(text);
     if stable.trim().is_empty() {
-        return Rendered::Nothing;
+        return match sent {
+            true => Rendered::Body {
+                body: MARKER.to_owned(),
+                visible: String::new(),
+                markdown: String::new(),
+            },
+            false => Rendered::Nothing,
+        };
     }
     match chat {
         ChatTarget::Telegram { .. } => {

@@ -5,6 +5,7 @@
 use super::transcript::TranscriptCache;
 use super::TurnFailure;
 use crate::deps::Deps;
+use crate::display::Display;
 use crate::limits::sanitize_text;
 use std::sync::Arc;
 use turnkey_providers::estimate_tokens;
@@ -28,6 +29,8 @@ pub struct TurnContext {
     /// The prompt size the provider reported for this turn's last call, and how many wire
     /// messages that call had (SPEC R6.1: pressure starts from real usage).
     pub last_prompt: Option<LastPrompt>,
+    /// How this turn is shown (SPEC R3.1): which events it publishes, never what it stores.
+    pub display: Display,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -148,6 +151,7 @@ pub async fn prepare(
     };
     Ok(TurnContext {
         model_override: model_override(admission, &session),
+        display: display_of(deps, admission, &session),
         session,
         admission: admission.clone(),
         turn_id,
@@ -210,6 +214,7 @@ pub async fn resume(
     let history = Arc::new(history);
     Ok(TurnContext {
         model_override: model_override(admission, &session),
+        display: display_of(deps, admission, &session),
         session,
         admission: admission.clone(),
         turn_id,
@@ -241,6 +246,16 @@ async fn session_and_prompt(
         TurnFailure::PersistenceFailed("session has no stored system prompt".into())
     })?;
     Ok((session, prompt))
+}
+
+/// How the turn of `admission` on `session` (the lineage root, which keeps the session's
+/// display) is shown: the input's `display` over the session's over the configured ones.
+fn display_of(deps: &Deps, admission: &Admission, session: &Session) -> Display {
+    deps.config.display(
+        &session.platform,
+        session.display.as_ref(),
+        admission.payload.get("display"),
+    )
 }
 
 /// The input's model override, else the session's model.

@@ -181,12 +181,16 @@ pub async fn call_with_retries(
         if let Some(text) = streamed.take_held() {
             publish_delta(deps, ctx, text).await;
         }
-        let publisher = DeltaPublisher::spawn(deps, ctx);
+        // A turn shown without streaming (SPEC R3.1) publishes no `message.delta`: its answer
+        // comes with `message.complete`.
+        let publisher = ctx.display.stream.then(|| DeltaPublisher::spawn(deps, ctx));
         // An echo of the instruction this call added never reaches a client.
         let echo = EchoFilter::new(asked);
         let show = |text: &str| {
             streamed.push(text);
-            publisher.send(text);
+            if let Some(p) = &publisher {
+                p.send(text);
+            }
         };
         let sink = |text: &str| {
             control.touch();
@@ -211,7 +215,11 @@ pub async fn call_with_retries(
         // The stream's last delta: held back when this response may be the turn's final
         // answer, so that it commits with the turn's end (one write fewer a turn); committed
         // now otherwise (a tool round or another call follows).
-        if let Some(rest) = publisher.finish().await {
+        let rest = match publisher {
+            Some(p) => p.finish().await,
+            None => None,
+        };
+        if let Some(rest) = rest {
             match &result {
                 Some(Ok(r)) if r.tool_calls.is_empty() => streamed.hold(rest),
                 _ => publish_delta(deps, ctx, rest).await,

@@ -169,6 +169,13 @@ pub async fn execute_pending(
         let control = control.clone();
         Arc::new(move || control.stop_reason() == Some(StopReason::Shutdown))
     };
+    // What `tool_progress: new` compares the round's first call with (SPEC R3.1).
+    let previous_tool = ctx
+        .turn_rows
+        .iter()
+        .rev()
+        .find(|m| m.role == MessageRole::Tool)
+        .and_then(|m| m.name.clone());
     let batch = Batch {
         turn: ctx.turn_ref(),
         fence: ctx.fence.clone(),
@@ -176,6 +183,8 @@ pub async fn execute_pending(
         stop,
         activity,
         park,
+        tool_progress: ctx.display.tool_progress,
+        previous_tool,
     };
     let results = deps.tools.send(ExecuteBatch(batch)).await;
     link.abort();

@@ -28,6 +28,8 @@ pub struct Model {
     pub compressed_at: Option<i64>,
     /// `queue`, `interrupt` or `steer`; null: the platform's `agent.busy_policy`.
     pub busy_policy: Option<String>,
+    /// The session's own display behaviour (SPEC R3.1), a JSON object; null: the platform's.
+    pub display: Option<String>,
     /// A child's lineage root (rotation, SPEC R6.4); null on a root.
     pub root_id: Option<String>,
     /// On a root: the session whose rows are the live transcript; null: the root's own.

@@ -52,6 +52,7 @@ pub(super) fn session(m: session::Model) -> Result<Session> {
         compression_epoch: m.compression_epoch,
         compressed_at: m.compressed_at,
         busy_policy: m.busy_policy,
+        display: opt_json(m.display.as_deref(), "session display")?,
         root_id: opt_id(m.root_id.as_deref(), "root session id")?,
         transcript_id: opt_id(m.transcript_id.as_deref(), "transcript session id")?,
         last_prompt: m.last_prompt_tokens.zip(m.last_prompt_at).map(

@@ -131,6 +131,7 @@ impl Store {
             compression_epoch: Set(0),
             compressed_at: Set(None),
             busy_policy: Set(None),
+            display: Set(None),
             root_id: Set(Some(root_id.clone())),
             transcript_id: Set(None),
             last_prompt_tokens: Set(None),

@@ -2,7 +2,7 @@
 use super::{convert, is_unique_violation, Result, Store, StoreError};
 use crate::entity::{session, session_key};
 use crate::ids::{now_ms, SessionId};
-use crate::model::{NewSession, Session};
+use crate::model::{NewSession, Session, SessionUpdate};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
@@ -97,22 +97,27 @@ impl Store {
             .ok_or_else(|| StoreError::NotFound(format!("session keyed {door}/{key}")))
     }
 
-    /// `PATCH /v1/sessions/{id}`: sets the title and/or the busy policy (`Some(None)` clears
-    /// it back to the platform's). Answers the updated row, or `None` for a missing session.
+    /// `PATCH /v1/sessions/{id}`: sets what `change` names (`Some(None)` clears a field back
+    /// to the platform's). Answers the updated row, or `None` for a missing session.
     pub async fn update_session(
         &self,
         id: SessionId,
-        title: Option<Option<String>>,
-        busy_policy: Option<Option<String>>,
+        change: SessionUpdate,
     ) -> Result<Option<Session>> {
         let mut q = session::Entity::update_many()
             .col_expr(session::Column::UpdatedAt, Expr::value(now_ms()))
             .filter(session::Column::Id.eq(id.to_string()));
-        if let Some(t) = title {
+        if let Some(t) = change.title {
             q = q.col_expr(session::Column::Title, Expr::value(t));
         }
-        if let Some(p) = busy_policy {
+        if let Some(p) = change.busy_policy {
             q = q.col_expr(session::Column::BusyPolicy, Expr::value(p));
+        }
+        if let Some(d) = change.display {
+            q = q.col_expr(
+                session::Column::Display,
+                Expr::value(d.map(|d| d.to_string())),
+            );
         }
         q.exec(self.writer()).await?;
         self.get_session(id).await
@@ -194,6 +199,7 @@ pub(super) async fn insert_session<C: ConnectionTrait>(db: &C, s: NewSession) ->
         compression_epoch: Set(0),
         compressed_at: Set(None),
         busy_policy: Set(None),
+        display: Set(None),
         root_id: Set(None),
         transcript_id: Set(None),
         last_prompt_tokens: Set(None),

@@ -55,15 +55,16 @@ impl Store {
         convert::message(row)
     }
 
-    /// `planned` (or `unknown`, on a retry) → `started`, committed with `tool.started` before
-    /// the side effect. `WrongState` when the run is anywhere else: it must not start twice.
+    /// `planned` (or `unknown`, on a retry) → `started`, committed with `event` (`tool.started`,
+    /// unless the turn does not show it) before the side effect. `WrongState` when the run is
+    /// anywhere else: it must not start twice.
     pub async fn start_tool_run(
         &self,
         fence: &Fence,
         turn: TurnId,
         call_id: &str,
-        event: &NewEvent,
-    ) -> Result<Event> {
+        event: Option<&NewEvent>,
+    ) -> Result<Option<Event>> {
         let tx = self.write_tx().await?;
         check_fence(&tx, fence).await?;
         let res = tool_run::Entity::update_many()
@@ -83,7 +84,10 @@ impl Store {
         if res.rows_affected != 1 {
             return Err(StoreError::WrongState(format!("tool run {call_id}")));
         }
-        let ev = insert_event(&tx, event).await?;
+        let ev = match event {
+            Some(event) => Some(insert_event(&tx, event).await?),
+            None => None,
+        };
         tx.commit().await?;
         Ok(ev)
     }

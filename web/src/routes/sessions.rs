@@ -9,9 +9,10 @@ use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use turnkey_actors::config::BusyPolicy;
+use turnkey_actors::display::DisplayLayer;
 use turnkey_actors::{Gateway, NewSessionRequest};
 use turnkey_storage::{
-    rfc3339, Approval, Message, Principal, Session, SessionId, ToolRun, UsageTotals,
+    rfc3339, Approval, Message, Principal, Session, SessionId, SessionUpdate, ToolRun, UsageTotals,
 };
 use utoipa::{IntoParams, ToSchema};
 
@@ -59,6 +60,9 @@ pub struct SessionView {
     /// platform's `agent.busy_policy` (SPEC R13.4).
     #[schema(value_type = BusyPolicyName)]
     pub busy_policy: &'static str,
+    /// How the session's turns are shown (SPEC R3.1): the session's own `display` over its
+    /// platform table over `[agent]`. An input's own `display` can still change one turn.
+    pub display: DisplayView,
     #[schema(value_type = UsageTotalsSchema)]
     pub usage: UsageTotals,
     pub created_at: String,
@@ -70,6 +74,30 @@ pub struct SessionView {
     pub pending_approvals: Option<Vec<ApprovalView>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unknown_tool_runs: Option<Vec<UnknownToolRunView>>,
+}
+
+/// How a session's turns are shown (SPEC R3.1).
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Display)]
+pub struct DisplayView {
+    /// `message.delta` events while the model writes, and a platform draft.
+    pub stream: bool,
+    /// `all` (every `tool.started` and `tool.progress`), `new` (`tool.started` only when the
+    /// tool changes; no `tool.progress`) or `off`; `tool.completed` is always shown.
+    #[schema(example = "all")]
+    pub tool_progress: &'static str,
+    /// A platform draft keeps the text written before a tool round.
+    pub interim: bool,
+}
+
+impl From<turnkey_actors::display::Display> for DisplayView {
+    fn from(d: turnkey_actors::display::Display) -> Self {
+        Self {
+            stream: d.stream,
+            tool_progress: d.tool_progress.as_str(),
+            interim: d.interim,
+        }
+    }
 }
 
 /// A tool run a crash left `unknown`, waiting for a person's `retry` or `skip`.
@@ -156,6 +184,10 @@ impl SessionView {
                 gateway.config().agent.busy_policy,
             )
             .as_str(),
+            display: gateway
+                .config()
+                .display(&root.platform, root.display.as_ref(), None)
+                .into(),
             usage: root.usage,
             created_at: rfc3339(s.created_at),
             updated_at: rfc3339(root.updated_at.max(s.updated_at)),
@@ -353,13 +385,19 @@ pub struct SessionPatch {
     /// `agent.busy_policy`).
     #[schema(nullable = true, value_type = Option<BusyPolicyName>)]
     busy_policy: Option<String>,
+    /// The session's own display behaviour (SPEC R3.1): any of `stream` (bool),
+    /// `tool_progress` (`all`, `new`, `off`) and `interim` (bool); a key left out (or the
+    /// whole object `null`) follows the platform table and `[agent]`.
+    #[schema(nullable = true, value_type = Option<Object>)]
+    display: Option<Value>,
 }
 
 /// The fields [`update`] accepts (the properties of [`SessionPatch`]).
-pub const PATCH_FIELDS: [&str; 2] = ["title", "busy_policy"];
+pub const PATCH_FIELDS: [&str; 3] = ["title", "busy_policy", "display"];
 
-/// `PATCH /v1/sessions/{id}` `{title?, busy_policy?}`: a field that is absent stays as it was;
-/// `null` clears it (a cleared busy policy follows the platform's `agent.busy_policy` again).
+/// `PATCH /v1/sessions/{id}` `{title?, busy_policy?, display?}`: a field that is absent stays
+/// as it was; `null` clears it (a cleared busy policy follows the platform's
+/// `agent.busy_policy` again, a cleared display the platform table and `[agent]`).
 #[utoipa::path(
     patch,
     path = "/v1/sessions/{id}",
@@ -369,7 +407,7 @@ pub const PATCH_FIELDS: [&str; 2] = ["title", "busy_policy"];
     request_body = SessionPatch,
     responses(
         (status = 200, description = "The session as it is now", body = SessionView),
-        (status = 400, description = "`invalid_id`, `invalid_busy_policy`, `invalid_title`, `invalid_field` (any other field), `field_too_long`, `forbidden_field`, `invalid_json`", body = ErrorBody),
+        (status = 400, description = "`invalid_id`, `invalid_busy_policy`, `invalid_title`, `invalid_display`, `invalid_field` (any other field), `field_too_long`, `forbidden_field`, `invalid_json`", body = ErrorBody),
         (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
         (status = 404, description = "`not_found`: no such session, or someone else's", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
@@ -390,7 +428,7 @@ pub async fn update(
     if let Some(k) = body.keys().find(|k| !PATCH_FIELDS.contains(&k.as_str())) {
         return Err(ApiError::bad_request(
             "invalid_field",
-            format!("{k} cannot be changed; PATCH takes title and busy_policy"),
+            format!("{k} cannot be changed; PATCH takes title, busy_policy and display"),
         ));
     }
     let title = match body.get("title") {
@@ -418,12 +456,25 @@ pub async fn update(
             ))
         }
     };
+    let display = match body.get("display") {
+        None => None,
+        Some(Value::Null) => Some(None),
+        Some(d) => Some(
+            DisplayLayer::for_session(d)
+                .map_err(|e| ApiError::bad_request("invalid_display", e))?,
+        ),
+    };
     let named = state.gateway.authorize(&who.0, id).await?;
-    // Title and policy belong to the lineage: they are set on its root (SPEC R6.4).
+    // Title, policy and display belong to the lineage: they are set on its root (SPEC R6.4).
+    let change = SessionUpdate {
+        title,
+        busy_policy,
+        display,
+    };
     state
         .gateway
         .store()
-        .update_session(named.lineage(), title, busy_policy)
+        .update_session(named.lineage(), change)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("session {id}")))?;
     let session = state
