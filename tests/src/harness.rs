@@ -56,6 +56,9 @@ pub struct TurnkeyOptions {
     pub extra_toml: String,
     /// Extra keys of the scripted `[[providers]]` entry, e.g. `max_retries = 0`.
     pub provider_toml: String,
+    /// The executable to run instead of this build's `turnkey` (the harness's self-test runs
+    /// a stand-in); per instance, so tests sharing the test binary are not affected.
+    pub binary: Option<PathBuf>,
 }
 
 impl TurnkeyOptions {
@@ -79,6 +82,7 @@ impl TurnkeyOptions {
             lease_watchdog_s: 0,
             extra_toml: String::new(),
             provider_toml: String::new(),
+            binary: None,
         }
     }
 
@@ -104,6 +108,12 @@ impl TurnkeyOptions {
 
     pub fn context_window(mut self, tokens: u32) -> Self {
         self.provider_context_window = tokens;
+        self
+    }
+
+    /// Runs `path` instead of this build's `turnkey` (see [`TurnkeyOptions::binary`]).
+    pub fn binary(mut self, path: &Path) -> Self {
+        self.binary = Some(path.to_path_buf());
         self
     }
 
@@ -345,7 +355,10 @@ impl Turnkey {
     }
 
     async fn spawn(&mut self, env: &[(String, String)]) -> Result<(), String> {
-        let binary = turnkey_binary()?;
+        let binary = match &self.options.binary {
+            Some(path) => path.clone(),
+            None => turnkey_binary()?,
+        };
         self.starts += 1;
         let mut log = std::fs::OpenOptions::new()
             .create(true)

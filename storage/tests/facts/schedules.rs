@@ -4,8 +4,7 @@
 //! configuration's schedules (kept ones keep their history, removed ones go, API ones stay,
 //! two replicas starting at once make no duplicate).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-#[macro_use]
-mod common;
+use crate::common;
 
 use turnkey_storage::*;
 

@@ -5,7 +5,6 @@
 //! the server binds, and every supervisor waits at least the drain bound of the settings it
 //! runs with before it kills the process (`startup::drain_bound`, SPEC R2.4).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may fail loudly
-mod common;
 
 use clap::Parser;
 use serde_yaml_ng::{Mapping, Value as Yaml};

@@ -4,8 +4,7 @@
 //! `sending` by a gone owner becomes `unknown` (or `pending` again on request); a person may
 //! send an `unknown` row again; a draft row is recorded once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-#[macro_use]
-mod common;
+use crate::common;
 
 use serde_json::json;
 use turnkey_storage::*;

@@ -1,8 +1,6 @@
 //! Sessions found by a door's key (the OpenAI endpoint's `user`): concurrent first uses of one
 //! key end in one session on SQLite and PostgreSQL, and a key belongs to one principal.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-#[macro_use]
-mod common;
 
 use turnkey_storage::*;
 

@@ -2,8 +2,7 @@
 //! to it, race-free and idempotent on SQLite and PostgreSQL; platform messages written in the
 //! transaction of the fact that causes them, and only for sessions that belong to a chat.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-#[macro_use]
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::json;

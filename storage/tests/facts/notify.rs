@@ -6,8 +6,7 @@
 //! listener on its database sends no notices; once another listens, they flow within the
 //! check period, and a new listener re-reads once when its peers have surely seen it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-#[macro_use]
-mod common;
+use crate::common;
 
 use std::time::Duration;
 use turnkey_storage::metrics::STORE;

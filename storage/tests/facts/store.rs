@@ -1,8 +1,7 @@
 //! The Store's durable facts against a real SQLite file and a PostgreSQL database: idempotent
 //! admission, the status machine, fenced leases and gap-free event seqs.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
-#[macro_use]
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::json;

@@ -1,8 +1,7 @@
 //! The HTTP contract of API.md, in-process: error shapes, auth, sessions, submissions,
 //! admissions and the JSON event page.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may fail loudly
-#[macro_use]
-mod common;
+use crate::common;
 
 use actix_web::http::StatusCode;
 use actix_web::test::{self, TestRequest};

@@ -1,8 +1,7 @@
 //! Replicas that start together against one fresh PostgreSQL database (SPEC R13.6, the
 //! deployment's two replicas): each runs `migrate`, none fails, and the schema is applied once.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
-#[allow(unused_macros)] // `on_both!` is for the tests that run on both backends
-mod common;
+use crate::common;
 
 use sea_orm::ConnectionTrait;
 use turnkey_storage::*;

@@ -3,8 +3,7 @@
 //! the dead owner is fenced out, a failed turn's tail is closed with its receipt, and every
 //! queue or state change is announced by a `status` event.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
-#[macro_use]
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::json;

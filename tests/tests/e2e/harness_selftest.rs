@@ -47,11 +47,10 @@ async fn harness_starts_restarts_and_kills_a_stand_in() {
     let mut perms = std::fs::metadata(&bin).unwrap().permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
     std::fs::set_permissions(&bin, perms).unwrap();
-    // This file holds one test, so the variable is set before the harness first looks.
-    std::env::set_var("TURNKEY_BIN", &bin);
-
     let provider = ScriptedProvider::start();
-    let opts = TurnkeyOptions::new(&provider).env("FAILPOINTS", "x=return");
+    let opts = TurnkeyOptions::new(&provider)
+        .env("FAILPOINTS", "x=return")
+        .binary(&bin);
     let mut tk = Turnkey::start(opts).await;
     let api = tk.api();
     assert_eq!(api.healthz().await.status, 200);

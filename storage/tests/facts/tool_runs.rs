@@ -2,8 +2,7 @@
 //! R13.2): planned with the assistant row, started once, finished with the result row, unknown
 //! until a person decides (once per unknown), approvals decided once and expiring into denials.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
-#[macro_use]
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::json;

@@ -3,8 +3,7 @@
 //! own part, and a turn's end gives the lease up in its own commit only when nothing waits
 //! behind the turn. `group_commit.rs` shows SQLite's writers sharing commits.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
-#[macro_use]
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::json;

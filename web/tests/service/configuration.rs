@@ -502,7 +502,7 @@ fn server_bind_must_be_host_and_port() {
 }
 
 /// The example file a user copies (deploy/turnkey.example.toml).
-const EXAMPLE: &str = include_str!("../../deploy/turnkey.example.toml");
+const EXAMPLE: &str = include_str!("../../../deploy/turnkey.example.toml");
 
 /// A commented-out table header (`# [server]`, `# [[providers]]`) or `# key = value` line,
 /// without its `#`; prose comments give `None`.

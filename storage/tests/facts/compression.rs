@@ -2,8 +2,7 @@
 //! through the lock row and its TTL; the swap marks rows and writes the summary and its event
 //! in one fenced transaction, refuses a stale epoch or a fenced-out holder, and deletes nothing.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
-#[macro_use]
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::json;
