@@ -487,15 +487,10 @@ impl Store {
             "partial_answer": partial_answer,
             "attempts": a.attempt,
         });
-        let res = admission::Entity::update_many()
-            .col_expr(
-                admission::Column::Status,
-                Expr::value(AdmissionStatus::Unknown.as_str()),
-            )
+        let res = move_status(AdmissionStatus::Started, AdmissionStatus::Unknown)?
             .col_expr(admission::Column::Outcome, Expr::value(outcome.to_string()))
             .col_expr(admission::Column::FinishedAt, Expr::value(now_ms()))
             .filter(admission::Column::Id.eq(id.to_string()))
-            .filter(admission::Column::Status.eq(AdmissionStatus::Started.as_str()))
             .exec(&tx)
             .await?;
         if res.rows_affected != 1 {
@@ -577,17 +572,12 @@ async fn settle_carried(
         "carried_by": carried.carried_by,
         "final_response": null,
     });
-    let res = admission::Entity::update_many()
-        .col_expr(
-            admission::Column::Status,
-            Expr::value(AdmissionStatus::Terminal.as_str()),
-        )
+    let res = move_status(AdmissionStatus::Queued, AdmissionStatus::Terminal)?
         .col_expr(admission::Column::Outcome, Expr::value(outcome.to_string()))
         .col_expr(admission::Column::StartedAt, Expr::value(now_ms()))
         .col_expr(admission::Column::FinishedAt, Expr::value(now_ms()))
         .filter(admission::Column::Id.eq(admission.to_string()))
         .filter(admission::Column::SessionId.eq(session.to_string()))
-        .filter(admission::Column::Status.eq(AdmissionStatus::Queued.as_str()))
         .exec(db)
         .await?;
     if res.rows_affected != 1 {
@@ -796,18 +786,16 @@ pub(super) async fn claim_admission_in(
     user: Option<&NewMessage>,
     status: Option<NewEvent>,
 ) -> Result<(Vec<Event>, crate::entity::session::Model)> {
-    let res = owned_by(admission::Entity::update_many(), owner)
-        .col_expr(
-            admission::Column::Status,
-            Expr::value(AdmissionStatus::Started.as_str()),
-        )
-        .col_expr(admission::Column::TurnId, Expr::value(turn.to_string()))
-        .col_expr(admission::Column::StartedAt, Expr::value(now_ms()))
-        .filter(admission::Column::Id.eq(admission.to_string()))
-        .filter(admission::Column::SessionId.eq(fence.session_id.to_string()))
-        .filter(admission::Column::Status.eq(AdmissionStatus::Queued.as_str()))
-        .exec(db)
-        .await?;
+    let res = owned_by(
+        move_status(AdmissionStatus::Queued, AdmissionStatus::Started)?,
+        owner,
+    )
+    .col_expr(admission::Column::TurnId, Expr::value(turn.to_string()))
+    .col_expr(admission::Column::StartedAt, Expr::value(now_ms()))
+    .filter(admission::Column::Id.eq(admission.to_string()))
+    .filter(admission::Column::SessionId.eq(fence.session_id.to_string()))
+    .exec(db)
+    .await?;
     if res.rows_affected != 1 {
         return Err(StoreError::WrongState(admission.to_string()));
     }
@@ -826,6 +814,26 @@ pub(super) async fn claim_admission_in(
     super::log::append_to_session(db, fence.session_id, &user, &[started, status], None).await
 }
 
+/// The one update that moves an admission's status (SPEC R2.4): a compare-and-set from `from`
+/// to `to`, which `AdmissionStatus::can_become` must allow; a move it does not know is refused
+/// before any SQL runs. The caller adds which row and what else the move sets, and reads
+/// `rows_affected` (0: the admission was no longer `from`).
+pub(super) fn move_status(
+    from: AdmissionStatus,
+    to: AdmissionStatus,
+) -> Result<UpdateMany<admission::Entity>> {
+    if !from.can_become(to) {
+        return Err(StoreError::WrongState(format!(
+            "an admission does not go from {} to {}",
+            from.as_str(),
+            to.as_str()
+        )));
+    }
+    Ok(admission::Entity::update_many()
+        .col_expr(admission::Column::Status, Expr::value(to.as_str()))
+        .filter(admission::Column::Status.eq(from.as_str())))
+}
+
 /// An admission update that records `owner` as the process running its turn.
 fn owned_by(q: UpdateMany<admission::Entity>, owner: &Owner) -> UpdateMany<admission::Entity> {
     q.col_expr(
@@ -837,4 +845,72 @@ fn owned_by(q: UpdateMany<admission::Entity>, owner: &Owner) -> UpdateMany<admis
         admission::Column::OwnerHost,
         Expr::value(owner.host.clone()),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::move_status;
+    use crate::status::AdmissionStatus::{self, *};
+    use sea_orm::{DbBackend, QueryTrait};
+
+    /// The SQL of a move, or the refusal.
+    fn sql(from: AdmissionStatus, to: AdmissionStatus) -> Option<String> {
+        move_status(from, to)
+            .ok()
+            .map(|q| q.build(DbBackend::Sqlite).to_string())
+    }
+
+    fn moves_from_to(from: AdmissionStatus, to: AdmissionStatus) {
+        let q = sql(from, to).unwrap_or_else(|| panic!("{from:?} → {to:?} refused"));
+        let (set, filter) = q.split_once(" WHERE ").expect("a filtered update");
+        assert!(
+            set.ends_with(&format!(r#"SET "status" = '{}'"#, to.as_str())),
+            "{q}"
+        );
+        assert_eq!(
+            filter,
+            format!(r#""session_admissions"."status" = '{}'"#, from.as_str()),
+            "{q}"
+        );
+    }
+
+    #[test]
+    fn r2_4_queued_becomes_started_when_its_turn_claims_it() {
+        moves_from_to(Queued, Started);
+    }
+
+    #[test]
+    fn r2_4_started_becomes_terminal_when_its_turn_ends() {
+        moves_from_to(Started, Terminal);
+    }
+
+    #[test]
+    fn r2_4_started_becomes_unknown_when_its_owner_is_gone() {
+        moves_from_to(Started, Unknown);
+    }
+
+    #[test]
+    fn r2_4_queued_becomes_terminal_when_a_running_turn_carries_it() {
+        moves_from_to(Queued, Terminal);
+    }
+
+    #[test]
+    fn r2_4_every_other_move_is_refused_before_any_sql() {
+        let all = [Queued, Started, Unknown, Terminal];
+        let allowed = [
+            (Queued, Started),
+            (Started, Terminal),
+            (Started, Unknown),
+            (Queued, Terminal),
+        ];
+        for from in all {
+            for to in all {
+                assert_eq!(
+                    sql(from, to).is_some(),
+                    allowed.contains(&(from, to)),
+                    "{from:?} → {to:?}"
+                );
+            }
+        }
+    }
 }

@@ -2,7 +2,7 @@
 //! totals, the closing of an open tail, the terminal receipt and the closing events (with the
 //! session's new `status`), and the reply to the session's chat (if it has one) either all
 //! commit or none do.
-use super::admissions::status_event;
+use super::admissions::{move_status, status_event};
 use super::leases::release_in;
 use super::log::{append_to_session, insert_message};
 use super::{check_fence, outbox, tail, Result, SessionBumpFn, Store, StoreError};
@@ -116,18 +116,13 @@ async fn write_turn_end(
             .exec_without_returning(tx)
             .await?;
     }
-    let res = admission::Entity::update_many()
-        .col_expr(
-            admission::Column::Status,
-            Expr::value(AdmissionStatus::Terminal.as_str()),
-        )
+    let res = move_status(AdmissionStatus::Started, AdmissionStatus::Terminal)?
         .col_expr(
             admission::Column::Outcome,
             Expr::value(end.outcome.to_string()),
         )
         .col_expr(admission::Column::FinishedAt, Expr::value(now))
         .filter(admission::Column::Id.eq(end.admission_id.to_string()))
-        .filter(admission::Column::Status.eq(AdmissionStatus::Started.as_str()))
         .exec(tx)
         .await?;
     if res.rows_affected != 1 {
