@@ -1,12 +1,13 @@
 //! `AdmissionActor`: every input enters here (SPEC R1, R2). It authorizes from the principal and
 //! the session's owner, normalizes the payload, admits it durably and idempotently, then tells
 //! the session's actor to drain. Its handlers return futures, so it is no global lock.
+use crate::busy_policy::{effective_policy, pinned_policy, policy_of};
 use crate::config::BusyPolicy;
 use crate::deps::Deps;
 use crate::error::GatewayError;
 use crate::input::{Receipt, Submission};
 use crate::limits;
-use crate::registry::SessionRegistry;
+use crate::session::registry::SessionRegistry;
 use crate::session::Interrupt;
 use crate::stages::{timed, Stage};
 use crate::turn::StopReason;
@@ -166,24 +167,6 @@ async fn admit(
     })
 }
 
-/// The session's busy policy, else the platform's (SPEC R13.4).
-pub async fn effective_policy(deps: &Deps, session: SessionId) -> BusyPolicy {
-    let own = match deps.store.get_session(session).await {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::warn!(%session, error = %e, "cannot read the session's busy policy");
-            None
-        }
-    };
-    policy_of(deps, own.as_ref())
-}
-
-/// The busy policy of a session row already read, else the platform's.
-fn policy_of(deps: &Deps, row: Option<&Session>) -> BusyPolicy {
-    let own = row.and_then(|s| s.busy_policy.as_deref());
-    BusyPolicy::effective(own, deps.config.agent.busy_policy)
-}
-
 /// The session, if `principal` may act on it. Someone else's session is reported exactly like
 /// a missing one, so its existence is not revealed (API.md "Auth").
 pub async fn authorize(
@@ -237,14 +220,6 @@ pub fn normalize(principal: &Principal, s: &Submission) -> Result<Value, Gateway
         payload["busy_policy"] = json!(p.as_str());
     }
     Ok(payload)
-}
-
-/// The busy policy an admission was given for itself (`Submission::busy_policy`), if any.
-pub fn pinned_policy(payload: &Value) -> Option<BusyPolicy> {
-    payload
-        .get("busy_policy")
-        .and_then(Value::as_str)
-        .and_then(BusyPolicy::parse)
 }
 
 /// The idempotency digest covers what the input means, not who relayed it or how.

@@ -1,7 +1,12 @@
 //! What the doors hand to the gateway and what they get back: a new session request, one
-//! submission as a door received it, and the admission receipt (API.md).
+//! submission as a door received it, the admission receipt (API.md), and the user row an
+//! admitted input becomes when its turn claims it.
+use crate::limits::sanitize_text;
 use serde::Serialize;
-use turnkey_storage::{AdmissionId, AdmissionStatus, SessionId};
+use turnkey_providers::estimate_tokens;
+use turnkey_storage::{
+    Admission, AdmissionId, AdmissionStatus, MessageId, MessageRole, NewMessage, SessionId, TurnId,
+};
 
 /// What a door asks for when it creates a session.
 #[derive(Clone, Debug, Default)]
@@ -39,4 +44,22 @@ pub struct Receipt {
     /// The `unknown` admission this one runs again, for a retry's receipt.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_of: Option<AdmissionId>,
+}
+
+/// The user row that `admission` becomes as `turn_id`: its sanitized text and display
+/// (SPEC R5.1). Built once, for the claim's commit (`lease`) or for `turn::context`.
+pub fn user_row(admission: &Admission, turn_id: TurnId) -> NewMessage {
+    let payload = &admission.payload;
+    let text = sanitize_text(payload["text"].as_str().unwrap_or_default());
+    let display = payload.get("display").filter(|d| d.is_object()).cloned();
+    NewMessage {
+        id: MessageId::new(),
+        role: Some(MessageRole::User),
+        token_estimate: i64::try_from(estimate_tokens(&text)).unwrap_or(i64::MAX),
+        content: Some(text),
+        turn_id: Some(turn_id),
+        admission_id: Some(admission.id),
+        display,
+        ..Default::default()
+    }
 }

@@ -1,12 +1,17 @@
 //! Holding a session's turn lease (SPEC R4): wait for it without busy-waiting, keep it
-//! refreshed while turns run, and signal loss at once so the running turn stops writing.
+//! refreshed while turns run, and signal loss at once so the running turn stops writing. And
+//! what becomes of a `started` turn whose owner no longer holds the lease (SPEC R13.1,
+//! R13.9): resumed by itself once when it started no side effect, else marked `unknown`.
 use crate::deps::Deps;
+use crate::stages::TURNS;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use turnkey_storage::{
-    Admission, ClaimAs, Claimed, Fence, LeaseClaim, SessionId, StoreError, TurnId,
+    now_ms, Admission, ClaimAs, Claimed, Fence, LeaseClaim, MessageRole, SessionId, StoreError,
+    TurnId, UnknownCause,
 };
 
 /// Why waiting for a lease ended without one.
@@ -42,7 +47,7 @@ pub async fn acquire(
             ttl_ms,
         };
         let dead = |o: &turnkey_storage::Owner| deps.instance.is_dead(o);
-        let user_row = turn.map(|t| move |a: &Admission| crate::turn::context::user_row(a, t));
+        let user_row = turn.map(|t| move |a: &Admission| crate::input::user_row(a, t));
         let how = turn
             .zip(user_row.as_ref())
             .map(|(turn, f)| ClaimAs { turn, user_row: f });
@@ -124,4 +129,135 @@ impl Drop for Refresher {
 
 pub(crate) fn ms(secs: u64) -> i64 {
     i64::try_from(secs.saturating_mul(1000)).unwrap_or(i64::MAX)
+}
+
+// A `started` turn whose owner is gone: resumed by itself, or left `unknown` (SPEC R13.1,
+// R13.9). Asked by a drain that takes a session's lease and by the recovery sweep.
+
+/// How many attempts a turn gets in all: the first, and one resume by itself (SPEC R13.9). A
+/// turn cut again after its resume is `unknown`, so a crash loop cannot burn tokens forever.
+pub const MAX_ATTEMPTS: i32 = 2;
+
+/// Whether a turn whose owner is gone is resumed by itself from its durable rows (SPEC R13.1,
+/// R13.9), once. It is when it started no side effect that has no recorded result, which its
+/// rows tell: the last is the user's (a model call was in flight: nothing ran; on a resume the
+/// model is simply asked again), a tool result, or a tool-call row (calls recorded but never
+/// started then run once; a call found `started` becomes `unknown` for a person to decide,
+/// R13.1, and the turn waits for that decision). An assistant row without calls as the last
+/// row of an unsettled turn fits no step of the loop: unknown. A turn with no row yet (a burst
+/// cut before its joined input was written) has run nothing either: its resume writes the row.
+pub async fn resumable(deps: &Deps, a: &Admission) -> Result<bool, StoreError> {
+    let Some(turn) = a.turn_id else {
+        return Ok(false);
+    };
+    // A turn parked in its tool round at a graceful stop is always handed back (it waits for
+    // calls not started or for a person, which burns nothing): only a cut counts.
+    if a.attempt >= MAX_ATTEMPTS && a.handed_back.is_none() {
+        return Ok(false);
+    }
+    let rows = deps.store.turn_messages(a.session_id, turn).await?;
+    Ok(match rows.last() {
+        Some(m) if m.role == MessageRole::Assistant => m.tool_calls.is_some(),
+        Some(_) | None => true,
+    })
+}
+
+pub async fn owner_is_gone(deps: &Deps, a: &Admission) -> Result<bool, StoreError> {
+    let Some(owner) = &a.owner else {
+        return Ok(true);
+    };
+    if deps.instance.is_dead(owner) {
+        return Ok(true);
+    }
+    // A started admission's owner holds the session lease until it settles; if it no longer
+    // does (released, expired, or taken over), it cannot still be running the turn.
+    let lease = deps.store.get_lease(a.session_id).await?;
+    Ok(match lease {
+        Some(l) => match &l.holder {
+            Some(h) => h.instance != owner.instance || l.expires_at <= now_ms(),
+            None => true,
+        },
+        None => true,
+    })
+}
+
+/// Called by a drain right after it takes a session's lease: every `started` admission there
+/// belongs to an earlier holder. Those that cannot be resumed are marked unknown under our
+/// fence (so it cannot race our own turns); the resumable ones are returned to be run.
+pub async fn orphans(deps: &Deps, fence: &Fence) -> Vec<Admission> {
+    let session = fence.session_id;
+    let list = match deps.store.started_admissions(Some(session)).await {
+        Ok(list) => list,
+        Err(e) => {
+            tracing::error!(%session, error = %e, "cannot read started admissions");
+            return Vec::new();
+        }
+    };
+    let mut resume = Vec::new();
+    for a in list {
+        match resumable(deps, &a).await {
+            Ok(true) => resume.push(a),
+            Ok(false) => {
+                mark(deps, &a, Some(fence)).await;
+            }
+            Err(e) => tracing::error!(admission = %a.id, error = %e, "cannot read the turn"),
+        }
+    }
+    resume
+}
+
+/// Why `a`'s outcome cannot be known, in a code and in words.
+fn cause(deps: &Deps, a: &Admission) -> UnknownCause {
+    let mut cause = owner_cause(deps, a);
+    if a.attempt >= MAX_ATTEMPTS {
+        cause.message.push_str(
+            "; it had already been resumed once after an earlier cut, so it is not resumed \
+             by itself again",
+        );
+    }
+    cause
+}
+
+fn owner_cause(deps: &Deps, a: &Admission) -> UnknownCause {
+    match &a.owner {
+        Some(o) if deps.instance.is_dead(o) => UnknownCause {
+            reason: "owner_died".into(),
+            message: format!(
+                "the process that ran this turn (pid {} on {}) stopped before the turn finished",
+                o.pid, o.host
+            ),
+        },
+        Some(o) => UnknownCause {
+            reason: "lease_lost".into(),
+            message: format!(
+                "the process that ran this turn (pid {} on {}) lost the session's lease before \
+                 the turn finished",
+                o.pid, o.host
+            ),
+        },
+        None => UnknownCause {
+            reason: "owner_died".into(),
+            message: "the turn's owner is not recorded".into(),
+        },
+    }
+}
+
+pub async fn mark(deps: &Deps, a: &Admission, fence: Option<&Fence>) -> bool {
+    let cause = cause(deps, a);
+    match deps.store.mark_unknown(a.id, &cause, fence).await {
+        Ok(events) if events.is_empty() => false,
+        Ok(events) => {
+            tracing::warn!(
+                admission = %a.id, session = %a.session_id, reason = %cause.reason,
+                message = %cause.message, "turn outcome unknown"
+            );
+            events.into_iter().for_each(|e| deps.hub.publish(e));
+            TURNS.unknown_turns.fetch_add(1, Ordering::Relaxed);
+            true
+        }
+        Err(e) => {
+            tracing::error!(admission = %a.id, error = %e, "cannot mark admission unknown");
+            false
+        }
+    }
 }

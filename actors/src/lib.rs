@@ -1,7 +1,23 @@
-//! turnkey's actors and the turn itself. Admission, the per-session actors and their registry,
-//! delivery and recovery live at the top; `turn/` holds one file per phase of a turn, in the
-//! order SPEC R5–R10 describes them.
+//! turnkey's actors and the turn itself. `turn/` holds one file per phase of a turn, in the
+//! order SPEC R5–R10 describes them; the rooms around it stand on floors.
+//!
+//! ## Floors
+//!
+//! A module uses only its own floor and the floors below it: every `crate::`, `super::` and
+//! `self::` path outside tests is checked by `tests/layers.rs`, and `docs/architecture.md`
+//! shows the same list. A floor names modules; a file belongs to the longest name that is a
+//! prefix of its path.
+//!
+//! 1. leaves: `error`, `display`, `stages`, `instance`, `wakeups`, `failpoints`, `provider_health`, `platforms::chat`, `platforms::client`, `platforms::config`, `platforms::format`, `platforms::split`
+//! 2. settings: `limits`, `schedule`, `config`, `input`, `toolbox`, `platforms`, `platforms::telegram`, `platforms::slack`, `platforms::webhook`, `platforms::send`
+//! 3. plumbing: `delivery`, `compressor`, `tool_exec`, `deps`
+//! 4. ownership: `lease`, `busy_policy`
+//! 5. turn: `turn`
+//! 6. sessions: `session`, `recovery`, `remote_interrupt`, `notifier`
+//! 7. doors: `admission`, `scheduler`, `outbox_sender`, `platforms::drafts`
+//! 8. gateway: `gateway`
 pub mod admission;
+pub mod busy_policy;
 pub mod compressor;
 pub mod config;
 pub mod delivery;
@@ -19,7 +35,6 @@ pub mod outbox_sender;
 pub mod platforms;
 pub mod provider_health;
 pub mod recovery;
-pub mod registry;
 pub mod remote_interrupt;
 pub mod schedule;
 pub mod scheduler;

@@ -6,8 +6,8 @@
 //! `Resync` (notices may have been lost) wakes everyone once; the recovery sweep stays the
 //! safety net for queued input.
 use crate::deps::Deps;
-use crate::registry::SessionRegistry;
 use crate::remote_interrupt;
+use crate::session::registry::SessionRegistry;
 use actix::prelude::*;
 use std::sync::Arc;
 use std::time::Duration;

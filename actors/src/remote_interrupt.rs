@@ -5,7 +5,7 @@
 //! signals its turn and settles the row `done`, or `missed` when the turn has already ended.
 use crate::deps::Deps;
 use crate::error::GatewayError;
-use crate::registry::SessionRegistry;
+use crate::session::registry::SessionRegistry;
 use crate::session::{Interrupt, Status};
 use crate::turn::StopReason;
 use std::time::Duration;

@@ -13,11 +13,11 @@
 //!
 //! Approve/deny buttons (Telegram `callback_query`, Slack `block_actions`) go through [`button`]
 //! under the same rules.
-use super::{chat_principal, chat_submission, ChatAdmission, ChatMessage};
+use super::Gateway;
 use crate::config::BusyPolicy;
 use crate::error::GatewayError;
-use crate::gateway::Gateway;
 use crate::input::{NewSessionRequest, Receipt};
+use crate::platforms::{chat_principal, chat_submission, ChatAdmission, ChatMessage};
 use serde_json::json;
 use turnkey_storage::{
     now_ms, Approval, ApprovalDecision, ApprovalId, NewOutbox, Principal, SessionId,

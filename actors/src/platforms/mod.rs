@@ -2,7 +2,6 @@
 //! to its session and its replies.
 pub mod chat;
 pub mod client;
-pub mod commands;
 pub mod config;
 pub mod drafts;
 pub mod format;

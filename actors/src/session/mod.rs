@@ -1,14 +1,16 @@
 //! `SessionActor`: one per live session. It drains the session's admissions in seq order under
 //! the durable lease, running each turn as a spawned future so that its mailbox stays open for
 //! `Interrupt` and `Status` while the turn runs.
+pub mod registry;
+
 use crate::deps::Deps;
 use crate::lease::{self, AcquireError, Refresher};
-use crate::registry::SessionRegistry;
 use crate::stages::{seconds_since, timed, Stage, TURNS};
 use crate::turn::run::Start;
 use crate::turn::transcript::TranscriptCache;
 use crate::turn::{self, StopReason, TurnControl};
 use actix::prelude::*;
+use registry::SessionRegistry;
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::Instrument;
@@ -236,7 +238,7 @@ async fn drain(deps: Arc<Deps>, session: SessionId, owner: Owner, admitted: bool
                 released = next.instrument(span).await == Next::Released;
             }
             _ => {
-                for orphan in crate::recovery::orphans(&deps, &fence).await {
+                for orphan in crate::lease::orphans(&deps, &fence).await {
                     if released {
                         break;
                     }
@@ -332,7 +334,7 @@ async fn has_work(deps: &Deps, session: SessionId) -> Result<bool, StoreError> {
         return Ok(true);
     }
     for a in deps.store.started_admissions(Some(session)).await? {
-        if crate::recovery::owner_is_gone(deps, &a).await? {
+        if crate::lease::owner_is_gone(deps, &a).await? {
             return Ok(true);
         }
     }
@@ -430,7 +432,7 @@ async fn run_one(
             let owner = &deps.instance.owner;
             let claimed = async {
                 if burst.is_empty() {
-                    let user = turn::context::user_row(admission, turn_id);
+                    let user = crate::input::user_row(admission, turn_id);
                     let store = &deps.store;
                     store
                         .claim_with_user(fence, admission.id, owner, turn_id, &user)

@@ -6,9 +6,8 @@ use super::transcript::TranscriptCache;
 use super::TurnFailure;
 use crate::deps::Deps;
 use crate::display::Display;
-use crate::limits::sanitize_text;
+use crate::input::user_row;
 use std::sync::Arc;
-use turnkey_providers::estimate_tokens;
 use turnkey_storage::*;
 
 /// Everything one turn knows; built fresh for every turn so nothing leaks from the last one.
@@ -161,24 +160,6 @@ pub async fn prepare(
         turn_rows,
         last_prompt: None,
     })
-}
-
-/// The user row that `admission` becomes as `turn_id`: its sanitized text and display
-/// (SPEC R5.1). Built once, for the claim's commit or for `prepare`.
-pub fn user_row(admission: &Admission, turn_id: TurnId) -> NewMessage {
-    let payload = &admission.payload;
-    let text = sanitize_text(payload["text"].as_str().unwrap_or_default());
-    let display = payload.get("display").filter(|d| d.is_object()).cloned();
-    NewMessage {
-        id: MessageId::new(),
-        role: Some(MessageRole::User),
-        token_estimate: i64::try_from(estimate_tokens(&text)).unwrap_or(i64::MAX),
-        content: Some(text),
-        turn_id: Some(turn_id),
-        admission_id: Some(admission.id),
-        display,
-        ..Default::default()
-    }
 }
 
 /// Rebuilds the context of a turn its owner left unsettled (SPEC R13.1, R13.9): the rows it

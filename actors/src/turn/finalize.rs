@@ -200,7 +200,7 @@ pub async fn finalize(deps: &Deps, c: Closing) -> bool {
 /// may have been under way, so it settles as interrupted, as before), and it has not been
 /// resumed already (a turn is resumed by itself once).
 async fn may_hand_back(deps: &Deps, c: &Closing) -> bool {
-    if c.attempt >= crate::recovery::MAX_ATTEMPTS {
+    if c.attempt >= crate::lease::MAX_ATTEMPTS {
         return false;
     }
     let stop = c.stopped_at.unwrap_or(i64::MAX);

@@ -5,7 +5,7 @@
 //! before it ends stays queued and runs as its own turn: nothing is dropped.
 use super::context::TurnContext;
 use super::TurnFailure;
-use crate::admission::{effective_policy, pinned_policy};
+use crate::busy_policy::{effective_policy, pinned_policy};
 use crate::config::BusyPolicy;
 use crate::deps::Deps;
 use crate::limits::sanitize_text;

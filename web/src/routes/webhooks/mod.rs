@@ -5,7 +5,7 @@
 //! 404 `platform_not_configured`.
 //!
 //! A webhook only admits: it verifies, parses the update into a `ChatMessage` and hands it to
-//! `turnkey_actors::platforms::commands` (a command, or input admitted through
+//! `turnkey_actors::gateway::commands` (a command, or input admitted through
 //! `Gateway::chat_submit`), then answers 200 at once. The turn runs later; its answer leaves
 //! through the outbox. Updates this build does not handle (stickers, edits, joins, …) are
 //! answered 200 and ignored, since a platform retries any other answer.
@@ -21,7 +21,7 @@ use crate::startup::AppState;
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 use serde::Serialize;
-use turnkey_actors::platforms::commands::{self, Handled};
+use turnkey_actors::gateway::commands::{self, Handled};
 use turnkey_actors::platforms::{ChatMessage, PlatformsConfig};
 use turnkey_actors::Receipt;
 use utoipa::ToSchema;

@@ -10,7 +10,7 @@ use crate::error::{ApiError, ErrorBody};
 use crate::startup::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
-use turnkey_actors::platforms::commands;
+use turnkey_actors::gateway::commands;
 use turnkey_actors::platforms::{ChatMessage, ChatTarget};
 use turnkey_storage::ApprovalDecision;
 use utoipa::ToSchema;
