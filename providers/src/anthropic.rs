@@ -35,7 +35,7 @@ impl AnthropicProvider {
             )
             .header("anthropic-version", API_VERSION);
         if let Some(key) = &self.endpoint.api_key {
-            builder = builder.header("x-api-key", key);
+            builder = builder.header("x-api-key", key.expose());
         }
         self.endpoint.send(builder).await
     }

@@ -34,7 +34,7 @@ pub(crate) struct Endpoint {
     /// `[[providers]] max_output_tokens`.
     pub max_output_tokens: Option<u32>,
     pub url: reqwest::Url,
-    pub api_key: Option<String>,
+    pub api_key: Option<crate::Secret>,
     pub request_timeout: Duration,
     pub idle_timeout: Duration,
     pub retry: crate::retry::RetryPolicy,

@@ -12,6 +12,7 @@ pub mod openai;
 pub mod pricing;
 pub mod provider;
 pub mod retry;
+pub mod secret;
 pub mod tokens;
 pub mod wire;
 
@@ -21,6 +22,7 @@ pub use openai::OpenAiProvider;
 pub use pricing::{cost_usd, price_per_mtok, Price, Pricing};
 pub use provider::{build_provider, DeltaSink, Provider, ProviderConfig, ProviderKind};
 pub use retry::RetryPolicy;
+pub use secret::Secret;
 pub use tokens::{
     estimate_messages, estimate_messages_for_model, estimate_tokens, estimate_tokens_for_model,
 };

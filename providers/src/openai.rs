@@ -31,7 +31,7 @@ impl OpenAiProvider {
             req.stream,
         );
         if let Some(key) = &self.endpoint.api_key {
-            builder = builder.bearer_auth(key);
+            builder = builder.bearer_auth(key.expose());
         }
         self.endpoint.send(builder).await
     }

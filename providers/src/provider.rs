@@ -4,6 +4,7 @@ use crate::anthropic::AnthropicProvider;
 use crate::error::ProviderError;
 use crate::openai::OpenAiProvider;
 use crate::retry::RetryPolicy;
+use crate::secret::Secret;
 use crate::wire::{ChatRequest, ChatResponse};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -27,8 +28,8 @@ pub struct ProviderConfig {
     pub name: String,
     pub kind: ProviderKind,
     pub base_url: String,
-    #[serde(default)]
-    pub api_key: Option<String>,
+    #[serde(default, skip_serializing)]
+    pub api_key: Option<Secret>,
     #[serde(default)]
     pub api_key_env: Option<String>,
     pub model: String,
@@ -88,12 +89,15 @@ fn default_idle() -> u64 {
 impl ProviderConfig {
     /// `api_key` when set, else the value of the environment variable named by `api_key_env`.
     /// Empty values count as unset.
-    pub fn resolved_api_key(&self) -> Option<String> {
+    pub fn resolved_api_key(&self) -> Option<Secret> {
         if let Some(key) = self.api_key.as_ref().filter(|k| !k.is_empty()) {
             return Some(key.clone());
         }
         let var = self.api_key_env.as_ref().filter(|v| !v.is_empty())?;
-        std::env::var(var).ok().filter(|k| !k.is_empty())
+        std::env::var(var)
+            .ok()
+            .filter(|k| !k.is_empty())
+            .map(Secret::from)
     }
 
     /// How calls to this provider are retried.
@@ -112,7 +116,7 @@ impl fmt::Debug for ProviderConfig {
             .field("name", &self.name)
             .field("kind", &self.kind)
             .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("api_key", &self.api_key)
             .field("api_key_env", &self.api_key_env)
             .field("model", &self.model)
             .field("context_window", &self.context_window)
@@ -175,7 +179,10 @@ mod tests {
         assert_eq!(c.stream_idle_timeout_s, 120);
         assert!(!c.auxiliary);
         assert!(!format!("{c:?}").contains("sk-secret"));
-        assert_eq!(c.resolved_api_key().as_deref(), Some("sk-secret"));
+        assert_eq!(
+            c.resolved_api_key().as_ref().map(Secret::expose),
+            Some("sk-secret")
+        );
     }
 
     #[test]
@@ -183,10 +190,13 @@ mod tests {
         let mut c = cfg("openai");
         c.api_key = None;
         c.api_key_env = Some("PATH".into());
-        assert_eq!(c.resolved_api_key(), std::env::var("PATH").ok());
+        assert_eq!(
+            c.resolved_api_key(),
+            std::env::var("PATH").ok().map(Secret::from)
+        );
         c.api_key_env = Some("TURNKEY_TEST_SURELY_UNSET_VAR".into());
         assert_eq!(c.resolved_api_key(), None);
-        c.api_key = Some(String::new());
+        c.api_key = Some(Secret::default());
         assert_eq!(c.resolved_api_key(), None);
     }
 

@@ -13,6 +13,7 @@ use turnkey_actors::config::{AgentConfig, CompressionConfig, LeaseConfig, ToolsC
 use turnkey_actors::platforms::PlatformsConfig;
 use turnkey_actors::schedule::ScheduleConfig;
 use turnkey_actors::RuntimeConfig;
+use turnkey_providers::Secret;
 use turnkey_providers::{Price, ProviderConfig};
 
 /// The file read from the working directory when no `--config` is given.
@@ -90,7 +91,8 @@ pub struct DatabaseSettings {
 #[serde(default, deny_unknown_fields)]
 pub struct AuthSettings {
     /// When absent, one is generated into `data_dir/operator.token`.
-    pub operator_token: Option<String>,
+    #[serde(skip_serializing)]
+    pub operator_token: Option<Secret>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -220,7 +222,7 @@ impl Settings {
             ));
         }
         if let Some(t) = &self.auth.operator_token {
-            if t.trim().is_empty() {
+            if t.expose().trim().is_empty() {
                 return Err(InvalidConfig::new(
                     "auth.operator_token",
                     "must not be empty when set",

@@ -167,10 +167,10 @@ async fn check_provider(p: &ProviderConfig) -> Result<String, String> {
     match (&key, p.kind) {
         (Some(key), ProviderKind::Anthropic) => {
             req = req
-                .header("x-api-key", key)
+                .header("x-api-key", key.expose())
                 .header("anthropic-version", "2023-06-01");
         }
-        (Some(key), ProviderKind::Openai) => req = req.bearer_auth(key),
+        (Some(key), ProviderKind::Openai) => req = req.bearer_auth(key.expose()),
         (None, _) => {}
     }
     let res = req.send().await.map_err(|e| {

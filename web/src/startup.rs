@@ -131,7 +131,7 @@ pub fn prepare_data_dir(dir: &Path) -> Result<(), StartupError> {
 pub fn resolve_operator_token(settings: &Settings) -> Result<OperatorToken, StartupError> {
     if let Some(t) = &settings.auth.operator_token {
         return Ok(OperatorToken {
-            value: t.trim().to_owned(),
+            value: t.expose().trim().to_owned(),
             generated: false,
         });
     }

@@ -1,6 +1,7 @@
 //! `[platforms.*]` (API.md): each platform is off unless its table is present.
 use crate::display::{DisplayLayer, ToolProgress};
 use serde::{Deserialize, Serialize};
+use turnkey_providers::Secret;
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
@@ -62,9 +63,11 @@ const DEFAULT_EDIT_INTERVAL_MS: u64 = 1000;
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TelegramConfig {
-    pub bot_token: String,
+    #[serde(skip_serializing)]
+    pub bot_token: Secret,
     /// Sent by Telegram in `X-Telegram-Bot-Api-Secret-Token` (set with `setWebhook`).
-    pub secret_token: String,
+    #[serde(skip_serializing)]
+    pub secret_token: Secret,
     pub api_base: String,
     pub allowed_users: Vec<String>,
     pub stream: bool,
@@ -79,8 +82,8 @@ pub struct TelegramConfig {
 impl Default for TelegramConfig {
     fn default() -> Self {
         Self {
-            bot_token: String::new(),
-            secret_token: String::new(),
+            bot_token: Secret::default(),
+            secret_token: Secret::default(),
             api_base: "https://api.telegram.org".into(),
             allowed_users: Vec::new(),
             stream: false,
@@ -96,9 +99,11 @@ platform_settings!(TelegramConfig);
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SlackConfig {
-    pub bot_token: String,
+    #[serde(skip_serializing)]
+    pub bot_token: Secret,
     /// The app's signing secret: checks `X-Slack-Signature`.
-    pub signing_secret: String,
+    #[serde(skip_serializing)]
+    pub signing_secret: Secret,
     pub api_base: String,
     pub allowed_users: Vec<String>,
     pub stream: bool,
@@ -113,8 +118,8 @@ pub struct SlackConfig {
 impl Default for SlackConfig {
     fn default() -> Self {
         Self {
-            bot_token: String::new(),
-            signing_secret: String::new(),
+            bot_token: Secret::default(),
+            signing_secret: Secret::default(),
             api_base: "https://slack.com/api".into(),
             allowed_users: Vec::new(),
             stream: false,
@@ -131,7 +136,8 @@ platform_settings!(SlackConfig);
 #[serde(default, deny_unknown_fields)]
 pub struct WebhookConfig {
     /// HMAC-SHA256 key of `X-Signature: sha256=HEX`, inbound and outbound.
-    pub secret: String,
+    #[serde(skip_serializing)]
+    pub secret: Secret,
     /// Where replies are POSTed.
     pub reply_url: String,
     /// The body's `user` ids allowed (the signature authenticates the integrator).
@@ -148,7 +154,7 @@ pub struct WebhookConfig {
 impl Default for WebhookConfig {
     fn default() -> Self {
         Self {
-            secret: String::new(),
+            secret: Secret::default(),
             reply_url: String::new(),
             allowed_users: Vec::new(),
             stream: false,
@@ -197,12 +203,13 @@ impl PlatformsConfig {
             Ok(())
         };
         if let Some(t) = &self.telegram {
-            if t.bot_token.trim().is_empty() {
+            if t.bot_token.expose().trim().is_empty() {
                 return bad("platforms.telegram.bot_token".into(), "must be set");
             }
             // Telegram allows 1-256 characters A-Z, a-z, 0-9, _ and - in a secret token.
-            let ok = (1..=256).contains(&t.secret_token.len())
+            let ok = (1..=256).contains(&t.secret_token.expose().len())
                 && t.secret_token
+                    .expose()
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
             if !ok {
@@ -215,17 +222,17 @@ impl PlatformsConfig {
             common("telegram", t)?;
         }
         if let Some(s) = &self.slack {
-            if s.bot_token.trim().is_empty() {
+            if s.bot_token.expose().trim().is_empty() {
                 return bad("platforms.slack.bot_token".into(), "must be set");
             }
-            if s.signing_secret.trim().is_empty() {
+            if s.signing_secret.expose().trim().is_empty() {
                 return bad("platforms.slack.signing_secret".into(), "must be set");
             }
             url("platforms.slack.api_base".into(), &s.api_base)?;
             common("slack", s)?;
         }
         if let Some(w) = &self.webhook {
-            if w.secret.trim().is_empty() {
+            if w.secret.expose().trim().is_empty() {
                 return bad("platforms.webhook.secret".into(), "must be set");
             }
             url("platforms.webhook.reply_url".into(), &w.reply_url)?;

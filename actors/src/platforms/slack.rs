@@ -6,12 +6,13 @@ use super::client::{http_client, retry_after_header, CallError, CALL_TIMEOUT};
 use super::config::SlackConfig;
 use serde_json::{json, Value};
 use std::time::Duration;
+use turnkey_providers::Secret;
 
 #[derive(Clone)]
 pub struct Slack {
     http: reqwest::Client,
     base: String,
-    token: String,
+    token: Secret,
 }
 
 /// Where a message goes: a channel, and a thread in it.
@@ -75,7 +76,7 @@ impl Slack {
         let resp = self
             .http
             .post(format!("{}/{method}", self.base))
-            .bearer_auth(&self.token)
+            .bearer_auth(self.token.expose())
             .json(body)
             .send()
             .await

@@ -49,7 +49,7 @@ impl Telegram {
             base: format!(
                 "{}/bot{}",
                 cfg.api_base.trim_end_matches('/'),
-                cfg.bot_token
+                cfg.bot_token.expose()
             ),
         }
     }

@@ -8,12 +8,13 @@ use hmac::{Hmac, Mac};
 use serde_json::{json, Value};
 use sha2::Sha256;
 use std::time::Duration;
+use turnkey_providers::Secret;
 
 #[derive(Clone)]
 pub struct Webhook {
     http: reqwest::Client,
     url: String,
-    secret: String,
+    secret: Secret,
 }
 
 /// `sha256=HEX` of HMAC-SHA256(`secret`, `body`).
@@ -54,7 +55,7 @@ impl Webhook {
             .http
             .post(&self.url)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .header("X-Signature", signature(&self.secret, &raw))
+            .header("X-Signature", signature(self.secret.expose(), &raw))
             .body(raw)
             .send()
             .await

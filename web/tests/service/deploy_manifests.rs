@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tempfile::TempDir;
+use turnkey_providers::Secret;
 use turnkey_web::cli::{Cli, Command};
 use turnkey_web::configuration::{load_from, Overrides, Settings};
 use turnkey_web::startup::drain_bound;
@@ -498,7 +499,7 @@ fn compose_runs_migrate_once_then_two_replicas_on_postgres_behind_nginx() {
         assert!(matches!(command, Command::Serve(_)), "{name}: {command:?}");
         assert!(settings.server.bind.starts_with("0.0.0.0:"), "{name}");
         assert_eq!(
-            settings.auth.operator_token.as_deref(),
+            settings.auth.operator_token.as_ref().map(Secret::expose),
             Some("tk_compose_test"),
             "{name}: the replicas share the operator token"
         );
@@ -797,7 +798,10 @@ async fn the_kubernetes_manifests_probe_the_real_endpoints_and_outlast_the_drain
     let env = env_of(container, &secrets);
     let settings = settings_of(&command, Some(&local), &env, "k8s");
     assert!(settings.database.url.starts_with("postgres://"));
-    assert_eq!(settings.auth.operator_token.as_deref(), Some("tk_k8s_test"));
+    assert_eq!(
+        settings.auth.operator_token.as_ref().map(Secret::expose),
+        Some("tk_k8s_test")
+    );
     assert_eq!(settings.providers.len(), 1);
     // The provider reads its key from the variable the Secret fills.
     let key_env = settings.providers[0]

@@ -107,7 +107,7 @@ pub async fn webhook(
 ) -> Result<HttpResponse, ApiError> {
     let config = configured(&state, "webhook", |p| &p.webhook)?;
     let body = body(&state, payload).await?;
-    verify::generic(&req, &config.secret, &body)?;
+    verify::generic(&req, config.secret.expose(), &body)?;
     let message: GenericMessage = parse(&body, "generic webhook message")?;
     handle(&state, &parse_message(message)?).await
 }

@@ -187,7 +187,7 @@ pub async fn events(
 ) -> Result<HttpResponse, ApiError> {
     let config = configured(&state, "slack", |p| &p.slack)?;
     let body = body(&state, payload).await?;
-    verify::slack(&req, &config.signing_secret, &body, now_s())?;
+    verify::slack(&req, config.signing_secret.expose(), &body, now_s())?;
     if is_form(&req) {
         // A slash command (`/stop` registered with this URL): its answer goes to the channel
         // through the outbox; an empty 200 tells Slack not to post anything itself.
@@ -385,7 +385,7 @@ pub async fn interactive(
 ) -> Result<HttpResponse, ApiError> {
     let config = configured(&state, "slack", |p| &p.slack)?;
     let body = body(&state, payload).await?;
-    verify::slack(&req, &config.signing_secret, &body, now_s())?;
+    verify::slack(&req, config.signing_secret.expose(), &body, now_s())?;
     let form = form::<InteractionForm>(&body, "a form with a payload field (payload=<JSON>)")?;
     let interaction: Interaction = parse(form.payload.as_bytes(), "Slack interaction")?;
     match parse_interaction(interaction) {

@@ -186,7 +186,7 @@ pub async fn webhook(
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     let config = configured(&state, "telegram", |p| &p.telegram)?;
-    verify::telegram(&req, &config.secret_token)?;
+    verify::telegram(&req, config.secret_token.expose())?;
     let body = body(&state, payload).await?;
     let update: Update = parse(&body, "Telegram Update")?;
     match parse_update(update) {
