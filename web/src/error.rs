@@ -207,9 +207,18 @@ pub fn json_config(limit: usize) -> web::JsonConfig {
         .error_handler(move |err, _req: &HttpRequest| json_error(err, limit).into())
 }
 
+/// A path that does not fit its route: 400 `invalid_id` for a segment that is not an id
+/// (`routes::id::Id`), else `invalid_path`.
 pub fn path_config() -> web::PathConfig {
     web::PathConfig::default().error_handler(|err: PathError, _req: &HttpRequest| {
-        ApiError::bad_request("invalid_path", err.to_string()).into()
+        let PathError::Deserialize(inner) = &err else {
+            return ApiError::bad_request("invalid_path", err.to_string()).into();
+        };
+        let message = inner.to_string();
+        match message.ends_with(crate::routes::id::NOT_AN_ID) {
+            true => ApiError::bad_request("invalid_id", message).into(),
+            false => ApiError::bad_request("invalid_path", err.to_string()).into(),
+        }
     })
 }
 

@@ -1,7 +1,7 @@
 //! Admission receipts: `GET /v1/admissions/{admission_id}`, visible to whoever may see the
 //! admission's session (others get 404, as for the session itself), and the retry of an
 //! `unknown` one.
-use super::parse_id;
+use super::id::Id;
 use crate::auth::AuthPrincipal;
 use crate::error::{ApiError, ErrorBody};
 use crate::openapi::mirrors::{AdmissionStatusName, ReceiptSchema};
@@ -63,9 +63,9 @@ pub struct AdmissionView {
 pub async fn get(
     state: web::Data<AppState>,
     who: AuthPrincipal,
-    path: web::Path<String>,
+    path: web::Path<Id<AdmissionId>>,
 ) -> Result<HttpResponse, ApiError> {
-    let id: AdmissionId = parse_id(&path, "admission")?;
+    let id = path.into_inner().into_inner();
     let not_found = || ApiError::not_found(format!("admission {id}"));
     let admission = state
         .gateway
@@ -125,9 +125,9 @@ pub async fn get(
 pub async fn retry(
     state: web::Data<AppState>,
     who: AuthPrincipal,
-    path: web::Path<String>,
+    path: web::Path<Id<AdmissionId>>,
 ) -> Result<HttpResponse, ApiError> {
-    let id: AdmissionId = parse_id(&path, "admission")?;
+    let id = path.into_inner().into_inner();
     let receipt = state.gateway.retry(&who.0, id).await?;
     let mut res = if receipt.duplicate {
         HttpResponse::Ok()

@@ -1,6 +1,6 @@
 //! A session's event log: `GET /v1/sessions/{id}/events?since=SEQ` as a JSON page, or as a
 //! gap-free, duplicate-free SSE stream (`Accept: text/event-stream`, honours `Last-Event-ID`).
-use super::parse_id;
+use super::id::Id;
 use crate::auth::AuthPrincipal;
 use crate::error::{ApiError, ErrorBody};
 use crate::follow::{EventFollower, PAGE};
@@ -103,10 +103,10 @@ pub async fn events(
     state: web::Data<AppState>,
     who: AuthPrincipal,
     req: HttpRequest,
-    path: web::Path<String>,
+    path: web::Path<Id<SessionId>>,
     query: web::Query<EventsQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let session: SessionId = parse_id(&path, "session")?;
+    let session = path.into_inner().into_inner();
     // Every id of a rotated lineage replays the lineage's one event log (SPEC R6.4).
     let session = state.gateway.authorize(&who.0, session).await?.lineage();
     let since = match query.since {

@@ -3,6 +3,7 @@
 pub mod admissions;
 pub mod events;
 pub mod health;
+pub mod id;
 pub mod metrics;
 pub mod openai;
 pub mod outbox;

@@ -3,7 +3,7 @@
 //! cut mid-send, which are not sent again on their own); `POST /v1/outbox/{id}/resend` lets a
 //! person send an `unknown` (or `failed`) one again. The operator sees every row; another
 //! principal only the rows of its own sessions.
-use super::parse_id;
+use super::id::{Id, OutboxRowId};
 use crate::auth::AuthPrincipal;
 use crate::error::{ApiError, ErrorBody};
 use crate::openapi::mirrors::OutboxStatusName;
@@ -167,10 +167,9 @@ pub async fn list(
 pub async fn resend(
     state: web::Data<AppState>,
     who: AuthPrincipal,
-    path: web::Path<String>,
+    path: web::Path<Id<OutboxRowId>>,
 ) -> Result<HttpResponse, ApiError> {
-    let id: uuid::Uuid = parse_id(&path, "outbox row")?;
-    let id = id.to_string();
+    let id = path.into_inner().into_inner().0.to_string();
     let not_found = || ApiError::not_found(format!("outbox row {id}"));
     let store = state.gateway.store();
     let row = store.get_outbox(&id).await?.ok_or_else(not_found)?;

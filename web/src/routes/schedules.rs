@@ -3,6 +3,7 @@
 //! expression (UTC) falls due; the `SchedulerActor` does the admitting. Like sessions, a
 //! principal other than the operator sees and changes only schedules on its own sessions;
 //! anyone else's is not found.
+use super::id::Id;
 use super::{parse_id, reject_privileged_fields};
 use crate::auth::AuthPrincipal;
 use crate::error::{ApiError, ErrorBody};
@@ -289,9 +290,9 @@ pub async fn list(
 pub async fn delete(
     state: web::Data<AppState>,
     who: AuthPrincipal,
-    path: web::Path<String>,
+    path: web::Path<Id<ScheduleId>>,
 ) -> Result<HttpResponse, ApiError> {
-    let id: ScheduleId = parse_id(&path, "schedule")?;
+    let id = path.into_inner().into_inner();
     state.gateway.delete_schedule(&who.0, id).await?;
     Ok(HttpResponse::NoContent().finish())
 }

@@ -1,6 +1,7 @@
 //! Sessions: create, list (newest first, only the caller's own unless operator), read one with
 //! its live state, and read its transcript.
-use super::{parse_id, reject_privileged_fields};
+use super::id::Id;
+use super::reject_privileged_fields;
 use crate::auth::AuthPrincipal;
 use crate::error::{ApiError, ErrorBody};
 use crate::openapi::mirrors::{BusyPolicyName, UsageTotalsSchema};
@@ -366,9 +367,9 @@ pub async fn list(
 pub async fn get(
     state: web::Data<AppState>,
     who: AuthPrincipal,
-    path: web::Path<String>,
+    path: web::Path<Id<SessionId>>,
 ) -> Result<HttpResponse, ApiError> {
-    let id: SessionId = parse_id(&path, "session")?;
+    let id = path.into_inner().into_inner();
     let session = state.gateway.authorize(&who.0, id).await?;
     Ok(HttpResponse::Ok().json(SessionView::load_with_questions(&state.gateway, session).await?))
 }
@@ -419,10 +420,10 @@ pub const PATCH_FIELDS: [&str; 3] = ["title", "busy_policy", "display"];
 pub async fn update(
     state: web::Data<AppState>,
     who: AuthPrincipal,
-    path: web::Path<String>,
+    path: web::Path<Id<SessionId>>,
     body: web::Json<Map<String, Value>>,
 ) -> Result<HttpResponse, ApiError> {
-    let id: SessionId = parse_id(&path, "session")?;
+    let id = path.into_inner().into_inner();
     let body = body.into_inner();
     reject_privileged_fields(&body)?;
     if let Some(k) = body.keys().find(|k| !PATCH_FIELDS.contains(&k.as_str())) {
@@ -561,9 +562,9 @@ impl From<Message> for MessageView {
 pub async fn messages(
     state: web::Data<AppState>,
     who: AuthPrincipal,
-    path: web::Path<String>,
+    path: web::Path<Id<SessionId>>,
 ) -> Result<HttpResponse, ApiError> {
-    let id: SessionId = parse_id(&path, "session")?;
+    let id = path.into_inner().into_inner();
     let session = state.gateway.authorize(&who.0, id).await?;
     // Any id of a rotated lineage reads the lineage's whole history, each message once.
     let rows = state

@@ -1,6 +1,7 @@
 //! Input into a session: submissions (idempotent by `request_id` / `Idempotency-Key`, SPEC R2.3)
 //! and interrupts of the running turn.
-use super::{parse_id, read_optional_json, reject_privileged_fields};
+use super::id::Id;
+use super::{read_optional_json, reject_privileged_fields};
 use crate::auth::AuthPrincipal;
 use crate::error::{ApiError, ErrorBody};
 use crate::openapi::mirrors::ReceiptSchema;
@@ -80,10 +81,10 @@ pub async fn submit(
     state: web::Data<AppState>,
     who: AuthPrincipal,
     req: HttpRequest,
-    path: web::Path<String>,
+    path: web::Path<Id<SessionId>>,
     body: web::Json<SubmitBody>,
 ) -> Result<HttpResponse, ApiError> {
-    let session: SessionId = parse_id(&path, "session")?;
+    let session = path.into_inner().into_inner();
     let header = idempotency_header(&req)?;
     let receipt = admit(&state, &who.0, session, header, body.into_inner(), "api").await?;
     let mut res = if receipt.duplicate {
@@ -206,10 +207,10 @@ impl From<turnkey_actors::remote_interrupt::Interruption> for Interrupted {
 pub async fn interrupt(
     state: web::Data<AppState>,
     who: AuthPrincipal,
-    path: web::Path<String>,
+    path: web::Path<Id<SessionId>>,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let session: SessionId = parse_id(&path, "session")?;
+    let session = path.into_inner().into_inner();
     let body: InterruptBody = read_optional_json(payload, state.max_body_bytes).await?;
     let reason = body.reason.filter(|r| !r.trim().is_empty());
     let interruption = state.gateway.interrupt(&who.0, session, reason).await?;

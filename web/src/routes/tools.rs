@@ -1,7 +1,7 @@
 //! A person's answers to a running turn's questions and the undo of a turn's file changes:
 //! approvals (SPEC R9.7, R13.2), decisions on tool runs a crash left `unknown` (R13.1), and
 //! checkpoint restore (R9.6).
-use super::parse_id;
+use super::id::Id;
 use crate::auth::AuthPrincipal;
 use crate::error::{ApiError, ErrorBody};
 use crate::openapi::mirrors::{
@@ -60,12 +60,10 @@ pub struct ApprovalDecided {
 pub async fn decide_approval(
     state: web::Data<AppState>,
     who: AuthPrincipal,
-    path: web::Path<(String, String)>,
+    path: web::Path<(Id<SessionId>, Id<ApprovalId>)>,
     body: web::Json<ApprovalBody>,
 ) -> Result<HttpResponse, ApiError> {
-    let (session, approval) = path.into_inner();
-    let session: SessionId = parse_id(&session, "session")?;
-    let approval: ApprovalId = parse_id(&approval, "approval")?;
+    let (Id(session), Id(approval)) = path.into_inner();
     Ok(HttpResponse::Ok().json(approve(&state, &who.0, session, approval, body.decision).await?))
 }
 
@@ -133,11 +131,10 @@ pub struct ToolRunDecided {
 pub async fn decide_tool_run(
     state: web::Data<AppState>,
     who: AuthPrincipal,
-    path: web::Path<(String, String)>,
+    path: web::Path<(Id<SessionId>, String)>,
     body: web::Json<ToolRunBody>,
 ) -> Result<HttpResponse, ApiError> {
-    let (session, call_id) = path.into_inner();
-    let session: SessionId = parse_id(&session, "session")?;
+    let (Id(session), call_id) = path.into_inner();
     turnkey_actors::limits::request_id(&call_id).map_err(|_| {
         ApiError::bad_request("invalid_id", "the call id is not a valid tool call id")
     })?;
@@ -186,11 +183,9 @@ pub struct Restored {
 pub async fn restore(
     state: web::Data<AppState>,
     who: AuthPrincipal,
-    path: web::Path<(String, String)>,
+    path: web::Path<(Id<SessionId>, Id<TurnId>)>,
 ) -> Result<HttpResponse, ApiError> {
-    let (session, turn) = path.into_inner();
-    let session: SessionId = parse_id(&session, "session")?;
-    let turn: TurnId = parse_id(&turn, "turn")?;
+    let (Id(session), Id(turn)) = path.into_inner();
     let restored = state
         .gateway
         .restore_checkpoint(&who.0, session, turn)
