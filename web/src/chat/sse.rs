@@ -1,8 +1,11 @@
 //! Following a session's events: `GET /v1/sessions/{id}/events?since=SEQ` as Server-Sent
-//! Events, read from reqwest's streaming body by a small frame parser, handed on in seq order
-//! exactly once. A dropped stream is reopened with backoff from the last seq handed on, so a
+//! Events, read from reqwest's streaming body with `eventsource-stream` (the parser the
+//! providers use too), handed on in seq order exactly once. A dropped stream is reopened with backoff from the last seq handed on, so a
 //! reconnect repaints nothing that was shown and skips nothing that was not.
 use super::api::{describe, CallError, Client};
+use bytes::Bytes;
+use eventsource_stream::{EventStreamError, Eventsource};
+use futures::{Stream, StreamExt};
 use rand::Rng;
 use serde::Deserialize;
 use serde_json::Value;
@@ -51,73 +54,44 @@ pub enum Feed {
     Fatal(String),
 }
 
-/// One SSE frame: the `id`, `event` and (joined) `data` fields up to a blank line.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Frame {
-    pub id: Option<String>,
-    pub event: Option<String>,
-    pub data: String,
-}
+/// Why the byte stream under the event parser ended.
+#[derive(Debug)]
+struct Ended(String);
 
-/// Splits a byte stream into frames; chunks may end anywhere, also inside a UTF-8 character.
-/// Lines end in `\n` or `\r\n`; comments (`: keepalive`) and unknown fields are skipped.
-#[derive(Debug, Default)]
-pub struct Parser {
-    buf: Vec<u8>,
-    frame: Frame,
-    /// A field of the frame being read was seen (a blank line then ends a frame).
-    has_field: bool,
-    /// A `data` line of it was seen (the next one is joined with a newline).
-    has_data: bool,
-}
-
-impl Parser {
-    pub fn push(&mut self, chunk: &[u8]) -> Result<Vec<Frame>, String> {
-        self.buf.extend_from_slice(chunk);
-        let mut frames = Vec::new();
-        while let Some(end) = self.buf.iter().position(|&b| b == b'\n') {
-            let mut line: Vec<u8> = self.buf.drain(..=end).collect();
-            line.pop();
-            if line.last() == Some(&b'\r') {
-                line.pop();
-            }
-            if let Some(frame) = self.line(&String::from_utf8_lossy(&line)) {
-                frames.push(frame);
-            }
-        }
-        if self.buf.len() + self.frame.data.len() > MAX_FRAME_BYTES {
-            return Err(format!("an event frame over {MAX_FRAME_BYTES} bytes"));
-        }
-        Ok(frames)
-    }
-
-    fn line(&mut self, line: &str) -> Option<Frame> {
-        if line.is_empty() {
-            let done = std::mem::take(&mut self.frame);
-            self.has_data = false;
-            return std::mem::take(&mut self.has_field).then_some(done);
-        }
-        if line.starts_with(':') {
-            return None;
-        }
-        let (field, value) = match line.split_once(':') {
-            Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
-            None => (line, ""),
-        };
-        match field {
-            "data" => {
-                if self.has_data {
-                    self.frame.data.push('\n');
+/// The body's chunks, ending with why: nothing heard for `IDLE_LIMIT` (the server's keepalive
+/// comments count: the parser would swallow them), a broken connection, or more than
+/// `MAX_FRAME_BYTES` without a blank line (no event of this API is that large).
+fn chunks(resp: reqwest::Response) -> impl Stream<Item = Result<Bytes, Ended>> {
+    futures::stream::unfold(Some((resp, 0usize)), |state| async move {
+        let (mut resp, mut open) = state?;
+        let end = |why: String| Some((Err(Ended(why)), None));
+        match tokio::time::timeout(IDLE_LIMIT, resp.chunk()).await {
+            Err(_) => end(format!("nothing heard for {} s", IDLE_LIMIT.as_secs())),
+            Ok(Err(e)) => end(format!(
+                "the connection broke ({})",
+                describe(&e.without_url())
+            )),
+            Ok(Ok(None)) => end("the server closed the stream".to_owned()),
+            Ok(Ok(Some(chunk))) => match still_open(open, &chunk) {
+                Ok(n) => {
+                    open = n;
+                    Some((Ok(chunk), Some((resp, open))))
                 }
-                self.frame.data.push_str(value);
-                self.has_data = true;
-            }
-            "event" => self.frame.event = Some(value.to_owned()),
-            "id" => self.frame.id = Some(value.to_owned()),
-            _ => return None,
+                Err(why) => end(why),
+            },
         }
-        self.has_field = true;
-        None
+    })
+}
+
+/// The bytes of a frame still open after `chunk` (`open` before it): none once a blank line in
+/// the chunk ends one; an error past `MAX_FRAME_BYTES`.
+fn still_open(open: usize, chunk: &[u8]) -> Result<usize, String> {
+    let ends_frame =
+        chunk.windows(2).any(|w| w == b"\n\n") || chunk.windows(4).any(|w| w == b"\r\n\r\n");
+    let open = if ends_frame { 0 } else { open + chunk.len() };
+    match open > MAX_FRAME_BYTES {
+        true => Err(format!("an event frame over {MAX_FRAME_BYTES} bytes")),
+        false => Ok(open),
     }
 }
 
@@ -204,47 +178,40 @@ fn jitter(d: Duration) -> Duration {
 /// Reads one open stream to its end; returns why it ended. Events at or below `last` (already
 /// handed on) are skipped.
 async fn pump(
-    mut resp: reqwest::Response,
+    resp: reqwest::Response,
     last: &mut i64,
     tx: &mpsc::Sender<Feed>,
 ) -> Result<String, Closed> {
-    let mut parser = Parser::default();
+    let events = chunks(resp).eventsource();
+    futures::pin_mut!(events);
     loop {
-        let chunk = match tokio::time::timeout(IDLE_LIMIT, resp.chunk()).await {
-            Err(_) => return Ok(format!("nothing heard for {} s", IDLE_LIMIT.as_secs())),
-            Ok(Err(e)) => {
-                return Ok(format!(
-                    "the connection broke ({})",
-                    describe(&e.without_url())
-                ))
-            }
-            Ok(Ok(None)) => return Ok("the server closed the stream".to_owned()),
-            Ok(Ok(Some(chunk))) => chunk,
+        let frame = match events.next().await {
+            None => return Ok("the server closed the stream".to_owned()),
+            Some(Err(EventStreamError::Transport(Ended(why)))) => return Ok(why),
+            Some(Err(EventStreamError::Utf8(e))) => return Ok(format!("not UTF-8: {e}")),
+            Some(Err(EventStreamError::Parser(e))) => return Ok(format!("not SSE: {e}")),
+            Some(Ok(frame)) => frame,
         };
-        let frames = match parser.push(&chunk) {
-            Ok(frames) => frames,
-            Err(why) => return Ok(why),
-        };
-        for frame in frames {
-            if frame.data.is_empty() {
-                continue;
+        if frame.data.is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<ChatEvent>(&frame.data) {
+            Ok(ev) if ev.seq <= *last => {}
+            Ok(ev) => {
+                *last = ev.seq;
+                tx.send(Feed::Event(ev)).await.map_err(|_| Closed)?;
             }
-            match serde_json::from_str::<ChatEvent>(&frame.data) {
-                Ok(ev) if ev.seq <= *last => {}
-                Ok(ev) => {
-                    *last = ev.seq;
-                    tx.send(Feed::Event(ev)).await.map_err(|_| Closed)?;
+            Err(e) => {
+                // Skipping is all a client can do with a frame it cannot read; say so.
+                if let Ok(seq) = frame.id.parse::<i64>() {
+                    *last = (*last).max(seq);
                 }
-                Err(e) => {
-                    // Skipping is all a client can do with a frame it cannot read; say so.
-                    if let Some(seq) = frame.id.as_deref().and_then(|id| id.parse::<i64>().ok()) {
-                        *last = (*last).max(seq);
-                    }
-                    let what = frame.event.unwrap_or_else(|| "event".to_owned());
-                    tx.send(Feed::Notice(format!("skipped an unreadable {what}: {e}")))
-                        .await
-                        .map_err(|_| Closed)?;
-                }
+                tx.send(Feed::Notice(format!(
+                    "skipped an unreadable {}: {e}",
+                    frame.event
+                )))
+                .await
+                .map_err(|_| Closed)?;
             }
         }
     }
@@ -254,55 +221,52 @@ async fn pump(
 mod tests {
     use super::*;
 
-    fn frames(chunks: &[&[u8]]) -> Vec<Frame> {
-        let mut p = Parser::default();
-        chunks
-            .iter()
-            .flat_map(|c| p.push(c).unwrap_or_else(|e| panic!("{e}")))
+    /// The events of `chunks` as (id, event, data), read the way `pump` reads a body.
+    async fn frames(chunks: &[&[u8]]) -> Vec<(String, String, String)> {
+        let body: Vec<Result<Vec<u8>, std::convert::Infallible>> =
+            chunks.iter().map(|c| Ok(c.to_vec())).collect();
+        futures::stream::iter(body)
+            .eventsource()
+            .map(|e| {
+                let e = e.unwrap_or_else(|e| panic!("{e}"));
+                (e.id, e.event, e.data)
+            })
             .collect()
+            .await
     }
 
-    #[test]
-    fn r1_2_frames_split_anywhere_are_joined() {
+    fn frame(id: &str, event: &str, data: &str) -> (String, String, String) {
+        (id.into(), event.into(), data.into())
+    }
+
+    #[tokio::test]
+    async fn r1_2_frames_split_anywhere_are_joined() {
         let whole: &[u8] =
             b": keepalive\n\nid: 7\nevent: message.delta\ndata: {\"seq\":7,\"t\":\"h\xc3\xa9\"}\n\n";
-        let expected = vec![Frame {
-            id: Some("7".into()),
-            event: Some("message.delta".into()),
-            data: "{\"seq\":7,\"t\":\"h\u{e9}\"}".into(),
-        }];
-        assert_eq!(frames(&[whole]), expected);
+        let expected = vec![frame("7", "message.delta", "{\"seq\":7,\"t\":\"h\u{e9}\"}")];
+        assert_eq!(frames(&[whole]).await, expected);
         for cut in 1..whole.len() {
             let (a, b) = whole.split_at(cut);
-            assert_eq!(frames(&[a, b]), expected, "cut at {cut}");
+            assert_eq!(frames(&[a, b]).await, expected, "cut at {cut}");
         }
     }
 
-    #[test]
-    fn r1_2_crlf_multiline_data_and_comments() {
-        let got = frames(&[b"data: a\r\ndata: b\r\n\r\n: ping\n\nid:3\ndata:\ndata:x\n\n"]);
+    #[tokio::test]
+    async fn r1_2_crlf_multiline_data_and_comments() {
+        let got = frames(&[b"data: a\r\ndata: b\r\n\r\n: ping\n\nid:3\ndata:\ndata:x\n\n"]).await;
         assert_eq!(
             got,
-            vec![
-                Frame {
-                    id: None,
-                    event: None,
-                    data: "a\nb".into()
-                },
-                Frame {
-                    id: Some("3".into()),
-                    event: None,
-                    data: "\nx".into()
-                },
-            ]
+            vec![frame("", "message", "a\nb"), frame("3", "message", "\nx")]
         );
     }
 
     #[test]
     fn r1_2_an_endless_line_is_refused() {
-        let mut p = Parser::default();
         let big = vec![b'a'; MAX_FRAME_BYTES + 1];
-        assert!(p.push(&big).is_err());
+        assert!(still_open(0, &big).is_err());
+        assert!(still_open(MAX_FRAME_BYTES, b"x").is_err());
+        assert_eq!(still_open(MAX_FRAME_BYTES, b"}\n\n"), Ok(0));
+        assert_eq!(still_open(10, b"data: x"), Ok(17));
     }
 
     #[test]
