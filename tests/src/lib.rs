@@ -16,6 +16,7 @@ pub mod scripted;
 mod scripted_server;
 mod scripted_wire;
 pub mod stats;
+pub mod wait;
 pub mod webhooks;
 pub mod wire;
 pub mod ws;

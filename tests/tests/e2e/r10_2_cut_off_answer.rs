@@ -8,12 +8,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::{json, Value};
-use std::time::Duration;
 use turnkey_tests::chat_pty::{chat_command, ChatPty};
 use turnkey_tests::webhooks::{generic_message, Webhooks, GENERIC_SECRET};
 use turnkey_tests::{Api, FakePlatform, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-const BOUND: Duration = Duration::from_secs(60);
+use turnkey_tests::wait::BOUND;
 const PARTS: [&str; 3] = [
     "Once upon a time, ",
     "a small model wrote ",

@@ -3,10 +3,9 @@
 //! session's totals carry that cost.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::time::Duration;
 use turnkey_tests::{Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-const BOUND: Duration = Duration::from_secs(30);
+use turnkey_tests::wait::BOUND;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn r10_4_configured_prices_cost_the_turn() {

@@ -14,7 +14,7 @@ use turnkey_tests::webhooks::{
 };
 use turnkey_tests::{FakeCall, FakePlatform, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-const BOUND: Duration = Duration::from_secs(60);
+use turnkey_tests::wait::BOUND;
 /// `actors/src/platforms/drafts.rs`: the last line of every draft.
 const MARKER: &str = "✍️ still writing…";
 const INTERVAL_MS: u64 = 300;

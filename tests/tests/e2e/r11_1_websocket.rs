@@ -9,7 +9,7 @@ use std::time::Duration;
 use turnkey_tests::ws::WsClient;
 use turnkey_tests::{Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-const BOUND: Duration = Duration::from_secs(60);
+use turnkey_tests::wait::BOUND;
 
 async fn start(provider: &ScriptedProvider, tools: &str) -> Turnkey {
     Turnkey::start(TurnkeyOptions::new(provider).extra_toml(&format!("[tools]\n{tools}\n"))).await

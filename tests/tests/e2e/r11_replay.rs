@@ -6,7 +6,7 @@ use serde_json::Value;
 use std::time::Duration;
 use turnkey_tests::{Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-const BOUND: Duration = Duration::from_secs(30);
+use turnkey_tests::wait::BOUND;
 
 fn answer(n: usize) -> Vec<String> {
     ["Answer", " to", " turn", &format!(" {n}"), "."]

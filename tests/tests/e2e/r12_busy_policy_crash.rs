@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use turnkey_tests::wire::assert_closed_wire;
 use turnkey_tests::{Api, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-const BOUND: Duration = Duration::from_secs(30);
+use turnkey_tests::wait::BOUND;
 /// Long enough for a wrong re-run to reach the provider.
 const SETTLE: Duration = Duration::from_secs(2);
 

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use turnkey_tests::{pg, Api, Reply, Resp, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-const BOUND: Duration = Duration::from_secs(60);
+use turnkey_tests::wait::BOUND;
 
 /// The kinds this file follows, in the order they were recorded, with their admission ids.
 const FOLLOWED: [&str; 6] = [

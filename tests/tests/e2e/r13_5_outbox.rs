@@ -19,7 +19,7 @@ use turnkey_tests::webhooks::{
 use turnkey_tests::{Api, TurnkeyOptions};
 use turnkey_tests::{FakeCall, FakePlatform, Fault, Reply, ScriptedProvider, Turnkey};
 
-const BOUND: Duration = Duration::from_secs(60);
+use turnkey_tests::wait::BOUND;
 const TG_TOKEN: &str = "123456:FAKE";
 const SLACK_TOKEN: &str = "xoxb-fake";
 const ALICE: i64 = 4242;

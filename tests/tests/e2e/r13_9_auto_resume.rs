@@ -14,7 +14,7 @@ use std::time::Duration;
 use turnkey_tests::wire::wire_messages;
 use turnkey_tests::{pg, Api, RecordedRequest, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-const BOUND: Duration = Duration::from_secs(60);
+use turnkey_tests::wait::BOUND;
 const QUESTION: &str = "tell me a long story";
 const ANSWER: &str = "Once upon a time there was a cat. The end.";
 const KEY_A: &str = "sk-replica-a";

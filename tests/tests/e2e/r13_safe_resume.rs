@@ -12,7 +12,7 @@ use std::time::Duration;
 use turnkey_tests::wire::assert_closed_wire;
 use turnkey_tests::{pg, Api, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-const BOUND: Duration = Duration::from_secs(60);
+use turnkey_tests::wait::BOUND;
 /// Long enough for a wrong re-run to happen.
 const SETTLE: Duration = Duration::from_secs(3);
 const APPEND: &str = "echo ran >> side_effect.txt";

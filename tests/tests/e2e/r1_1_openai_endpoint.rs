@@ -12,7 +12,7 @@ use std::time::Duration;
 use turnkey_tests::openai_sdk::OpenAiSdk;
 use turnkey_tests::{pg, Api, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-const BOUND: Duration = Duration::from_secs(60);
+use turnkey_tests::wait::BOUND;
 
 /// The client every script builds: no retries of its own, so what is counted is what was sent.
 const PRELUDE: &str = r#"

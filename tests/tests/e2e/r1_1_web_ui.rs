@@ -16,7 +16,7 @@ use turnkey_tests::{Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 /// One browser at a time: the machine has two cores, and Chromium is heavy.
 static SERIAL: Mutex<()> = Mutex::const_new(());
 
-const BOUND: Duration = Duration::from_secs(60);
+use turnkey_tests::wait::BOUND;
 
 /// Opens the UI and signs in with `token` through the form.
 async fn sign_in(b: &Browser, tk: &Turnkey) {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use turnkey_tests::chat_pty::{chat_command, ChatPty};
 use turnkey_tests::{Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-const BOUND: Duration = Duration::from_secs(60);
+use turnkey_tests::wait::BOUND;
 const PROMPT: &str = "you> ";
 
 async fn start(provider: &ScriptedProvider, tools_toml: &str) -> Turnkey {

@@ -15,7 +15,7 @@ use turnkey_tests::webhooks::{
 };
 use turnkey_tests::{pg, Api, Reply, Resp, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-const BOUND: Duration = Duration::from_secs(60);
+use turnkey_tests::wait::BOUND;
 /// SPEC R1.3: the webhook only admits.
 const FAST: Duration = Duration::from_millis(100);
 const ALICE: i64 = 4242;

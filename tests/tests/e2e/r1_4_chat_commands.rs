@@ -16,7 +16,7 @@ use turnkey_tests::webhooks::{
 };
 use turnkey_tests::{pg, Api, Reply, Resp, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-const BOUND: Duration = Duration::from_secs(60);
+use turnkey_tests::wait::{eventually, BOUND};
 const ALICE: i64 = 4242;
 const BOB: i64 = 4343;
 const STRANGER: i64 = 9999;
@@ -74,25 +74,18 @@ fn answer<'a>(r: &'a Resp, command: &str) -> &'a str {
 }
 
 async fn wait_event(api: &Api, session: &str, kind: &str) -> Value {
-    let deadline = Instant::now() + BOUND;
-    loop {
-        if let Some(e) = api
-            .all_events(session, 0)
+    eventually(BOUND, kind, || async {
+        api.all_events(session, 0)
             .await
             .into_iter()
             .find(|e| e["kind"] == kind)
-        {
-            return e;
-        }
-        assert!(Instant::now() < deadline, "no {kind} within {BOUND:?}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    })
+    .await
 }
 
 /// The ids of the session's pending approvals, once there are `n`.
 async fn pending_approvals(api: &Api, session: &str, n: usize) -> Vec<String> {
-    let deadline = Instant::now() + BOUND;
-    loop {
+    eventually(BOUND, &format!("{n} pending approvals"), || async {
         let view = api.session(session).await;
         let ids: Vec<String> = view.body["pending_approvals"]
             .as_array()
@@ -100,16 +93,9 @@ async fn pending_approvals(api: &Api, session: &str, n: usize) -> Vec<String> {
             .flatten()
             .map(|a| a["approval_id"].as_str().unwrap().to_owned())
             .collect();
-        if ids.len() == n {
-            return ids;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not {n} pending approvals within {BOUND:?}: {}",
-            view.text
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+        (ids.len() == n).then_some(ids)
+    })
+    .await
 }
 
 /// `/status` answers while a turn runs; `/stop` interrupts it at once.
@@ -309,11 +295,10 @@ async fn r1_4_queue_waits_for_the_running_turn_even_where_the_policy_interrupts(
     // The policy is in force: a plain message interrupts the running turn.
     let third = say(&hooks, 302, "third").await;
     wait_event(&api, &session, "message.delta").await;
-    let deadline = Instant::now() + BOUND;
-    while provider.requests().len() < 3 {
-        assert!(Instant::now() < deadline, "the third turn did not start");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    eventually(BOUND, "third turn's model call", || async {
+        (provider.requests().len() >= 3).then_some(())
+    })
+    .await;
     let fourth = say(&hooks, 303, "fourth").await;
     let c = api.wait_terminal(&admission_id(&third), BOUND).await;
     assert_eq!(c["outcome"]["result"], "interrupted", "{c}");

@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 use turnkey_tests::{pg, Api, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-const BOUND: Duration = Duration::from_secs(30);
+use turnkey_tests::wait::BOUND;
 
 fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()

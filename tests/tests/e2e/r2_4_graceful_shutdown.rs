@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use turnkey_tests::{Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-const BOUND: Duration = Duration::from_secs(60);
+use turnkey_tests::wait::BOUND;
 
 async fn started(grace_s: u64, reply: Reply) -> (ScriptedProvider, Turnkey, String, String) {
     let provider = ScriptedProvider::start();

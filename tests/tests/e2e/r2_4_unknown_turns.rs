@@ -9,7 +9,7 @@ use std::time::Duration;
 use turnkey_tests::wire::{assert_closed_wire, wire_messages};
 use turnkey_tests::{pg, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-const BOUND: Duration = Duration::from_secs(60);
+use turnkey_tests::wait::BOUND;
 
 async fn killed_mid_stream_then_queued_inputs_run_unmerged(database: Option<&str>) {
     let provider = ScriptedProvider::start();

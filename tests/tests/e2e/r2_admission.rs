@@ -6,7 +6,7 @@ use serde_json::Value;
 use std::time::Duration;
 use turnkey_tests::{Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-const BOUND: Duration = Duration::from_secs(30);
+use turnkey_tests::wait::BOUND;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn r2_3_duplicate_submit_x20_runs_once() {

@@ -9,7 +9,7 @@ use turnkey_tests::fake_platforms::parse_telegram_html;
 use turnkey_tests::webhooks::{telegram_message, Webhooks};
 use turnkey_tests::{Api, FakePlatform, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-const BOUND: Duration = Duration::from_secs(60);
+use turnkey_tests::wait::{eventually, BOUND};
 /// `actors/src/platforms/drafts.rs`: the last line of every draft, and a tool's line.
 const MARKER: &str = "✍️ still writing…";
 const TOOL_LINE: &str = "🔧 terminal";
@@ -232,23 +232,16 @@ async fn r3_1_a_display_the_turn_cannot_follow_is_refused_and_nothing_is_admitte
 /// The Telegram draft texts (as the chat shows them) from the `from`th call on, once the
 /// final edit came.
 async fn drafts_until_final(tg: &FakePlatform, from: usize, fin: &str) -> Vec<String> {
-    let deadline = std::time::Instant::now() + BOUND;
-    loop {
+    eventually(BOUND, "final edit", || async {
         let shown: Vec<String> = tg
             .accepted(&["sendMessage", "editMessageText"])
             .iter()
             .skip(from)
             .map(|c| parse_telegram_html(c.text()).unwrap())
             .collect();
-        if shown.last().is_some_and(|s| s == fin) {
-            return shown;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no final edit: {shown:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        shown.last().is_some_and(|s| s == fin).then_some(shown)
+    })
+    .await
 }
 
 /// A turn that writes a line, runs a tool, then answers (streamed slowly enough for drafts).

@@ -13,7 +13,7 @@ use turnkey_tests::{pg, Api, Reply, ScriptedProvider, Step, Turnkey, TurnkeyOpti
 const TTL_S: u64 = 3;
 const REFRESH_S: u64 = 1;
 /// Bound on every wait for a fact (a start, an event, a log line, a turn's end).
-const BOUND: Duration = Duration::from_secs(60);
+use turnkey_tests::wait::BOUND;
 
 /// The cut turn's input (run by process A).
 const FIRST: &str = "first input [tag:paused]";

@@ -7,7 +7,7 @@ use serde_json::Value;
 use std::time::Duration;
 use turnkey_tests::{Reply, ScriptedProvider, Step, Turnkey, TurnkeyOptions};
 
-const BOUND: Duration = Duration::from_secs(30);
+use turnkey_tests::wait::BOUND;
 
 async fn start() -> (ScriptedProvider, Turnkey) {
     let provider = ScriptedProvider::start();

@@ -12,7 +12,7 @@ use std::time::Duration;
 use turnkey_tests::wire::assert_well_formed;
 use turnkey_tests::{pg, Api, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-const BOUND: Duration = Duration::from_secs(60);
+use turnkey_tests::wait::BOUND;
 const WINDOW: u32 = 16_000;
 const SUMMARY: &str = "Summary: the user sent numbered notes about the garden; the agent acknowledged each one and read files when asked.";
 

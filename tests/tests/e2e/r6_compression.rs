@@ -6,11 +6,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::{json, Value};
-use std::time::Duration;
 use turnkey_tests::wire::assert_well_formed;
 use turnkey_tests::{pg, Api, RecordedRequest, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-const BOUND: Duration = Duration::from_secs(60);
+use turnkey_tests::wait::BOUND;
 const WINDOW: u32 = 16_000;
 const SUMMARY: &str = "Summary: the user sent numbered notes about the garden; the agent acknowledged each one and read files when asked.";
 

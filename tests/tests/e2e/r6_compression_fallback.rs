@@ -11,7 +11,7 @@ use std::time::Duration;
 use turnkey_tests::wire::assert_well_formed;
 use turnkey_tests::{pg, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-const BOUND: Duration = Duration::from_secs(60);
+use turnkey_tests::wait::BOUND;
 const WINDOW: u32 = 16_000;
 /// The summary budget for a 16K window at the default target ratio (800 tokens), in bytes.
 const BUDGET_BYTES: usize = 800 * 4;

@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use turnkey_tests::local_model::{LocalModelOptions, LOCAL_MODEL_NAME};
 use turnkey_tests::{LocalModel, Turnkey, TurnkeyOptions};
 
@@ -16,7 +16,7 @@ const N_PREDICT: u32 = 64;
 const TURNS: usize = 40;
 /// A 135M model on two shared cores answers at a few tokens a second when the cores are busy;
 /// a turn that compresses makes two calls.
-const TURN_BOUND: Duration = Duration::from_secs(600);
+use turnkey_tests::wait::REAL_MODEL_BOUND as TURN_BOUND;
 /// Earlier exchanges in the model's own ChatML turns: a 135M model copies a pattern it has just
 /// seen, and without one it rambles until the output limit cuts it off (turnkey then continues
 /// it twice and delivers the rambling as a `stop_reason: truncated` answer).

@@ -8,10 +8,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::{json, Value};
-use std::time::Duration;
 use turnkey_tests::{Api, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-const BOUND: Duration = Duration::from_secs(60);
+use turnkey_tests::wait::BOUND;
 
 async fn start(provider: &ScriptedProvider, agent_toml: &str) -> Turnkey {
     let opts = TurnkeyOptions::new(provider).extra_toml(&format!(

@@ -5,10 +5,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::Value;
-use std::time::Duration;
 use turnkey_tests::{Reply, ScriptedProvider, Turnkey, TurnkeyOptions, Wire};
 
-const BOUND: Duration = Duration::from_secs(60);
+use turnkey_tests::wait::BOUND;
 
 async fn start(primary: &ScriptedProvider, fallback: &ScriptedProvider) -> Turnkey {
     let opts = TurnkeyOptions::new(primary)

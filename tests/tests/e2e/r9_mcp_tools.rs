@@ -7,11 +7,10 @@
 
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use std::time::Duration;
 use turnkey_tests::harness::turnkey_binary;
 use turnkey_tests::{Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-const BOUND: Duration = Duration::from_secs(60);
+use turnkey_tests::wait::BOUND;
 
 fn time_server() -> Option<PathBuf> {
     let required = std::env::var("TURNKEY_REQUIRE_MCP").is_ok_and(|v| v == "1");

@@ -4,12 +4,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use turnkey_tests::local_model::LOCAL_MODEL_NAME;
 use turnkey_tests::{LocalModel, Turnkey, TurnkeyOptions};
 
 /// A 135M model on two shared cores answers at a few tokens a second when the cores are busy.
-const TURN_BOUND: Duration = Duration::from_secs(600);
+use turnkey_tests::wait::REAL_MODEL_BOUND as TURN_BOUND;
 /// Whole turns tried before the test fails; the model is small and its first token is a close
 /// call, so one bad answer is tolerated, but one that never calls the tool fails the test.
 const ATTEMPTS: usize = 3;

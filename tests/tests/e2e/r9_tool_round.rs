@@ -9,7 +9,7 @@ use std::time::Duration;
 use turnkey_tests::wire::wire_messages;
 use turnkey_tests::{Api, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-const BOUND: Duration = Duration::from_secs(60);
+use turnkey_tests::wait::BOUND;
 
 async fn start(provider: &ScriptedProvider, tools_toml: &str) -> Turnkey {
     let opts = TurnkeyOptions::new(provider).extra_toml(&format!("[tools]\n{tools_toml}\n"));

@@ -10,7 +10,7 @@ use std::time::Duration;
 use turnkey_tests::otlp::{OtlpCollector, ReceivedSpan};
 use turnkey_tests::{Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-const BOUND: Duration = Duration::from_secs(60);
+use turnkey_tests::wait::BOUND;
 /// Longer than any test: the batch exporter sends nothing on its own schedule, so every span
 /// the collector gets was flushed at shutdown.
 const NO_SCHEDULED_EXPORT: (&str, &str) = ("OTEL_BSP_SCHEDULE_DELAY", "600000");

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use turnkey_tests::{bench, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-const BOUND: Duration = Duration::from_secs(60);
+use turnkey_tests::wait::BOUND;
 
 fn value(m: &BTreeMap<String, f64>, key: &str) -> f64 {
     m.get(key)
