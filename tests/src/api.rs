@@ -174,6 +174,18 @@ impl Api {
         .await
     }
 
+    /// `PATCH /v1/sessions/{session}` with `body`, panicking on transport errors.
+    pub async fn patch_session(&self, session: &str, body: &Value) -> Resp {
+        self.try_send(
+            reqwest::Method::PATCH,
+            &format!("/v1/sessions/{session}"),
+            Some(body),
+            &[],
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
     /// Like `try_submit`, panicking on transport errors.
     pub async fn submit(&self, session: &str, text: &str, request_id: Option<&str>) -> Resp {
         self.try_submit(session, text, request_id)

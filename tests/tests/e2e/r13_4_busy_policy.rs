@@ -8,7 +8,7 @@
 
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
-use turnkey_tests::{pg, Api, Reply, Resp, ScriptedProvider, Turnkey, TurnkeyOptions};
+use turnkey_tests::{pg, Api, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
 use turnkey_tests::wait::BOUND;
 
@@ -30,17 +30,6 @@ async fn start(provider: &ScriptedProvider, toml: &str, database: Option<&str>) 
         None => opts,
     };
     Turnkey::start(opts).await
-}
-
-async fn patch(api: &Api, session: &str, body: Value) -> Resp {
-    api.try_send(
-        reqwest::Method::PATCH,
-        &format!("/v1/sessions/{session}"),
-        Some(&body),
-        &[],
-    )
-    .await
-    .unwrap()
 }
 
 /// (kind, admission id or "") of the followed events.
@@ -127,12 +116,9 @@ async fn r13_4_patch_sets_title_and_busy_policy() {
     let s = api.create_session_id().await;
     assert_eq!(api.session(&s).await.body["busy_policy"], "queue");
 
-    let r = patch(
-        &api,
-        &s,
-        json!({"title": "renamed", "busy_policy": "steer"}),
-    )
-    .await;
+    let r = api
+        .patch_session(&s, &json!({"title": "renamed", "busy_policy": "steer"}))
+        .await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.body["title"], "renamed");
     assert_eq!(r.body["busy_policy"], "steer");
@@ -140,7 +126,9 @@ async fn r13_4_patch_sets_title_and_busy_policy() {
     assert_eq!(got.body["busy_policy"], "steer", "{}", got.text);
     assert_eq!(got.body["title"], "renamed");
 
-    let bad = patch(&api, &s, json!({"busy_policy": "sometimes"})).await;
+    let bad = api
+        .patch_session(&s, &json!({"busy_policy": "sometimes"}))
+        .await;
     assert_eq!(bad.status, 400, "{}", bad.text);
     assert_eq!(
         bad.error_code(),
@@ -148,7 +136,7 @@ async fn r13_4_patch_sets_title_and_busy_policy() {
         "{}",
         bad.text
     );
-    let bad = patch(&api, &s, json!({"busy_policy": 3})).await;
+    let bad = api.patch_session(&s, &json!({"busy_policy": 3})).await;
     assert_eq!(
         bad.error_code(),
         Some("invalid_busy_policy"),
@@ -159,19 +147,19 @@ async fn r13_4_patch_sets_title_and_busy_policy() {
     assert_eq!(api.session(&s).await.body["busy_policy"], "steer");
 
     // Only the title changes; null clears the policy back to the platform's.
-    let r = patch(&api, &s, json!({"title": "again"})).await;
+    let r = api.patch_session(&s, &json!({"title": "again"})).await;
     assert_eq!(r.body["busy_policy"], "steer", "{}", r.text);
-    let r = patch(&api, &s, json!({"busy_policy": null})).await;
+    let r = api.patch_session(&s, &json!({"busy_policy": null})).await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.body["busy_policy"], "queue");
     assert_eq!(r.body["title"], "again");
 
-    let missing = patch(
-        &api,
-        "00000000-0000-7000-8000-000000000000",
-        json!({"title": "x"}),
-    )
-    .await;
+    let missing = api
+        .patch_session(
+            "00000000-0000-7000-8000-000000000000",
+            &json!({"title": "x"}),
+        )
+        .await;
     assert_eq!(missing.status, 404, "{}", missing.text);
 }
 
@@ -295,7 +283,9 @@ async fn steer(database: Option<&str>) {
     let tk = start(&provider, "", database).await;
     let api = tk.api();
     let s = api.create_session_id().await;
-    let r = patch(&api, &s, json!({"busy_policy": "steer"})).await;
+    let r = api
+        .patch_session(&s, &json!({"busy_policy": "steer"}))
+        .await;
     assert_eq!(r.status, 200, "{}", r.text);
 
     let a = api.submit_accepted(&s, "do the slow thing").await;

@@ -43,17 +43,6 @@ async fn submit_shown(api: &Api, session: &str, text: &str, display: Value) -> S
     r.body["admission_id"].as_str().unwrap().to_owned()
 }
 
-async fn patch(api: &Api, session: &str, body: Value) -> turnkey_tests::api::Resp {
-    api.try_send(
-        reqwest::Method::PATCH,
-        &format!("/v1/sessions/{session}"),
-        Some(&body),
-        &[],
-    )
-    .await
-    .unwrap()
-}
-
 /// The kinds of the events of one admission's turn, in order.
 async fn kinds_of(api: &Api, session: &str, admission: &str) -> Vec<String> {
     api.all_events(session, 0)
@@ -140,7 +129,9 @@ async fn r3_1_tool_progress_decides_which_starts_are_shown_never_which_tools_run
             .await;
     let api = tk.api();
     let s = api.create_session_id().await;
-    let r = patch(&api, &s, json!({"display": {"tool_progress": "new"}})).await;
+    let r = api
+        .patch_session(&s, &json!({"display": {"tool_progress": "new"}}))
+        .await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(
         r.body["display"],
@@ -181,7 +172,7 @@ async fn r3_1_tool_progress_decides_which_starts_are_shown_never_which_tools_run
     assert_eq!(tool_rows, 6);
 
     // `null` gives the session back to the configured display.
-    let r = patch(&api, &s, json!({"display": null})).await;
+    let r = api.patch_session(&s, &json!({"display": null})).await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.body["display"]["tool_progress"], "all");
 }
@@ -211,7 +202,7 @@ async fn r3_1_a_display_the_turn_cannot_follow_is_refused_and_nothing_is_admitte
         json!({"tool_progress": "some"}),
         json!("off"),
     ] {
-        let r = patch(&api, &s, json!({ "display": bad })).await;
+        let r = api.patch_session(&s, &json!({ "display": bad })).await;
         assert_eq!(r.status, 400, "{bad}: {}", r.text);
         assert_eq!(r.error_code(), Some("invalid_display"), "{}", r.text);
     }
@@ -288,7 +279,9 @@ async fn r3_1_a_draft_drops_interim_text_at_a_tool_round_unless_the_session_keep
     assert!(shown[at_tool].ends_with(MARKER), "{shown:?}");
 
     // The session keeps it (`PATCH`): the interim line stays above the tool's.
-    let r = patch(&api, &session, json!({"display": {"interim": true}})).await;
+    let r = api
+        .patch_session(&session, &json!({"display": {"interim": true}}))
+        .await;
     assert_eq!(r.status, 200, "{}", r.text);
     let before = tg.accepted(&["sendMessage", "editMessageText"]).len();
     interim_then_answer(&provider);
