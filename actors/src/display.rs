@@ -63,7 +63,7 @@ impl ToolProgress {
 }
 
 /// How one turn is shown.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Display {
     /// `message.delta` events while the model writes (and a platform draft).
     pub stream: bool,
