@@ -12,7 +12,7 @@ use std::time::Duration;
 use turnkey_tests::wire::assert_closed_wire;
 use turnkey_tests::{pg, Api, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-use turnkey_tests::wait::BOUND;
+use turnkey_tests::wait::{eventually, BOUND};
 /// Long enough for a wrong re-run to happen.
 const SETTLE: Duration = Duration::from_secs(3);
 const APPEND: &str = "echo ran >> side_effect.txt";
@@ -113,22 +113,14 @@ async fn ran_not_persisted(
 
     tk.restart_with_env(&[]).await;
     let api = tk.api();
-    let deadline = tokio::time::Instant::now() + BOUND;
-    let question = loop {
+    let question = eventually(BOUND, "question about the unknown tool run", || async {
         let view = api.session(&s).await;
-        if let Some(q) = view.body["unknown_tool_runs"]
+        view.body["unknown_tool_runs"]
             .as_array()
             .and_then(|a| a.first())
-        {
-            break q.clone();
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no question: {}",
-            view.text
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+            .cloned()
+    })
+    .await;
     assert_eq!(question["call_id"], "call_side");
     let unknown = events_kind(&api, &s, "tool.completed").await;
     assert_eq!(unknown.len(), 1);
@@ -217,18 +209,13 @@ async fn approval_survives_sigkill(database: Option<&str>) {
     let api = tk.api();
     let s = api.create_session_id().await;
     let a = api.submit_accepted(&s, "ask first").await;
-    let deadline = tokio::time::Instant::now() + BOUND;
-    let approval_id = loop {
+    let approval_id = eventually(BOUND, "approval.requested", || async {
         let requested = events_kind(&api, &s, "approval.requested").await;
-        if let Some(r) = requested.first() {
-            break r["data"]["approval_id"].as_str().unwrap().to_string();
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no approval.requested"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+        requested
+            .first()
+            .map(|r| r["data"]["approval_id"].as_str().unwrap().to_string())
+    })
+    .await;
     tk.kill();
     tk.restart().await;
     let api = tk.api();
@@ -282,14 +269,11 @@ async fn r13_2_sigterm_parks_a_turn_waiting_for_approval_and_the_next_process_re
     let api = tk.api();
     let s = api.create_session_id().await;
     let a = api.submit_accepted(&s, "ask, then survive a deploy").await;
-    let deadline = tokio::time::Instant::now() + BOUND;
-    while events_kind(&api, &s, "approval.requested").await.is_empty() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no approval.requested"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(BOUND, "approval.requested", || async {
+        let requested = events_kind(&api, &s, "approval.requested").await;
+        (!requested.is_empty()).then_some(())
+    })
+    .await;
     let status = tk.terminate(BOUND).await.expect("exits");
     assert!(status.success(), "{status:?}");
 

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use turnkey_tests::{Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-use turnkey_tests::wait::BOUND;
+use turnkey_tests::wait::{eventually, BOUND};
 
 async fn started(grace_s: u64, reply: Reply) -> (ScriptedProvider, Turnkey, String, String) {
     let provider = ScriptedProvider::start();
@@ -32,17 +32,15 @@ async fn r2_4_sigterm_interrupts_a_turn_running_a_tool_past_the_grace_and_settle
     // turn is handed back: r13_9_auto_resume).
     let sleep = Reply::tool_call("call_sleep", "terminal", json!({"command": "sleep 30"}));
     let (_provider, mut tk, session, admission) = started(2, sleep).await;
-    let deadline = Instant::now() + BOUND;
-    while !tk
-        .api()
-        .all_events(&session, 0)
-        .await
-        .iter()
-        .any(|e| e["kind"] == "tool.started")
-    {
-        assert!(Instant::now() < deadline, "the tool never started");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let api = tk.api();
+    eventually(BOUND, "tool.started", || async {
+        let events = api.all_events(&session, 0).await;
+        events
+            .iter()
+            .any(|e| e["kind"] == "tool.started")
+            .then_some(())
+    })
+    .await;
     let url = tk.url.clone();
     let token = tk.token.clone();
     let began = Instant::now();

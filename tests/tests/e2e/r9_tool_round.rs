@@ -9,7 +9,7 @@ use std::time::Duration;
 use turnkey_tests::wire::wire_messages;
 use turnkey_tests::{Api, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-use turnkey_tests::wait::BOUND;
+use turnkey_tests::wait::{eventually, BOUND};
 
 async fn start(provider: &ScriptedProvider, tools_toml: &str) -> Turnkey {
     let opts = TurnkeyOptions::new(provider).extra_toml(&format!("[tools]\n{tools_toml}\n"));
@@ -105,11 +105,10 @@ async fn r9_4_interrupt_mid_batch_ends_started_calls_and_skips_the_rest() {
     let s = api.create_session_id().await;
     let a = api.submit_accepted(&s, "start long work").await;
     let ws = workspace(&tk);
-    let deadline = tokio::time::Instant::now() + BOUND;
-    while !(ws.join("pid0").exists() && ws.join("pid1").exists()) {
-        assert!(tokio::time::Instant::now() < deadline, "two calls start");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(BOUND, "start of two calls", || async {
+        (ws.join("pid0").exists() && ws.join("pid1").exists()).then_some(())
+    })
+    .await;
     assert_eq!(api.interrupt(&s).await.status, 202);
     let adm = api.wait_terminal(&a, BOUND).await;
     assert_eq!(adm["outcome"]["result"], "interrupted", "{adm}");
@@ -164,18 +163,13 @@ async fn r9_4_interrupt_mid_batch_ends_started_calls_and_skips_the_rest() {
 }
 
 async fn approval_requested(api: &Api, session: &str) -> Value {
-    let deadline = tokio::time::Instant::now() + BOUND;
-    loop {
-        let events = api.all_events(session, 0).await;
-        if let Some(e) = events.iter().find(|e| e["kind"] == "approval.requested") {
-            return e.clone();
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no approval.requested"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(BOUND, "approval.requested", || async {
+        api.all_events(session, 0)
+            .await
+            .into_iter()
+            .find(|e| e["kind"] == "approval.requested")
+    })
+    .await
 }
 
 async fn decide(api: &Api, session: &str, approval_id: &str, decision: &str) -> u16 {
