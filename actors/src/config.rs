@@ -6,6 +6,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use turnkey_providers::{Price, Pricing, ProviderConfig};
+use turnkey_storage::Session;
 use turnkey_tools::mcp::McpServerConfig;
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
@@ -259,14 +260,10 @@ impl Default for CompressionConfig {
 }
 
 impl RuntimeConfig {
-    /// How a turn is shown (SPEC R3.1): the input's `display` over the session's, over the
-    /// table of the session's `platform`, over `[agent]`.
-    pub fn display(
-        &self,
-        platform: &str,
-        session: Option<&Value>,
-        input: Option<&Value>,
-    ) -> Display {
+    /// How a turn on `session` (the lineage root, which keeps the session's display) is shown
+    /// (SPEC R3.1): the `input`'s `display` over the session's, over the table of the session's
+    /// platform, over `[agent]`.
+    pub fn display(&self, session: &Session, input: Option<&Value>) -> Display {
         let global = Display {
             stream: self.agent.streaming,
             tool_progress: self.agent.tool_progress,
@@ -274,10 +271,10 @@ impl RuntimeConfig {
         };
         let table = self
             .platforms
-            .settings(platform)
+            .settings(&session.platform)
             .map(|p| p.display())
             .unwrap_or_default();
-        display::resolve(global, table, session, input)
+        display::resolve(global, table, session.display.as_ref(), input)
     }
 
     /// The price table the usage ledger charges by: built in, with `[pricing]` over it.

@@ -232,11 +232,8 @@ impl Drafts {
             Some(a) => deps.store.get_admission(a).await?,
             None => None,
         };
-        let display = deps.config.display(
-            &session.platform,
-            session.display.as_ref(),
-            admission.as_ref().and_then(|a| a.payload.get("display")),
-        );
+        let input = admission.as_ref().and_then(|a| a.payload.get("display"));
+        let display = deps.config.display(&session, input);
         if !display.stream {
             return Ok(());
         }

@@ -150,7 +150,9 @@ pub async fn prepare(
     };
     Ok(TurnContext {
         model_override: model_override(admission, &session),
-        display: display_of(deps, admission, &session),
+        display: deps
+            .config
+            .display(&session, admission.payload.get("display")),
         session,
         admission: admission.clone(),
         turn_id,
@@ -195,7 +197,9 @@ pub async fn resume(
     let history = Arc::new(history);
     Ok(TurnContext {
         model_override: model_override(admission, &session),
-        display: display_of(deps, admission, &session),
+        display: deps
+            .config
+            .display(&session, admission.payload.get("display")),
         session,
         admission: admission.clone(),
         turn_id,
@@ -227,16 +231,6 @@ async fn session_and_prompt(
         TurnFailure::PersistenceFailed("session has no stored system prompt".into())
     })?;
     Ok((session, prompt))
-}
-
-/// How the turn of `admission` on `session` (the lineage root, which keeps the session's
-/// display) is shown: the input's `display` over the session's over the configured ones.
-fn display_of(deps: &Deps, admission: &Admission, session: &Session) -> Display {
-    deps.config.display(
-        &session.platform,
-        session.display.as_ref(),
-        admission.payload.get("display"),
-    )
 }
 
 /// The input's model override, else the session's model.

@@ -60,14 +60,15 @@ impl IdKind for OutboxRowId {
 impl<'de, T: IdKind> Deserialize<'de> for Id<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let raw = String::deserialize(d)?;
-        raw.parse().map(Id).map_err(|_| {
-            de::Error::custom(format!(
-                "the {} id {:?}{NOT_AN_ID}",
-                T::WHAT,
-                truncated(&raw, 64)
-            ))
-        })
+        raw.parse()
+            .map(Id)
+            .map_err(|_| de::Error::custom(not_an_id(T::WHAT, &raw)))
     }
+}
+
+/// Why `raw` is not an id of `what`, in the words every `invalid_id` answer uses.
+pub fn not_an_id(what: &str, raw: &str) -> String {
+    format!("the {what} id {:?}{NOT_AN_ID}", truncated(raw, 64))
 }
 
 #[cfg(test)]

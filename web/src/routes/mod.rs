@@ -208,15 +208,12 @@ async fn method_not_allowed(req: HttpRequest) -> HttpResponse {
     .error_response()
 }
 
-/// Parses an id from the path. One that is not a UUID is malformed (400 `invalid_id`); a
-/// well-formed id of something missing or someone else's is answered 404 by the handler.
+/// Parses an id a body or a WebSocket call names (ids in the path are `id::Id`). One that is not
+/// a UUID is malformed (400 `invalid_id`); a well-formed id of something missing or someone
+/// else's is answered 404 by the handler.
 pub fn parse_id<T: FromStr>(raw: &str, what: &str) -> Result<T, ApiError> {
-    raw.parse().map_err(|_| {
-        ApiError::bad_request(
-            "invalid_id",
-            format!("the {what} id {:?} is not a UUID", truncated(raw, 64)),
-        )
-    })
+    raw.parse()
+        .map_err(|_| ApiError::bad_request("invalid_id", id::not_an_id(what, raw)))
 }
 
 /// At most `max` characters of `s`, for echoing client input in an error message.

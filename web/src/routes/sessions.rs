@@ -170,6 +170,7 @@ impl SessionView {
         let root = gateway.lineage_root(s.clone()).await?;
         let live = gateway.session_state(root.id).await?;
         let model = gateway.model_in_use(&root);
+        let display = gateway.config().display(&root, None).into();
         Ok(Self {
             id: s.id,
             title: root.title,
@@ -185,10 +186,7 @@ impl SessionView {
                 gateway.config().agent.busy_policy,
             )
             .as_str(),
-            display: gateway
-                .config()
-                .display(&root.platform, root.display.as_ref(), None)
-                .into(),
+            display,
             usage: root.usage,
             created_at: rfc3339(s.created_at),
             updated_at: rfc3339(root.updated_at.max(s.updated_at)),
