@@ -7,7 +7,7 @@
 //! holding any id of the lineage reaches the same queue and replays one gap-free event log.
 use super::compression::IDS_PER_STATEMENT;
 use super::log::{insert_message, insert_row};
-use super::{check_fence, convert, insert_event, Result, Store, StoreError};
+use super::{check_fence, convert, insert_event, Result, Store, StoreError, WriteTx};
 use crate::entity::{message, session};
 use crate::ids::*;
 use crate::model::*;
@@ -83,18 +83,7 @@ impl Store {
             .chain(&r.tail)
             .map(|m| m.to_string())
             .collect();
-        let mut found: HashMap<String, message::Model> = HashMap::with_capacity(wanted.len());
-        for chunk in wanted.chunks(IDS_PER_STATEMENT) {
-            for m in message::Entity::find()
-                .filter(message::Column::SessionId.eq(parent.clone()))
-                .filter(message::Column::CompressedEpoch.is_null())
-                .filter(message::Column::Id.is_in(chunk.iter().cloned()))
-                .all(&tx)
-                .await?
-            {
-                found.insert(m.id.clone(), m);
-            }
-        }
+        let found = live_rows(&tx, &parent, &wanted).await?;
         if found.len() != wanted.len() {
             tx.rollback().await?;
             return Err(StoreError::WrongState(format!(
@@ -107,38 +96,9 @@ impl Store {
 
         let now = now_ms();
         let child_id = r.child_id.to_string();
-        session::Entity::insert(session::ActiveModel {
-            id: Set(child_id.clone()),
-            parent_session_id: Set(Some(parent.clone())),
-            owner: Set(root.owner.clone()),
-            platform: Set(root.platform.clone()),
-            // The chat key, busy policy and counters stay on the root: the lineage's one entry.
-            chat_key: Set(None),
-            title: Set(root.title.clone()),
-            model: Set(root.model.clone()),
-            system_message: Set(root.system_message.clone()),
-            system_prompt: Set(root.system_prompt.clone()),
-            workspace_snapshot: Set(root.workspace_snapshot.clone()),
-            last_event_seq: Set(0),
-            last_admission_seq: Set(0),
-            last_message_idx: Set(0),
-            input_tokens: Set(0),
-            output_tokens: Set(0),
-            cache_read_tokens: Set(0),
-            cost_usd: Set(0.0),
-            created_at: Set(now),
-            updated_at: Set(now),
-            compression_epoch: Set(0),
-            compressed_at: Set(None),
-            busy_policy: Set(None),
-            display: Set(None),
-            root_id: Set(Some(root_id.clone())),
-            transcript_id: Set(None),
-            last_prompt_tokens: Set(None),
-            last_prompt_at: Set(None),
-        })
-        .exec_without_returning(&tx)
-        .await?;
+        session::Entity::insert(child_row(&root, &child_id, &parent, now))
+            .exec_without_returning(&tx)
+            .await?;
         session::Entity::update_many()
             .col_expr(session::Column::TranscriptId, Expr::value(child_id.clone()))
             .col_expr(session::Column::CompressionEpoch, Expr::value(epoch))
@@ -147,69 +107,8 @@ impl Store {
             .exec(&tx)
             .await?;
 
-        // From here `insert_message` writes into the child.
-        for id in &r.head {
-            insert_row(
-                &tx,
-                r.session_id,
-                &copy_of(&found[&id.to_string()])?,
-                Some(*id),
-            )
-            .await?;
-        }
-        let mut summary = r.summary.clone();
-        summary.summary_epoch = Some(epoch);
-        summary.summary_after_idx = Some(i64::try_from(r.head.len()).unwrap_or(i64::MAX));
-        insert_message(&tx, r.session_id, &summary).await?;
-        for id in &r.tail {
-            insert_row(
-                &tx,
-                r.session_id,
-                &copy_of(&found[&id.to_string()])?,
-                Some(*id),
-            )
-            .await?;
-        }
-        let rows = message::Entity::find()
-            .filter(message::Column::SessionId.eq(child_id.clone()))
-            .order_by_asc(message::Column::Idx)
-            .all(&tx)
-            .await?
-            .into_iter()
-            .map(convert::message)
-            .collect::<Result<Vec<_>>>()?;
-
-        let rotated = insert_event(
-            &tx,
-            &NewEvent {
-                session_id: r.session_id,
-                kind: EventKind::SessionRotated,
-                turn_id: Some(r.turn_id),
-                admission_id: Some(r.admission_id),
-                data: serde_json::json!({
-                    "child_session_id": child_id,
-                    "parent_session_id": parent,
-                    "epoch": epoch,
-                }),
-            },
-        )
-        .await?;
-        let mut data = r.event_data.clone();
-        if let Some(obj) = data.as_object_mut() {
-            obj.insert("epoch".into(), epoch.into());
-            obj.insert("child_session_id".into(), child_id.clone().into());
-        }
-        let completed = insert_event(
-            &tx,
-            &NewEvent {
-                session_id: r.session_id,
-                kind: EventKind::CompressionCompleted,
-                turn_id: Some(r.turn_id),
-                admission_id: Some(r.admission_id),
-                data,
-            },
-        )
-        .await?;
+        let rows = write_child(&tx, r, &found, &child_id, epoch).await?;
+        let events = announce(&tx, r, &child_id, &parent, epoch).await?;
         let child = session::Entity::find_by_id(child_id.clone())
             .one(&tx)
             .await?
@@ -219,9 +118,153 @@ impl Store {
             epoch,
             child: convert::session(child)?,
             rows,
-            events: vec![rotated, completed],
+            events,
         })
     }
+}
+
+/// The child's rows (the root's transcript now points at it): copies of the kept head, the
+/// summary, copies of the kept tail; read back in order.
+async fn write_child(
+    tx: &WriteTx,
+    r: &Rotation,
+    found: &HashMap<String, message::Model>,
+    child_id: &str,
+    epoch: i32,
+) -> Result<Vec<Message>> {
+    // The root's transcript points at the child now: the inserts below write there.
+    for id in &r.head {
+        insert_row(
+            tx,
+            r.session_id,
+            &copy_of(&found[&id.to_string()])?,
+            Some(*id),
+        )
+        .await?;
+    }
+    let mut summary = r.summary.clone();
+    summary.summary_epoch = Some(epoch);
+    summary.summary_after_idx = Some(i64::try_from(r.head.len()).unwrap_or(i64::MAX));
+    insert_message(tx, r.session_id, &summary).await?;
+    for id in &r.tail {
+        insert_row(
+            tx,
+            r.session_id,
+            &copy_of(&found[&id.to_string()])?,
+            Some(*id),
+        )
+        .await?;
+    }
+    message::Entity::find()
+        .filter(message::Column::SessionId.eq(child_id))
+        .order_by_asc(message::Column::Idx)
+        .all(tx)
+        .await?
+        .into_iter()
+        .map(convert::message)
+        .collect::<Result<Vec<_>>>()
+}
+
+/// The live rows of `transcript` (not compressed) among `ids`, by id, read in chunks.
+async fn live_rows(
+    tx: &WriteTx,
+    transcript: &str,
+    ids: &[String],
+) -> Result<HashMap<String, message::Model>> {
+    let mut found: HashMap<String, message::Model> = HashMap::with_capacity(ids.len());
+    for chunk in ids.chunks(IDS_PER_STATEMENT) {
+        for m in message::Entity::find()
+            .filter(message::Column::SessionId.eq(transcript))
+            .filter(message::Column::CompressedEpoch.is_null())
+            .filter(message::Column::Id.is_in(chunk.iter().cloned()))
+            .all(tx)
+            .await?
+        {
+            found.insert(m.id.clone(), m);
+        }
+    }
+    Ok(found)
+}
+
+/// The child session's row: the root's prompt, title and model; counters, chat key and busy
+/// policy stay on the root, the lineage's one entry.
+fn child_row(
+    root: &session::Model,
+    child_id: &str,
+    parent: &str,
+    now: i64,
+) -> session::ActiveModel {
+    session::ActiveModel {
+        id: Set(child_id.to_owned()),
+        parent_session_id: Set(Some(parent.to_owned())),
+        owner: Set(root.owner.clone()),
+        platform: Set(root.platform.clone()),
+        chat_key: Set(None),
+        title: Set(root.title.clone()),
+        model: Set(root.model.clone()),
+        system_message: Set(root.system_message.clone()),
+        system_prompt: Set(root.system_prompt.clone()),
+        workspace_snapshot: Set(root.workspace_snapshot.clone()),
+        last_event_seq: Set(0),
+        last_admission_seq: Set(0),
+        last_message_idx: Set(0),
+        input_tokens: Set(0),
+        output_tokens: Set(0),
+        cache_read_tokens: Set(0),
+        cost_usd: Set(0.0),
+        created_at: Set(now),
+        updated_at: Set(now),
+        compression_epoch: Set(0),
+        compressed_at: Set(None),
+        busy_policy: Set(None),
+        display: Set(None),
+        root_id: Set(Some(root.id.clone())),
+        transcript_id: Set(None),
+        last_prompt_tokens: Set(None),
+        last_prompt_at: Set(None),
+    }
+}
+
+/// `session.rotated` and `compression.completed` (its data with the epoch and the child).
+async fn announce(
+    tx: &WriteTx,
+    r: &Rotation,
+    child_id: &str,
+    parent: &str,
+    epoch: i32,
+) -> Result<Vec<Event>> {
+    let rotated = insert_event(
+        tx,
+        &NewEvent {
+            session_id: r.session_id,
+            kind: EventKind::SessionRotated,
+            turn_id: Some(r.turn_id),
+            admission_id: Some(r.admission_id),
+            data: serde_json::json!({
+                "child_session_id": child_id,
+                "parent_session_id": parent,
+                "epoch": epoch,
+            }),
+        },
+    )
+    .await?;
+    let mut data = r.event_data.clone();
+    if let Some(obj) = data.as_object_mut() {
+        obj.insert("epoch".into(), epoch.into());
+        obj.insert("child_session_id".into(), child_id.into());
+    }
+    let completed = insert_event(
+        tx,
+        &NewEvent {
+            session_id: r.session_id,
+            kind: EventKind::CompressionCompleted,
+            turn_id: Some(r.turn_id),
+            admission_id: Some(r.admission_id),
+            data,
+        },
+    )
+    .await?;
+    Ok(vec![rotated, completed])
 }
 
 /// A kept row as a new row of the child: same content and turn, a new id.
