@@ -132,8 +132,8 @@ async fn admit(
         let policy = match pinned_policy(&admitted.admission.payload) {
             Some(p) => p,
             None => match root {
-                Some(row) => policy_of(deps, Some(row)),
-                None => effective_policy(deps, session).await,
+                Some(row) => policy_of(deps.config.agent.busy_policy, Some(row)),
+                None => effective_policy(&deps.store, deps.config.agent.busy_policy, session).await,
             },
         };
         if policy == BusyPolicy::Interrupt {

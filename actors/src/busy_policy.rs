@@ -3,26 +3,29 @@
 //! (`PATCH /v1/sessions/{id}`), else `agent.busy_policy`. Asked by admission when an input
 //! arrives and by a running turn at its model boundary (`turn::steer`).
 use crate::config::BusyPolicy;
-use crate::deps::Deps;
 use serde_json::Value;
-use turnkey_storage::{Session, SessionId};
+use turnkey_storage::{Session, SessionId, Store};
 
-/// The session's busy policy, else the platform's (SPEC R13.4).
-pub async fn effective_policy(deps: &Deps, session: SessionId) -> BusyPolicy {
-    let own = match deps.store.get_session(session).await {
+/// The session's busy policy, else `default` (`agent.busy_policy`, SPEC R13.4).
+pub async fn effective_policy(
+    store: &Store,
+    default: BusyPolicy,
+    session: SessionId,
+) -> BusyPolicy {
+    let own = match store.get_session(session).await {
         Ok(s) => s,
         Err(e) => {
             tracing::warn!(%session, error = %e, "cannot read the session's busy policy");
             None
         }
     };
-    policy_of(deps, own.as_ref())
+    policy_of(default, own.as_ref())
 }
 
-/// The busy policy of a session row already read, else the platform's.
-pub fn policy_of(deps: &Deps, row: Option<&Session>) -> BusyPolicy {
+/// The busy policy of a session row already read, else `default`.
+pub fn policy_of(default: BusyPolicy, row: Option<&Session>) -> BusyPolicy {
     let own = row.and_then(|s| s.busy_policy.as_deref());
-    BusyPolicy::effective(own, deps.config.agent.busy_policy)
+    BusyPolicy::effective(own, default)
 }
 
 /// The busy policy an admission was given for itself (`Submission::busy_policy`), if any.

@@ -1,6 +1,8 @@
-//! `Deps`: the wiring every actor and turn phase shares, built once at start-up by the
-//! gateway. It depends only on the leaf actors (delivery, tool execution), so actor files
-//! import it without importing the gateway that starts them.
+//! `Deps`: the wiring every actor shares, built once at start-up by the gateway. It depends
+//! only on the leaf actors (delivery, tool execution), so actor files import it without
+//! importing the gateway that starts them. A turn's phases do not take all of it: they take
+//! the part they use ([`Record`], [`Models`], one actor's address), so that a phase's
+//! signature says what it reaches.
 use crate::compressor::CompressionActor;
 use crate::config::RuntimeConfig;
 use crate::delivery::{DeliveryActor, EventHub};
@@ -44,4 +46,46 @@ pub struct Deps {
     /// Wakes the outbox sender after a commit that wrote platform messages outside a turn
     /// (`notify_one`: a wake-up before it waits is kept).
     pub outbox_wake: Arc<tokio::sync::Notify>,
+}
+
+/// The durable record and what announces it: a phase that commits writes through the store
+/// and publishes what it committed to the session's followers.
+#[derive(Clone, Copy)]
+pub struct Record<'a> {
+    pub store: &'a Store,
+    pub hub: &'a EventHub,
+}
+
+/// The model side of a turn: the configuration that shapes a request, the providers in
+/// fallback order with their health, the tool schemas offered to them, the compressor the
+/// preflight gate asks, and the delivery actor that commits streamed text.
+#[derive(Clone, Copy)]
+pub struct Models<'a> {
+    pub config: &'a RuntimeConfig,
+    /// The primary first, then fallbacks in order.
+    pub providers: &'a [Arc<dyn Provider>],
+    pub health: &'a ProviderHealth,
+    pub tool_schemas: &'a [ToolSchema],
+    pub compressor: &'a Addr<CompressionActor>,
+    pub delivery: &'a Addr<DeliveryActor>,
+}
+
+impl Deps {
+    pub fn record(&self) -> Record<'_> {
+        Record {
+            store: &self.store,
+            hub: &self.hub,
+        }
+    }
+
+    pub fn models(&self) -> Models<'_> {
+        Models {
+            config: &self.config,
+            providers: &self.providers,
+            health: &self.provider_health,
+            tool_schemas: &self.tool_schemas,
+            compressor: &self.compressor,
+            delivery: &self.delivery,
+        }
+    }
 }

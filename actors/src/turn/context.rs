@@ -4,7 +4,7 @@
 //! ([`user_row`] built inside that transaction), or here for an input a burst joined.
 use super::transcript::TranscriptCache;
 use super::TurnFailure;
-use crate::deps::Deps;
+use crate::config::RuntimeConfig;
 use crate::display::Display;
 use crate::input::user_row;
 use std::sync::Arc;
@@ -39,6 +39,14 @@ pub struct LastPrompt {
 }
 
 impl TurnContext {
+    /// How many assistant rows the turn has written: one per model call it made.
+    pub fn assistant_rows(&self) -> usize {
+        self.turn_rows
+            .iter()
+            .filter(|m| m.role == MessageRole::Assistant)
+            .count()
+    }
+
     /// Which turn a tool-run or approval write belongs to.
     pub fn turn_ref(&self) -> TurnRef {
         TurnRef {
@@ -120,16 +128,17 @@ impl TurnContext {
 }
 
 pub async fn prepare(
-    deps: &Deps,
+    store: &Store,
+    config: &RuntimeConfig,
     transcript: &TranscriptCache,
     fence: &Fence,
     admission: &Admission,
     turn_id: TurnId,
     known: Option<Session>,
 ) -> Result<TurnContext, TurnFailure> {
-    let (session, system_prompt) = session_and_prompt(deps, admission, known).await?;
+    let (session, system_prompt) = session_and_prompt(store, admission, known).await?;
     let loaded = transcript
-        .load(&deps.store, &session, Some(turn_id))
+        .load(store, &session, Some(turn_id))
         .await
         .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))?;
     tracing::debug!(
@@ -139,8 +148,7 @@ pub async fn prepare(
     // The claim committed the user row when the input was final at claim time; a coalesced
     // input's row is written now, with the joined text.
     let turn_rows = if loaded.own.is_empty() {
-        let user = deps
-            .store
+        let user = store
             .append_message(fence, &user_row(admission, turn_id))
             .await
             .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))?;
@@ -150,9 +158,7 @@ pub async fn prepare(
     };
     Ok(TurnContext {
         model_override: model_override(admission, &session),
-        display: deps
-            .config
-            .display(&session, admission.payload.get("display")),
+        display: config.display(&session, admission.payload.get("display")),
         session,
         admission: admission.clone(),
         turn_id,
@@ -168,15 +174,16 @@ pub async fn prepare(
 /// already persisted are its turn rows, everything before them is history. The user row is
 /// normally there already.
 pub async fn resume(
-    deps: &Deps,
+    store: &Store,
+    config: &RuntimeConfig,
     transcript: &TranscriptCache,
     fence: &Fence,
     admission: &Admission,
     turn_id: TurnId,
 ) -> Result<TurnContext, TurnFailure> {
-    let (session, system_prompt) = session_and_prompt(deps, admission, None).await?;
+    let (session, system_prompt) = session_and_prompt(store, admission, None).await?;
     let all = transcript
-        .load(&deps.store, &session, None)
+        .load(store, &session, None)
         .await
         .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))?
         .history;
@@ -187,8 +194,7 @@ pub async fn resume(
     // A burst's input cut before its joined row was written: the row is written now, as
     // `prepare` would have.
     if turn_rows.is_empty() {
-        let user = deps
-            .store
+        let user = store
             .append_message(fence, &user_row(admission, turn_id))
             .await
             .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))?;
@@ -197,9 +203,7 @@ pub async fn resume(
     let history = Arc::new(history);
     Ok(TurnContext {
         model_override: model_override(admission, &session),
-        display: deps
-            .config
-            .display(&session, admission.payload.get("display")),
+        display: config.display(&session, admission.payload.get("display")),
         session,
         admission: admission.clone(),
         turn_id,
@@ -214,14 +218,13 @@ pub async fn resume(
 /// The session row and its stored system prompt (built once at creation, SPEC R5.2): `known`
 /// (the row the claim's commit returned) or read now.
 async fn session_and_prompt(
-    deps: &Deps,
+    store: &Store,
     admission: &Admission,
     known: Option<Session>,
 ) -> Result<(Session, String), TurnFailure> {
     let session = match known.filter(|s| s.id == admission.session_id) {
         Some(session) => session,
-        None => deps
-            .store
+        None => store
             .get_session(admission.session_id)
             .await
             .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))?

@@ -4,47 +4,52 @@
 //! `provider_health`), unless all are. When a call fails for good on one provider, the loop
 //! moves to the next and restarts that iteration from preflight with rebuilt messages; it never
 //! re-sends the built request to another client.
-use crate::deps::Deps;
+use crate::deps::Models;
 use std::sync::Arc;
 use std::time::Instant;
 use turnkey_providers::{Provider, ProviderError, RetryPolicy};
 
-pub struct Chain {
+pub struct Chain<'a> {
+    models: Models<'a>,
     order: Vec<usize>,
     pos: usize,
 }
 
-impl Chain {
+impl<'a> Chain<'a> {
     /// The chain for a turn starting now.
-    pub fn new(deps: &Deps) -> Self {
-        let auxiliary = |i: usize| deps.config.providers.get(i).is_some_and(|p| p.auxiliary);
-        let all: Vec<usize> = (0..deps.providers.len()).collect();
+    pub fn new(models: Models<'a>) -> Self {
+        let auxiliary = |i: usize| models.config.providers.get(i).is_some_and(|p| p.auxiliary);
+        let all: Vec<usize> = (0..models.providers.len()).collect();
         let mut candidates: Vec<usize> = all.iter().copied().filter(|&i| !auxiliary(i)).collect();
         if candidates.is_empty() {
             candidates = all;
         }
-        let order = deps.provider_health.order(&candidates, Instant::now());
+        let order = models.health.order(&candidates, Instant::now());
         if order.first() != candidates.first() {
             tracing::info!(
                 skipped = ?candidates.iter().filter(|i| !order.contains(i)).collect::<Vec<_>>(),
                 "providers on cooldown are skipped for this turn"
             );
         }
-        Self { order, pos: 0 }
+        Self {
+            models,
+            order,
+            pos: 0,
+        }
     }
 
     /// The provider the loop calls now; `None` when none is configured.
-    pub fn current(&self, deps: &Deps) -> Option<Arc<dyn Provider>> {
+    pub fn current(&self) -> Option<Arc<dyn Provider>> {
         self.order
             .get(self.pos)
-            .and_then(|&i| deps.providers.get(i))
+            .and_then(|&i| self.models.providers.get(i))
             .cloned()
     }
 
     /// A call to the current provider succeeded.
-    pub fn succeeded(&self, deps: &Deps) {
+    pub fn succeeded(&self) {
         if let Some(&i) = self.order.get(self.pos) {
-            deps.provider_health.record_success(i);
+            self.models.health.record_success(i);
         }
     }
 
@@ -52,21 +57,21 @@ impl Chain {
     /// breaker and returns the next provider to try, if the error allows a fallback and one is
     /// left. Overflow is not a provider failure (it goes back to preflight) and is not passed
     /// here.
-    pub fn failed(&mut self, deps: &Deps, error: &ProviderError) -> Option<Arc<dyn Provider>> {
+    pub fn failed(&mut self, error: &ProviderError) -> Option<Arc<dyn Provider>> {
         let &index = self.order.get(self.pos)?;
-        let name = deps
-            .providers
+        let providers = self.models.providers;
+        let name = providers
             .get(index)
             .map(|p| p.name().to_owned())
             .unwrap_or_default();
-        let policy = deps
-            .providers
+        let policy = providers
             .get(index)
             .map(|p| p.retry_policy())
             .unwrap_or_default();
         let attempts = failed_attempts(error, &policy);
-        if let Some(cooldown) = deps
-            .provider_health
+        if let Some(cooldown) = self
+            .models
+            .health
             .record_failure(index, attempts, Instant::now())
         {
             tracing::warn!(provider = %name, ?cooldown, error = %error, "provider put on cooldown after consecutive failures");
@@ -75,7 +80,7 @@ impl Chain {
             return None;
         }
         self.pos += 1;
-        let next = self.current(deps)?;
+        let next = self.current()?;
         tracing::warn!(
             from = %name,
             to = %next.name(),

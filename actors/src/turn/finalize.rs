@@ -2,8 +2,10 @@
 //! stream if the last response was empty, close the transcript tail, record usage and cost,
 //! assemble the result, and commit all of it with the terminal receipt in one transaction.
 use super::TurnFailure;
-use crate::deps::Deps;
+use crate::delivery::DeliveryActor;
+use crate::deps::Record;
 use crate::stages::{timed, Stage};
+use actix::Addr;
 use serde_json::{json, Value};
 use turnkey_providers::{estimate_tokens, Usage};
 use turnkey_storage::*;
@@ -44,7 +46,7 @@ pub fn usage_json(u: &Usage) -> Value {
 
 /// Commits the turn's end. When nothing is queued behind it, the same commit gives the
 /// session's lease up; answers whether it did (the drain then has nothing left to release).
-pub async fn finalize(deps: &Deps, c: Closing) -> bool {
+pub async fn finalize(record: Record<'_>, delivery: &Addr<DeliveryActor>, c: Closing) -> bool {
     match c.failure {
         Some(TurnFailure::Stopped(super::StopReason::LeaseLost)) => {
             // Another process may own the session: every write would be fenced out anyway,
@@ -54,40 +56,25 @@ pub async fn finalize(deps: &Deps, c: Closing) -> bool {
         }
         Some(TurnFailure::Parked) => {
             tracing::info!(turn = %c.turn_id, "turn parked in its tool round; the next process resumes it");
-            return hand_back(deps, &c).await;
+            return hand_back(record, &c).await;
         }
         Some(TurnFailure::Stopped(super::StopReason::Shutdown))
-            if may_hand_back(deps, &c).await =>
+            if may_hand_back(record.store, &c).await =>
         {
             tracing::info!(turn = %c.turn_id, "shutdown grace ran out; turn handed back to resume");
-            return hand_back(deps, &c).await;
+            return hand_back(record, &c).await;
         }
         _ => {}
     }
     // A fold from +0.0: `sum()` of no f64 is -0.0, which would render as "-0.0".
     let cost = c.usage_rows.iter().fold(0.0_f64, |acc, u| acc + u.cost_usd);
-    // R10.2: an empty final response after streamed text is recovered from the stream.
-    let final_text = c
-        .final_text
-        .clone()
-        .filter(|t| !t.trim().is_empty())
-        .or_else(|| {
-            (c.failure.is_none() && !c.streamed.trim().is_empty()).then(|| c.streamed.clone())
-        });
-    let (result, failure) = match (&final_text, &c.failure) {
-        (Some(_), None) => (TurnResult::Completed, None),
-        (_, Some(f @ TurnFailure::Stopped(_))) => (TurnResult::Interrupted, Some(f.clone())),
-        (_, Some(f)) => (TurnResult::Failed, Some(f.clone())),
-        (None, None) => (TurnResult::Failed, Some(TurnFailure::EmptyResponse)),
-    };
+    let (final_text, result, failure) = verdict(&c);
 
     // A grace-call summary (SPEC R7.3) is delivered although the turn failed.
     let delivers = failure.as_ref().is_none_or(|f| f.delivers_answer());
+    let delivered = final_text.as_ref().filter(|_| delivers);
     // How the delivered answer ended: a cut-off or repeated answer is still the answer (R10.2).
-    let stop_reason = final_text
-        .as_ref()
-        .filter(|_| delivers)
-        .map(|_| c.stop.code());
+    let stop_reason = delivered.map(|_| c.stop.code());
 
     let mut messages = Vec::new();
     let mut events = Vec::new();
@@ -97,7 +84,7 @@ pub async fn finalize(deps: &Deps, c: Closing) -> bool {
     }
     let message_id = MessageId::new();
     let mut close_tail = None;
-    if let Some(text) = final_text.as_ref().filter(|_| delivers) {
+    if let Some(text) = delivered {
         // R10.3: a delivered final answer always has an assistant row.
         messages.push(assistant_row(message_id, text, &c));
         events.push(event(
@@ -119,7 +106,7 @@ pub async fn finalize(deps: &Deps, c: Closing) -> bool {
                 fence: Some(c.fence.clone()),
                 event: events.remove(0),
             };
-            super::request::deliver(&deps.delivery, publish, c.turn_id).await;
+            super::request::deliver(delivery, publish, c.turn_id).await;
         }
         // R10.5: close an open user or tool tail so the next input is not merged with this
         // one; keep what the user already saw. Context-pressure failures must not grow. The
@@ -135,37 +122,10 @@ pub async fn finalize(deps: &Deps, c: Closing) -> bool {
             partial: Some(c.streamed.clone()),
         });
     }
-    let failure_reason = failure.as_ref().map(|f| f.code());
-    let outcome = json!({
-        "result": result,
-        "final_response": final_text.as_ref().filter(|_| delivers),
-        "stop_reason": stop_reason,
-        "failure_reason": failure_reason,
-        "failure_message": failure.as_ref().map(|f| f.message()),
-        "usage": usage_json(&c.usage),
-        "cost": cost,
-        "attempts": c.attempt,
-    });
-    let mut finished = json!({"result": result, "usage": usage_json(&c.usage), "cost": cost});
-    if let Some(stop) = stop_reason {
-        finished["stop_reason"] = json!(stop);
-    }
-    if let Some(f) = &failure {
-        finished["failure_reason"] = json!(f.code());
-        finished["failure_message"] = json!(f.message());
-    }
+    let (outcome, finished) = receipts(&c, result, delivered, stop_reason, failure.as_ref(), cost);
     events.push(event(ids, EventKind::TurnFinished, finished));
 
-    // A platform chat gets the answer, or a line saying how the turn ended (SPEC R1.3).
-    let reply = match (final_text.as_ref().filter(|_| delivers), &failure) {
-        _ if c.no_chat => None,
-        (Some(text), _) => Some(text.clone()),
-        (None, Some(f)) if result == TurnResult::Interrupted => {
-            Some(format!("⏹ Stopped ({}).", f.code()))
-        }
-        (None, Some(f)) => Some(format!("⚠️ This turn failed: {}", f.message())),
-        (None, None) => None,
-    };
+    let reply = chat_reply(&c, result, delivered, failure.as_ref());
     let end = TurnEnd {
         admission_id: c.admission_id,
         turn_id: c.turn_id,
@@ -176,13 +136,18 @@ pub async fn finalize(deps: &Deps, c: Closing) -> bool {
         events,
         reply,
     };
-    let committed = deps.store.commit_turn_end_and_release(&c.fence, &end);
+    commit(record, &c, &end).await
+}
+
+/// Commits the turn's end; then, and only then, its events go out to every subscriber (SSE,
+/// WebSocket, platform drafts; platform replies leave through the outbox sender). Answers
+/// whether the commit released the lease.
+async fn commit(record: Record<'_>, c: &Closing, end: &TurnEnd) -> bool {
+    let committed = record.store.commit_turn_end_and_release(&c.fence, end);
     match timed(Stage::Finalize, committed).await {
         Ok((committed, released)) => {
-            // Delivery: the committed events go out to every subscriber (SSE, WebSocket,
-            // platform drafts); platform replies leave through the outbox sender.
             let _delivery = tracing::info_span!("delivery", events = committed.len()).entered();
-            committed.into_iter().for_each(|e| deps.hub.publish(e));
+            committed.into_iter().for_each(|e| record.hub.publish(e));
             released
         }
         // The receipt stays `started`; once this process releases the lease, recovery marks it
@@ -194,12 +159,79 @@ pub async fn finalize(deps: &Deps, c: Closing) -> bool {
     }
 }
 
+/// The answer (R10.2: an empty final response after streamed text is recovered from the
+/// stream), how the turn ended, and why it did not complete.
+fn verdict(c: &Closing) -> (Option<String>, TurnResult, Option<TurnFailure>) {
+    let final_text = c
+        .final_text
+        .clone()
+        .filter(|t| !t.trim().is_empty())
+        .or_else(|| {
+            (c.failure.is_none() && !c.streamed.trim().is_empty()).then(|| c.streamed.clone())
+        });
+    let (result, failure) = match (&final_text, &c.failure) {
+        (Some(_), None) => (TurnResult::Completed, None),
+        (_, Some(f @ TurnFailure::Stopped(_))) => (TurnResult::Interrupted, Some(f.clone())),
+        (_, Some(f)) => (TurnResult::Failed, Some(f.clone())),
+        (None, None) => (TurnResult::Failed, Some(TurnFailure::EmptyResponse)),
+    };
+    (final_text, result, failure)
+}
+
+/// The admission's outcome and `turn.finished`'s data.
+fn receipts(
+    c: &Closing,
+    result: TurnResult,
+    delivered: Option<&String>,
+    stop_reason: Option<&str>,
+    failure: Option<&TurnFailure>,
+    cost: f64,
+) -> (Value, Value) {
+    let outcome = json!({
+        "result": result,
+        "final_response": delivered,
+        "stop_reason": stop_reason,
+        "failure_reason": failure.map(|f| f.code()),
+        "failure_message": failure.map(|f| f.message()),
+        "usage": usage_json(&c.usage),
+        "cost": cost,
+        "attempts": c.attempt,
+    });
+    let mut finished = json!({"result": result, "usage": usage_json(&c.usage), "cost": cost});
+    if let Some(stop) = stop_reason {
+        finished["stop_reason"] = json!(stop);
+    }
+    if let Some(f) = failure {
+        finished["failure_reason"] = json!(f.code());
+        finished["failure_message"] = json!(f.message());
+    }
+    (outcome, finished)
+}
+
+/// What a platform chat gets: the answer, or a line saying how the turn ended (SPEC R1.3).
+fn chat_reply(
+    c: &Closing,
+    result: TurnResult,
+    delivered: Option<&String>,
+    failure: Option<&TurnFailure>,
+) -> Option<String> {
+    match (delivered, failure) {
+        _ if c.no_chat => None,
+        (Some(text), _) => Some(text.clone()),
+        (None, Some(f)) if result == TurnResult::Interrupted => {
+            Some(format!("⏹ Stopped ({}).", f.code()))
+        }
+        (None, Some(f)) => Some(format!("⚠️ This turn failed: {}", f.message())),
+        (None, None) => None,
+    }
+}
+
 /// A turn stopped by a graceful shutdown is handed back rather than settled `interrupted`
 /// (SPEC R13.9) when that is safe and allowed: no tool of it was running when the stop came
 /// (one still `started`, or one whose result came after the stop, cut short: a side effect
 /// may have been under way, so it settles as interrupted, as before), and it has not been
 /// resumed already (a turn is resumed by itself once).
-async fn may_hand_back(deps: &Deps, c: &Closing) -> bool {
+async fn may_hand_back(store: &Store, c: &Closing) -> bool {
     if c.attempt >= crate::lease::MAX_ATTEMPTS {
         return false;
     }
@@ -208,7 +240,7 @@ async fn may_hand_back(deps: &Deps, c: &Closing) -> bool {
         r.status == ToolRunStatus::Started
             || (r.started_at.is_some() && r.finished_at.is_none_or(|f| f >= stop))
     };
-    match deps.store.tool_runs_of_turn(c.turn_id).await {
+    match store.tool_runs_of_turn(c.turn_id).await {
         Ok(runs) => !runs.iter().any(cut_short),
         Err(e) => {
             tracing::error!(turn = %c.turn_id, error = %e, "cannot read the turn's tool runs");
@@ -219,11 +251,15 @@ async fn may_hand_back(deps: &Deps, c: &Closing) -> bool {
 
 /// Gives the turn back unsettled, with the lease, for the next owner to resume: answers
 /// whether the lease was released here (else it expires, and recovery finds the turn then).
-async fn hand_back(deps: &Deps, c: &Closing) -> bool {
+async fn hand_back(record: Record<'_>, c: &Closing) -> bool {
     let reason = ResumeReason::Shutdown;
-    match deps.store.hand_back(&c.fence, c.admission_id, reason).await {
+    match record
+        .store
+        .hand_back(&c.fence, c.admission_id, reason)
+        .await
+    {
         Ok(events) => {
-            events.into_iter().for_each(|e| deps.hub.publish(e));
+            events.into_iter().for_each(|e| record.hub.publish(e));
             true
         }
         Err(e) => {

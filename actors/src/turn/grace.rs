@@ -6,7 +6,7 @@ use super::context::TurnContext;
 use super::preflight::{self, GateState};
 use super::request::{self, CallOutcome, StreamedText};
 use super::{StopReason, TurnControl, TurnFailure};
-use crate::deps::Deps;
+use crate::deps::Models;
 use std::sync::Arc;
 use turnkey_providers::{ChatMessage, ChatResponse, Provider};
 
@@ -17,7 +17,7 @@ const SUMMARIZE: &str = "You have used this turn's whole iteration budget, so no
 /// Makes the grace call and returns the summary (if the model wrote one) with the failure the
 /// turn ends with: `BudgetExhausted`, or the stop that interrupted the call.
 pub async fn summarize(
-    deps: &Deps,
+    models: Models<'_>,
     ctx: &mut TurnContext,
     control: &TurnControl,
     provider: &Arc<dyn Provider>,
@@ -27,7 +27,7 @@ pub async fn summarize(
 ) -> (Option<String>, TurnFailure) {
     tracing::info!(turn = %ctx.turn_id, "iteration budget spent; one grace call without tools");
     control.touch();
-    let mut wire = match preflight::pass(deps, ctx, provider, gate).await {
+    let mut wire = match preflight::pass(models, ctx, provider, gate).await {
         Ok(wire) => wire,
         Err(f) => {
             tracing::warn!(turn = %ctx.turn_id, failure = %f.code(), "no grace call: the request does not pass preflight");
@@ -35,10 +35,10 @@ pub async fn summarize(
         }
     };
     wire.push(ChatMessage::user(SUMMARIZE));
-    let mut req = request::build_request(deps, ctx, provider.as_ref(), wire, true);
+    let mut req = request::build_request(models, ctx, provider.as_ref(), wire, true);
     req.tools.clear();
     match request::call_with_retries(
-        deps,
+        models,
         ctx,
         control,
         provider.as_ref(),

@@ -13,7 +13,7 @@
 use super::context::TurnContext;
 use super::request::{self, CallOutcome, StreamedText};
 use super::{echo, AnswerStop, TurnControl, TurnFailure};
-use crate::deps::Deps;
+use crate::deps::Models;
 use turnkey_providers::{ChatMessage, ChatRequest, ChatResponse, FinishReason, Provider};
 use turnkey_storage::MessageRole;
 
@@ -57,7 +57,7 @@ impl Normalized {
 /// `Err` is an answer recovery could not fix. `record` sees every response received, for the
 /// usage ledger (one row per call).
 pub async fn call(
-    deps: &Deps,
+    models: Models<'_>,
     ctx: &TurnContext,
     control: &TurnControl,
     provider: &dyn Provider,
@@ -68,7 +68,7 @@ pub async fn call(
     let previous = previous_answer(ctx);
     let base = req.messages.clone();
     let first = send(
-        deps,
+        models,
         ctx,
         control,
         provider,
@@ -114,11 +114,7 @@ pub async fn call(
                 resp.content = None;
                 return Ok(Normalized {
                     outcome: CallOutcome::Response(resp),
-                    stop: if cut {
-                        AnswerStop::Truncated
-                    } else {
-                        AnswerStop::Stop
-                    },
+                    stop: stop_of(cut),
                 });
             }
             if recovered {
@@ -140,22 +136,14 @@ pub async fn call(
             (vec![ChatMessage::assistant(full)], REPEAT_NUDGE)
         } else {
             // A continuation that added nothing more but was cut again is still cut off.
-            let stop = if cut {
-                AnswerStop::Truncated
-            } else {
-                AnswerStop::Stop
-            };
-            return Ok(Normalized::answer(resp, full, stop));
+            return Ok(Normalized::answer(resp, full, stop_of(cut)));
         };
-        let mut next = req.clone();
-        next.messages = base
-            .iter()
-            .cloned()
-            .chain(extra)
-            .chain([ChatMessage::user(instruction)])
-            .collect();
+        let next = follow_up(&req, &base, extra, instruction);
         asked = Some(instruction);
-        let called = send(deps, ctx, control, provider, next, asked, streamed, record).await;
+        let called = send(
+            models, ctx, control, provider, next, asked, streamed, record,
+        )
+        .await;
         resp = match called {
             CallOutcome::Response(r) => r,
             other => return Ok(Normalized::other(other)),
@@ -163,11 +151,36 @@ pub async fn call(
     }
 }
 
+fn stop_of(cut: bool) -> AnswerStop {
+    if cut {
+        AnswerStop::Truncated
+    } else {
+        AnswerStop::Stop
+    }
+}
+
+/// `req` again, its messages `base`, then `extra` and turnkey's `instruction`.
+fn follow_up(
+    req: &ChatRequest,
+    base: &[ChatMessage],
+    extra: Vec<ChatMessage>,
+    instruction: &str,
+) -> ChatRequest {
+    let mut next = req.clone();
+    next.messages = base
+        .iter()
+        .cloned()
+        .chain(extra)
+        .chain([ChatMessage::user(instruction)])
+        .collect();
+    next
+}
+
 /// One call with retries; `asked` is the instruction this call adds, whose echo the stream
 /// drops.
 #[allow(clippy::too_many_arguments)]
 async fn send(
-    deps: &Deps,
+    models: Models<'_>,
     ctx: &TurnContext,
     control: &TurnControl,
     provider: &dyn Provider,
@@ -177,7 +190,7 @@ async fn send(
     record: &mut (dyn FnMut(&ChatResponse) + Send),
 ) -> CallOutcome {
     let outcome =
-        request::call_with_retries(deps, ctx, control, provider, req, asked, streamed).await;
+        request::call_with_retries(models, ctx, control, provider, req, asked, streamed).await;
     if let CallOutcome::Response(r) = &outcome {
         record(r);
     }

@@ -6,7 +6,7 @@ use super::context::TurnContext;
 use super::{request, TurnFailure};
 use crate::compressor::{Compress, CompressFailure};
 use crate::config::CompressionConfig;
-use crate::deps::Deps;
+use crate::deps::Models;
 use std::sync::Arc;
 use turnkey_providers::{
     estimate_messages_for_model, estimate_tokens, estimate_tokens_for_model, ChatMessage, Provider,
@@ -53,7 +53,7 @@ impl GateState {
 /// The gate before one model call: the wire copy to send, after compressing when the pressure
 /// asks for it; or the failure that stops the turn.
 pub async fn pass(
-    deps: &Deps,
+    models: Models<'_>,
     ctx: &mut TurnContext,
     provider: &Arc<dyn Provider>,
     state: &mut GateState,
@@ -63,9 +63,9 @@ pub async fn pass(
         .model_override
         .clone()
         .unwrap_or_else(|| provider.model().to_owned());
-    let cfg = &deps.config.compression.for_model(&model);
+    let cfg = &models.config.compression.for_model(&model);
     let wire = request::wire_messages(ctx);
-    let pressure_tokens = pressure(&model, ctx, &wire, &deps.tool_schemas, state.carried);
+    let pressure_tokens = pressure(&model, ctx, &wire, models.tool_schemas, state.carried);
     let force = std::mem::take(&mut state.force_compress);
     let must_fit = match gate(
         cfg,
@@ -101,20 +101,13 @@ pub async fn pass(
         };
     }
     state.attempts += 1;
-    let summarizer = deps
-        .config
-        .providers
-        .iter()
-        .position(|p| p.auxiliary)
-        .and_then(|i| deps.providers.get(i))
-        .unwrap_or(provider)
-        .clone();
+    let summarizer = summarizer(models, provider);
     let rows = ctx
         .live_rows()
         .into_iter()
         .map(|m| (m.clone(), row_tokens(&model, m)))
         .collect();
-    let asked = deps
+    let asked = models
         .compressor
         .send(Compress {
             fence: ctx.fence.clone(),
@@ -138,15 +131,7 @@ pub async fn pass(
                 Some(r) => ctx.apply_rotation(done.epoch, &r.kept, r.rows),
                 None => ctx.apply_compaction(done.epoch, &done.compressed, done.summary),
             }
-            let wire = request::wire_messages(ctx);
-            let after = estimate(&model, &wire).saturating_add(schema_tokens(&deps.tool_schemas));
-            if after > u64::from(window) {
-                return Err(TurnFailure::ContextOverflow(format!(
-                    "after compression the request of ~{after} tokens still does not fit the \
-                     {window}-token window"
-                )));
-            }
-            Ok(wire)
+            fitting(ctx, &model, models.tool_schemas, window)
         }
         Err(CompressFailure::Store(e)) => Err(TurnFailure::PersistenceFailed(e.to_string())),
         Err(e) if !must_fit => {
@@ -158,6 +143,36 @@ pub async fn pass(
         )),
         Err(e) => Err(TurnFailure::CompressionFailed(e.to_string())),
     }
+}
+
+/// Who writes the summary: the first auxiliary provider, else the one the turn calls.
+fn summarizer(models: Models<'_>, provider: &Arc<dyn Provider>) -> Arc<dyn Provider> {
+    models
+        .config
+        .providers
+        .iter()
+        .position(|p| p.auxiliary)
+        .and_then(|i| models.providers.get(i))
+        .unwrap_or(provider)
+        .clone()
+}
+
+/// The wire copy of the compressed context, if it fits the window now.
+fn fitting(
+    ctx: &TurnContext,
+    model: &str,
+    tool_schemas: &[ToolSchema],
+    window: u32,
+) -> Result<Vec<ChatMessage>, TurnFailure> {
+    let wire = request::wire_messages(ctx);
+    let after = estimate(model, &wire).saturating_add(schema_tokens(tool_schemas));
+    if after > u64::from(window) {
+        return Err(TurnFailure::ContextOverflow(format!(
+            "after compression the request of ~{after} tokens still does not fit the \
+             {window}-token window"
+        )));
+    }
+    Ok(wire)
 }
 
 /// The provider's prompt size for the session's last recorded call and when it was recorded

@@ -5,7 +5,7 @@ use super::context::TurnContext;
 use super::echo::EchoFilter;
 use super::TurnControl;
 use crate::delivery::{DeliveryActor, Publish};
-use crate::deps::Deps;
+use crate::deps::Models;
 use crate::stages::{timed, Stage, TURNS};
 use actix::Addr;
 use serde_json::json;
@@ -134,7 +134,7 @@ fn wire_row(m: &Message) -> ChatMessage {
 }
 
 pub fn build_request(
-    deps: &Deps,
+    models: Models<'_>,
     ctx: &TurnContext,
     provider: &dyn Provider,
     messages: Vec<ChatMessage>,
@@ -146,8 +146,8 @@ pub fn build_request(
             .clone()
             .unwrap_or_else(|| provider.model().to_owned()),
         messages,
-        tools: deps.tool_schemas.clone(),
-        stream: stream && deps.config.agent.streaming,
+        tools: models.tool_schemas.to_vec(),
+        stream: stream && models.config.agent.streaming,
         max_tokens: None,
         temperature: None,
     }
@@ -165,7 +165,7 @@ pub enum CallOutcome {
 /// instruction at the end of this request (a continuation, a recovery nudge): a reply that
 /// opens by echoing it streams without the echo.
 pub async fn call_with_retries(
-    deps: &Deps,
+    models: Models<'_>,
     ctx: &TurnContext,
     control: &TurnControl,
     provider: &dyn Provider,
@@ -179,11 +179,14 @@ pub async fn call_with_retries(
         attempt += 1;
         // An earlier call's held-back delta goes out before anything this one streams.
         if let Some(text) = streamed.take_held() {
-            publish_delta(deps, ctx, text).await;
+            publish_delta(models.delivery, ctx, text).await;
         }
         // A turn shown without streaming (SPEC R3.1) publishes no `message.delta`: its answer
         // comes with `message.complete`.
-        let publisher = ctx.display.stream.then(|| DeltaPublisher::spawn(deps, ctx));
+        let publisher = ctx
+            .display
+            .stream
+            .then(|| DeltaPublisher::spawn(models, ctx));
         // An echo of the instruction this call added never reaches a client.
         let echo = EchoFilter::new(asked);
         let show = |text: &str| {
@@ -222,7 +225,7 @@ pub async fn call_with_retries(
         if let Some(rest) = rest {
             match &result {
                 Some(Ok(r)) if r.tool_calls.is_empty() => streamed.hold(rest),
-                _ => publish_delta(deps, ctx, rest).await,
+                _ => publish_delta(models.delivery, ctx, rest).await,
             }
         }
         control.touch();
@@ -302,12 +305,12 @@ fn ids_of(ctx: &TurnContext) -> (SessionId, TurnId, AdmissionId) {
 }
 
 /// Commits one `message.delta` now, under the turn's fence, through the delivery actor.
-async fn publish_delta(deps: &Deps, ctx: &TurnContext, text: String) {
+async fn publish_delta(delivery: &Addr<DeliveryActor>, ctx: &TurnContext, text: String) {
     let publish = Publish {
         fence: Some(ctx.fence.clone()),
         event: delta_event(ids_of(ctx), text),
     };
-    deliver(&deps.delivery, publish, ctx.turn_id).await;
+    deliver(delivery, publish, ctx.turn_id).await;
 }
 
 /// Sends `publish` to the delivery actor and waits for its commit. Deltas are a live view;
@@ -330,12 +333,12 @@ struct DeltaPublisher {
 }
 
 impl DeltaPublisher {
-    fn spawn(deps: &Deps, ctx: &TurnContext) -> Self {
+    fn spawn(models: Models<'_>, ctx: &TurnContext) -> Self {
         let (tx, mut rx) = mpsc::unbounded_channel::<String>();
-        let delivery = deps.delivery.clone();
+        let delivery = models.delivery.clone();
         let fence = ctx.fence.clone();
         let ids = ids_of(ctx);
-        let window = Duration::from_millis(deps.config.agent.delta_flush_ms);
+        let window = Duration::from_millis(models.config.agent.delta_flush_ms);
         let task = tokio::spawn(async move {
             while let Some(first) = rx.recv().await {
                 let mut buf = first;

@@ -9,12 +9,13 @@ use super::transcript::TranscriptCache;
 use super::{
     fallback, grace, normalize, tool_round, AnswerStop, StopReason, TurnControl, TurnFailure,
 };
-use crate::deps::Deps;
+use crate::deps::{Deps, Models};
 use crate::stages::{timed, Stage};
+use std::sync::Arc;
 use std::time::Duration;
 use tracing::{info_span, Instrument};
 use turnkey_providers::{ChatResponse, Pricing, Provider, ProviderError, Usage};
-use turnkey_storage::{Admission, Fence, MessageRole, NewUsage, TurnId};
+use turnkey_storage::{Admission, Fence, NewUsage, TurnId};
 
 struct Loop {
     final_text: Option<String>,
@@ -23,6 +24,20 @@ struct Loop {
     failure: Option<TurnFailure>,
     usage: Usage,
     usage_rows: Vec<NewUsage>,
+    pricing: Pricing,
+}
+
+impl Loop {
+    fn new(pricing: Pricing) -> Self {
+        Self {
+            final_text: None,
+            stop: AnswerStop::Stop,
+            failure: None,
+            usage: Usage::default(),
+            usage_rows: Vec::new(),
+            pricing,
+        }
+    }
 }
 
 /// How a turn begins: fresh from a claimed admission, or resumed from the rows a crashed
@@ -80,11 +95,26 @@ pub async fn run_turn(
     let prepared = match start {
         Start::Fresh(claimed) => {
             let known = claimed.map(|s| *s);
-            let prepare = context::prepare(deps, transcript, fence, admission, turn_id, known);
+            let prepare = context::prepare(
+                &deps.store,
+                &deps.config,
+                transcript,
+                fence,
+                admission,
+                turn_id,
+                known,
+            );
             timed(Stage::Context, prepare.instrument(info_span!("context"))).await
         }
         Start::Resume => {
-            let resume = context::resume(deps, transcript, fence, admission, turn_id);
+            let resume = context::resume(
+                &deps.store,
+                &deps.config,
+                transcript,
+                fence,
+                admission,
+                turn_id,
+            );
             timed(
                 Stage::Context,
                 resume.instrument(info_span!("context", resumed = true)),
@@ -114,7 +144,7 @@ pub async fn run_turn(
     closing.stopped_at = control.stopped_at();
     closing.held_delta = streamed.take_held();
     closing.streamed = streamed.take();
-    finalize::finalize(deps, closing)
+    finalize::finalize(deps.record(), &deps.delivery, closing)
         .instrument(info_span!("finalize"))
         .await
 }
@@ -125,134 +155,82 @@ async fn iterate(
     ctx: &mut TurnContext,
     streamed: &StreamedText,
 ) -> Loop {
-    let mut out = Loop {
-        final_text: None,
-        stop: AnswerStop::Stop,
-        failure: None,
-        usage: Usage::default(),
-        usage_rows: Vec::new(),
+    let mut out = Loop::new(deps.config.pricing());
+    if let Err(f) = drive(deps, control, ctx, streamed, &mut out).await {
+        out.failure = Some(f);
+    }
+    out
+}
+
+/// The loop itself: answers the failure that ended it, else the final text is in `out`.
+async fn drive(
+    deps: &Deps,
+    control: &TurnControl,
+    ctx: &mut TurnContext,
+    streamed: &StreamedText,
+    out: &mut Loop,
+) -> Result<(), TurnFailure> {
+    let models = deps.models();
+    let tools = tool_round::Tools {
+        record: deps.record(),
+        executor: &deps.tools,
+        repeat_guard: deps.config.agent.repeat_guard,
     };
     // The primary, or the first healthy fallback (SPEC R8.4).
-    let mut chain = fallback::Chain::new(deps);
-    let Some(mut provider) = chain.current(deps) else {
-        out.failure = Some(TurnFailure::NoProvider);
-        return out;
-    };
+    let mut chain = fallback::Chain::new(models);
+    let mut provider = chain.current().ok_or(TurnFailure::NoProvider)?;
     let cfg = &deps.config;
-    let pricing = cfg.pricing();
     // A resumed turn has spent one model call per assistant row it already wrote.
-    let spent = ctx
-        .turn_rows
-        .iter()
-        .filter(|m| m.role == MessageRole::Assistant)
-        .count();
-    let mut iterations = u32::try_from(spent).unwrap_or(u32::MAX);
+    let mut iterations = u32::try_from(ctx.assistant_rows()).unwrap_or(u32::MAX);
     let mut budget = cfg.agent.iteration_budget.saturating_sub(iterations);
-    // Finish the round a crash interrupted before the model is called again.
-    let pending = tool_round::execute_pending(deps, ctx, control);
-    let pending = if spent > 0 {
-        pending
-            .instrument(info_span!("tool_round", resumed = true))
-            .await
-    } else {
-        pending.await
-    };
-    if let Err(f) = pending {
-        out.failure = Some(f);
-        return out;
-    }
+    finish_open_round(tools, ctx, control, iterations > 0).await?;
     let mut gate = GateState::new(carried_prompt(ctx));
+    let calls = Calls {
+        models,
+        control,
+        streamed,
+    };
     loop {
         // begin_iteration
         if let Some(r) = control.stop_reason() {
-            out.failure = Some(TurnFailure::Stopped(r));
-            return out;
+            return Err(TurnFailure::Stopped(r));
         }
         if iterations >= cfg.agent.max_iterations {
-            out.failure = Some(TurnFailure::MaxIterations);
-            return out;
+            return Err(TurnFailure::MaxIterations);
         }
         if budget == 0 {
             // One grace call without tools summarizes where the work stopped (SPEC R7.3).
             let (text, failure) = grace::summarize(
-                deps,
+                models,
                 ctx,
                 control,
                 &provider,
                 &mut gate,
                 streamed,
-                &mut |r| record_usage(&mut out, &pricing, provider.as_ref(), r),
+                &mut |r| out.record_usage(provider.as_ref(), r),
             )
             .instrument(info_span!("request", grace = true))
             .await;
             out.final_text = text;
-            out.failure = Some(failure);
-            return out;
+            return Err(failure);
         }
         iterations += 1;
         budget -= 1;
         control.touch();
-
-        // assemble_api_request + run_preflight_gate (compressing when the pressure asks)
-        let passed = preflight::pass(deps, ctx, &provider, &mut gate)
-            .instrument(info_span!("preflight", iteration = iterations))
-            .await;
-        let wire = match passed {
-            Ok(wire) => wire,
-            Err(f) => {
-                out.failure = Some(f);
-                return out;
-            }
-        };
-        let wire_len = wire.len();
-        let req = request::build_request(deps, ctx, provider.as_ref(), wire, true);
-
-        // call with retries, then normalize the response (continue a truncated answer,
-        // recover an empty or repeated one once, and take what is left of a still truncated or
-        // repeated one as the answer; each call is recorded in the usage ledger)
-        let called = normalize::call(
-            deps,
-            ctx,
-            control,
-            provider.as_ref(),
-            req,
-            streamed,
-            &mut |r| record_usage(&mut out, &pricing, provider.as_ref(), r),
-        )
-        .instrument(info_span!(
-            "request",
-            iteration = iterations,
-            provider = %provider.name(),
-        ))
-        .await;
-        let (called, stop) = match called {
-            Ok(n) => (n.outcome, n.stop),
-            Err(f) => {
-                out.failure = Some(f);
-                return out;
-            }
-        };
-        let resp = match called {
-            CallOutcome::Stopped => {
-                out.failure = Some(TurnFailure::Stopped(
-                    control
-                        .stop_reason()
-                        .unwrap_or(StopReason::Interrupted("stopped".into())),
-                ));
-                return out;
-            }
-            CallOutcome::Failed(ProviderError::Overflow { message }) => {
-                // Back to preflight: compress and retry once; a second overflow is proven
-                // and the gate fails closed instead of re-sending (SPEC R6.5).
-                tracing::warn!(turn = %ctx.turn_id, %message, "provider rejected the request as too long");
-                gate.on_overflow();
-                budget += 1;
-                continue;
-            }
-            CallOutcome::Failed(e) => {
-                if let Some(next) = chain.failed(deps, &e) {
-                    // Fall back: restart this iteration from preflight with messages
-                    // rebuilt for the next provider (new window, estimate, wire format).
+        let called = call_model(calls, ctx, &provider, &mut gate, out, iterations).await;
+        let (resp, stop, wire_len) =
+            match called.map(|(o, stop, len)| (judge(o, control, &mut chain), stop, len)) {
+                Ok((Next::Answer(resp), stop, len)) => (resp, stop, len),
+                Ok((Next::Compress, ..)) => {
+                    // Back to preflight: compress and retry once; a second overflow is proven
+                    // and the gate fails closed instead of re-sending (SPEC R6.5).
+                    gate.on_overflow();
+                    budget += 1;
+                    continue;
+                }
+                Ok((Next::Fallback(next), ..)) => {
+                    // Restart this iteration from preflight with messages rebuilt for the next
+                    // provider (new window, estimate, wire format).
                     provider = next;
                     ctx.last_prompt = None;
                     gate.carried = None;
@@ -260,46 +238,139 @@ async fn iterate(
                     budget += 1;
                     continue;
                 }
-                out.failure = Some(TurnFailure::Provider {
-                    code: e.code().to_owned(),
-                    message: e.to_string(),
-                });
-                return out;
-            }
-            CallOutcome::Response(r) => r,
-        };
-        chain.succeeded(deps);
+                Ok((Next::Fail(f), ..)) | Err(f) => return Err(f),
+            };
+        chain.succeeded();
         ctx.last_prompt = Some(LastPrompt {
             input_tokens: resp.usage.input_tokens,
             wire_len,
         });
 
         if !resp.tool_calls.is_empty() {
-            let round = tool_round::run(deps, ctx, control, &resp)
+            tool_round_then_steer(deps, tools, ctx, control, &resp, streamed)
                 .instrument(info_span!(
                     "tool_round",
                     iteration = iterations,
                     calls = resp.tool_calls.len()
                 ))
-                .await;
-            if let Err(f) = round {
-                out.failure = Some(f);
-                return out;
-            }
-            // What streamed before the calls is in the tool-call row now; the partial or
-            // recovered answer (SPEC R10.2) is only what the next call streams.
-            streamed.take();
-            // A model boundary: input steered into this turn joins it here (SPEC R13.4).
-            if let Err(f) = super::steer::absorb(deps, ctx).await {
-                out.failure = Some(f);
-                return out;
-            }
+                .await?;
             continue;
         }
         out.final_text = resp.content.filter(|t| !t.trim().is_empty());
         out.stop = stop;
-        return out;
+        return Ok(());
     }
+}
+
+/// What every model call of one turn shares.
+#[derive(Clone, Copy)]
+struct Calls<'a> {
+    models: Models<'a>,
+    control: &'a TurnControl,
+    streamed: &'a StreamedText,
+}
+
+/// One model call: the preflight gate (compressing when the pressure asks), the request, the
+/// call with retries, and the normalization of its response (continue a truncated answer,
+/// recover an empty or repeated one once, and take what is left of a still truncated or
+/// repeated one as the answer). Each call is recorded in the usage ledger. Answers the
+/// outcome, how the answer ended and how many messages were sent.
+async fn call_model(
+    c: Calls<'_>,
+    ctx: &mut TurnContext,
+    provider: &Arc<dyn Provider>,
+    gate: &mut GateState,
+    out: &mut Loop,
+    iteration: u32,
+) -> Result<(CallOutcome, AnswerStop, usize), TurnFailure> {
+    let wire = preflight::pass(c.models, ctx, provider, gate)
+        .instrument(info_span!("preflight", iteration))
+        .await?;
+    let wire_len = wire.len();
+    let req = request::build_request(c.models, ctx, provider.as_ref(), wire, true);
+    let called = normalize::call(
+        c.models,
+        ctx,
+        c.control,
+        provider.as_ref(),
+        req,
+        c.streamed,
+        &mut |r| out.record_usage(provider.as_ref(), r),
+    )
+    .instrument(info_span!(
+        "request",
+        iteration,
+        provider = %provider.name(),
+    ))
+    .await?;
+    Ok((called.outcome, called.stop, wire_len))
+}
+
+/// Finishes the round a crash interrupted before the model is called again (nothing to do on
+/// a fresh turn: it has no tool-call row yet).
+async fn finish_open_round(
+    tools: tool_round::Tools<'_>,
+    ctx: &mut TurnContext,
+    control: &TurnControl,
+    resumed: bool,
+) -> Result<(), TurnFailure> {
+    let pending = tool_round::execute_pending(tools, ctx, control);
+    if resumed {
+        pending
+            .instrument(info_span!("tool_round", resumed = true))
+            .await
+    } else {
+        pending.await
+    }
+}
+
+/// What the loop does after a model call.
+enum Next {
+    Answer(ChatResponse),
+    /// The provider said the request is too long: back to preflight.
+    Compress,
+    /// The provider failed for good and the chain has another.
+    Fallback(Arc<dyn Provider>),
+    Fail(TurnFailure),
+}
+
+fn judge(called: CallOutcome, control: &TurnControl, chain: &mut fallback::Chain<'_>) -> Next {
+    match called {
+        CallOutcome::Stopped => Next::Fail(TurnFailure::Stopped(
+            control
+                .stop_reason()
+                .unwrap_or(StopReason::Interrupted("stopped".into())),
+        )),
+        CallOutcome::Failed(ProviderError::Overflow { message }) => {
+            tracing::warn!(%message, "provider rejected the request as too long");
+            Next::Compress
+        }
+        CallOutcome::Failed(e) => match chain.failed(&e) {
+            Some(next) => Next::Fallback(next),
+            None => Next::Fail(TurnFailure::Provider {
+                code: e.code().to_owned(),
+                message: e.to_string(),
+            }),
+        },
+        CallOutcome::Response(r) => Next::Answer(r),
+    }
+}
+
+/// Runs the response's tool calls; then input steered into this turn joins it at this model
+/// boundary (SPEC R13.4).
+async fn tool_round_then_steer(
+    deps: &Deps,
+    tools: tool_round::Tools<'_>,
+    ctx: &mut TurnContext,
+    control: &TurnControl,
+    resp: &ChatResponse,
+    streamed: &StreamedText,
+) -> Result<(), TurnFailure> {
+    tool_round::run(tools, ctx, control, resp).await?;
+    // What streamed before the calls is in the tool-call row now; the partial or recovered
+    // answer (SPEC R10.2) is only what the next call streams.
+    streamed.take();
+    super::steer::absorb(deps.record(), deps.config.agent.busy_policy, ctx).await
 }
 
 /// The provider's prompt size for the session's last recorded call: where the first pressure
@@ -333,21 +404,23 @@ fn spawn_watchdog(deps: &Deps, control: &TurnControl) -> Option<tokio::task::Joi
     }))
 }
 
-fn record_usage(out: &mut Loop, pricing: &Pricing, provider: &dyn Provider, resp: &ChatResponse) {
-    out.usage.add(&resp.usage);
-    let model = if resp.model.is_empty() {
-        provider.model()
-    } else {
-        &resp.model
-    };
-    let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-    out.usage_rows.push(NewUsage {
-        provider: provider.name().to_owned(),
-        model: model.to_owned(),
-        input_tokens: n(resp.usage.input_tokens),
-        output_tokens: n(resp.usage.output_tokens),
-        cache_read_tokens: n(resp.usage.cache_read_tokens),
-        cache_write_tokens: n(resp.usage.cache_write_tokens),
-        cost_usd: pricing.cost_usd(model, &resp.usage),
-    });
+impl Loop {
+    fn record_usage(&mut self, provider: &dyn Provider, resp: &ChatResponse) {
+        self.usage.add(&resp.usage);
+        let model = if resp.model.is_empty() {
+            provider.model()
+        } else {
+            &resp.model
+        };
+        let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        self.usage_rows.push(NewUsage {
+            provider: provider.name().to_owned(),
+            model: model.to_owned(),
+            input_tokens: n(resp.usage.input_tokens),
+            output_tokens: n(resp.usage.output_tokens),
+            cache_read_tokens: n(resp.usage.cache_read_tokens),
+            cache_write_tokens: n(resp.usage.cache_write_tokens),
+            cost_usd: self.pricing.cost_usd(model, &resp.usage),
+        });
+    }
 }

@@ -7,19 +7,24 @@ use super::context::TurnContext;
 use super::TurnFailure;
 use crate::busy_policy::{effective_policy, pinned_policy};
 use crate::config::BusyPolicy;
-use crate::deps::Deps;
+use crate::deps::Record;
 use crate::limits::sanitize_text;
 use turnkey_providers::estimate_tokens;
 use turnkey_storage::{Carried, MessageId, MessageRole, NewMessage, StoreError};
 
 /// Takes the inputs queued on the session into the running turn, in order, when its policy is
 /// `steer`: the first input pinned to another policy (a chat's `/queue <text>`) stops the
-/// taking, so it waits for its own turn and nothing queued behind it overtakes it.
-pub async fn absorb(deps: &Deps, ctx: &mut TurnContext) -> Result<(), TurnFailure> {
-    if effective_policy(deps, ctx.session.id).await != BusyPolicy::Steer {
+/// taking, so it waits for its own turn and nothing queued behind it overtakes it. `default`
+/// is `agent.busy_policy`.
+pub async fn absorb(
+    record: Record<'_>,
+    default: BusyPolicy,
+    ctx: &mut TurnContext,
+) -> Result<(), TurnFailure> {
+    if effective_policy(record.store, default, ctx.session.id).await != BusyPolicy::Steer {
         return Ok(());
     }
-    let queued = match deps.store.queued_admissions(ctx.session.id).await {
+    let queued = match record.store.queued_admissions(ctx.session.id).await {
         Ok(q) => q,
         Err(e) => {
             // Nothing is lost: the input stays queued and runs as its own turn.
@@ -47,7 +52,7 @@ pub async fn absorb(deps: &Deps, ctx: &mut TurnContext) -> Result<(), TurnFailur
             display: a.payload.get("display").filter(|d| d.is_object()).cloned(),
             ..Default::default()
         };
-        match deps
+        match record
             .store
             .carry(&ctx.fence, a.id, &carried, Some(&user))
             .await
@@ -55,7 +60,7 @@ pub async fn absorb(deps: &Deps, ctx: &mut TurnContext) -> Result<(), TurnFailur
             Ok((row, events)) => {
                 crate::kill_point!("steer.after_carry");
                 ctx.turn_rows.extend(row);
-                events.into_iter().for_each(|e| deps.hub.publish(e));
+                events.into_iter().for_each(|e| record.hub.publish(e));
             }
             // Cancelled or taken meanwhile: not ours to carry.
             Err(StoreError::WrongState(_)) => {}

@@ -6,8 +6,9 @@
 //! in one turn halts it (R9.6).
 use super::context::TurnContext;
 use super::{StopReason, TurnControl, TurnFailure};
-use crate::deps::Deps;
-use crate::tool_exec::{self, Batch, ExecuteBatch, PendingCall, Settled};
+use crate::deps::Record;
+use crate::tool_exec::{self, Batch, ExecuteBatch, PendingCall, Settled, ToolExecActor};
+use actix::Addr;
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -36,8 +37,17 @@ pub fn normalize_calls(calls: &[ToolCall], used: &HashSet<String>) -> Vec<ToolCa
         .collect()
 }
 
+/// What a tool round uses: the record it commits to, the executor that runs the calls, and
+/// `agent.repeat_guard` (SPEC R9.6).
+#[derive(Clone, Copy)]
+pub struct Tools<'a> {
+    pub record: Record<'a>,
+    pub executor: &'a Addr<ToolExecActor>,
+    pub repeat_guard: u32,
+}
+
 pub async fn run(
-    deps: &Deps,
+    tools: Tools<'_>,
     ctx: &mut TurnContext,
     control: &TurnControl,
     resp: &ChatResponse,
@@ -64,19 +74,20 @@ pub async fn run(
         })
         .collect();
     // Persist before execute: if this write fails, nothing runs from memory (SPEC R9.2).
-    let row = deps
+    let row = tools
+        .record
         .store
         .append_tool_calls(&ctx.fence, &ctx.turn_ref(), &assistant, &runs)
         .await
         .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))?;
     ctx.turn_rows.push(row);
     crate::kill_point!("tool.after_planned");
-    execute_pending(deps, ctx, control).await
+    execute_pending(tools, ctx, control).await
 }
 
 /// Runs what the turn's last tool-call row still owes: every call without a result row.
 pub async fn execute_pending(
-    deps: &Deps,
+    tools: Tools<'_>,
     ctx: &mut TurnContext,
     control: &TurnControl,
 ) -> Result<(), TurnFailure> {
@@ -101,7 +112,8 @@ pub async fn execute_pending(
     if open.is_empty() {
         return Ok(());
     }
-    let runs: HashMap<String, ToolRun> = deps
+    let runs: HashMap<String, ToolRun> = tools
+        .record
         .store
         .tool_runs_of_turn(ctx.turn_id)
         .await
@@ -110,13 +122,13 @@ pub async fn execute_pending(
         .map(|r| (r.call_id.clone(), r))
         .collect();
 
-    if let Some((name, times)) = repeated_call(&ctx.turn_rows, deps.config.agent.repeat_guard) {
+    if let Some((name, times)) = repeated_call(&ctx.turn_rows, tools.repeat_guard) {
         let text = format!(
             "not run: {name} was called {times} times with the same arguments in this turn; \
              the turn was halted"
         );
         for (_, call) in &open {
-            let row = settle_unrun(deps, ctx, call, ToolOutcome::Skipped, &text).await?;
+            let row = settle_unrun(tools.record, ctx, call, ToolOutcome::Skipped, &text).await?;
             ctx.turn_rows.push(row);
         }
         return Err(TurnFailure::GuardHalt { tool: name, times });
@@ -126,7 +138,7 @@ pub async fn execute_pending(
     for (i, call) in open {
         if i >= MAX_CALLS_PER_ROUND {
             let text = format!("not run: more than {MAX_CALLS_PER_ROUND} calls in one message");
-            let row = settle_unrun(deps, ctx, call, ToolOutcome::Skipped, &text).await?;
+            let row = settle_unrun(tools.record, ctx, call, ToolOutcome::Skipped, &text).await?;
             ctx.turn_rows.push(row);
             continue;
         }
@@ -139,7 +151,7 @@ pub async fn execute_pending(
         };
         let status = match run.status {
             // Found started without a result: it may have run. Never run it again blindly.
-            ToolRunStatus::Started => mark_unknown(deps, ctx, call).await?,
+            ToolRunStatus::Started => mark_unknown(tools.record, ctx, call).await?,
             other => other,
         };
         pending.push(PendingCall {
@@ -153,6 +165,28 @@ pub async fn execute_pending(
     if pending.is_empty() {
         return Ok(());
     }
+    let (batch, link) = batch(ctx, control, pending);
+    let results = tools.executor.send(ExecuteBatch(batch)).await;
+    link.abort();
+    let rows = results
+        .map_err(|e| TurnFailure::PersistenceFailed(format!("tool executor unavailable: {e}")))?
+        .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))?;
+    // A graceful shutdown parks the round: calls not started stay for the next process.
+    let parked = rows.iter().any(Option::is_none);
+    ctx.turn_rows.extend(rows.into_iter().flatten());
+    if parked {
+        return Err(TurnFailure::Parked);
+    }
+    Ok(())
+}
+
+/// The executor's batch for `pending`, with a task that passes the turn's stop on to it (abort
+/// it once the batch is done).
+fn batch(
+    ctx: &TurnContext,
+    control: &TurnControl,
+    pending: Vec<PendingCall>,
+) -> (Batch, tokio::task::JoinHandle<()>) {
     let stop = CancellationToken::new();
     let link = {
         let (control, stop) = (control.clone(), stop.clone());
@@ -186,23 +220,12 @@ pub async fn execute_pending(
         tool_progress: ctx.display.tool_progress,
         previous_tool,
     };
-    let results = deps.tools.send(ExecuteBatch(batch)).await;
-    link.abort();
-    let rows = results
-        .map_err(|e| TurnFailure::PersistenceFailed(format!("tool executor unavailable: {e}")))?
-        .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))?;
-    // A graceful shutdown parks the round: calls not started stay for the next process.
-    let parked = rows.iter().any(Option::is_none);
-    ctx.turn_rows.extend(rows.into_iter().flatten());
-    if parked {
-        return Err(TurnFailure::Parked);
-    }
-    Ok(())
+    (batch, link)
 }
 
 /// `started` → `unknown`, announced as `tool.completed` with status `unknown`.
 async fn mark_unknown(
-    deps: &Deps,
+    record: Record<'_>,
     ctx: &TurnContext,
     call: &ToolCall,
 ) -> Result<ToolRunStatus, TurnFailure> {
@@ -220,21 +243,21 @@ async fn mark_unknown(
             "duration_ms": 0,
         }),
     };
-    let marked = deps
+    let marked = record
         .store
         .mark_tool_run_unknown(&ctx.fence, ctx.turn_id, &call.id, &event)
         .await
         .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))?;
     if let Some(ev) = marked {
         tracing::warn!(turn = %ctx.turn_id, call = %call.id, "tool run outcome unknown; waiting for a decision");
-        deps.hub.publish(ev);
+        record.hub.publish(ev);
     }
     Ok(ToolRunStatus::Unknown)
 }
 
 /// Settles a call that is not run at all (over the cap, or halted by the guard).
 async fn settle_unrun(
-    deps: &Deps,
+    record: Record<'_>,
     ctx: &TurnContext,
     call: &ToolCall,
     outcome: ToolOutcome,
@@ -247,9 +270,15 @@ async fn settle_unrun(
         content: tool_exec::error_json(text),
         took: None,
     };
-    tool_exec::settle(&deps.store, &deps.hub, &ctx.fence, &ctx.turn_ref(), settled)
-        .await
-        .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))
+    tool_exec::settle(
+        record.store,
+        record.hub,
+        &ctx.fence,
+        &ctx.turn_ref(),
+        settled,
+    )
+    .await
+    .map_err(|e| TurnFailure::PersistenceFailed(e.to_string()))
 }
 
 fn tool_calls(m: &Message) -> Vec<ToolCall> {
