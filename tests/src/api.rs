@@ -1,9 +1,10 @@
 //! A thin reqwest client for the HTTP API of API.md. Calls return the status and the JSON body
 //! as they came, so error-path tests can assert codes; helpers wait (bounded) for states.
+use crate::wait::{eventually, within};
 use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -212,34 +213,24 @@ impl Api {
         pred: impl Fn(&str) -> bool,
         timeout: Duration,
     ) -> Result<Value, String> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let r = self
-                .try_send(
-                    reqwest::Method::GET,
-                    &format!("/v1/admissions/{id}"),
-                    None,
-                    &[],
-                )
-                .await;
-            let last = match r {
-                Ok(r) if r.status == 200 => {
-                    let status = r.body.get("status").and_then(Value::as_str).unwrap_or("");
-                    if pred(status) {
-                        return Ok(r.body);
-                    }
-                    format!("{} {}", r.status, r.text)
+        let path = format!("/v1/admissions/{id}");
+        // The last answer, for the message when the bound passes.
+        let last = std::sync::Mutex::new(String::new());
+        let found = within(timeout, || async {
+            match self.try_send(reqwest::Method::GET, &path, None, &[]).await {
+                Ok(r) if r.status == 200 && pred(r.body["status"].as_str().unwrap_or("")) => {
+                    return Some(r.body)
                 }
-                Ok(r) => format!("{} {}", r.status, r.text),
-                Err(e) => e,
-            };
-            if Instant::now() >= deadline {
-                return Err(format!(
-                    "admission {id}: condition not met within {timeout:?}; last: {last}"
-                ));
+                Ok(r) => *lock(&last) = format!("{} {}", r.status, r.text),
+                Err(e) => *lock(&last) = e,
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+            None
+        })
+        .await;
+        found.ok_or_else(|| {
+            let last = lock(&last).clone();
+            format!("admission {id}: condition not met within {timeout:?}; last: {last}")
+        })
     }
 
     /// Waits for `terminal` and returns the admission, panicking on timeout.
@@ -295,8 +286,8 @@ impl Api {
     /// The text of the session's first `message.delta` after its `resumes`-th `turn.resumed`
     /// (0: from the start), once there is one; panics after `timeout`.
     pub async fn first_delta(&self, session: &str, resumes: usize, timeout: Duration) -> String {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
+        let what = format!("message.delta in {session}");
+        eventually(timeout, &what, || async {
             let events = self.all_events(session, 0).await;
             let from = match resumes {
                 0 => Some(0),
@@ -309,15 +300,9 @@ impl Api {
             };
             let delta =
                 from.and_then(|from| events[from..].iter().find(|e| e["kind"] == "message.delta"));
-            if let Some(d) = delta {
-                return d["data"]["text"].as_str().unwrap_or_default().to_owned();
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "no message.delta in {session} within {timeout:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            delta.map(|d| d["data"]["text"].as_str().unwrap_or_default().to_owned())
+        })
+        .await
     }
 
     /// Reads the SSE event stream (optionally with `Last-Event-ID`) until `stop` returns true
@@ -471,4 +456,8 @@ async fn read(resp: reqwest::Response) -> Result<Resp, String> {
         text,
         content_type,
     })
+}
+
+fn lock(last: &std::sync::Mutex<String>) -> std::sync::MutexGuard<'_, String> {
+    last.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -2,6 +2,7 @@
 //! `chromedriver` this module starts on a free loopback port and kills when the test ends.
 //! Without Chromium or chromedriver the tests print "skipping: …", unless
 //! `TURNKEY_REQUIRE_BROWSER=1` (CI, see `.ci/run`), which makes them fail instead.
+use crate::wait::within;
 use fantoccini::{Client, ClientBuilder, Locator};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
@@ -10,13 +11,12 @@ use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long chromedriver may take to answer `/status`.
 const DRIVER_START: Duration = Duration::from_secs(20);
 /// How long a wait for something on the page may take by default.
 pub const PAGE_WAIT: Duration = Duration::from_secs(30);
-const POLL: Duration = Duration::from_millis(50);
 
 /// Desktop and phone viewports the tests use.
 pub const DESKTOP: (u32, u32) = (1280, 860);
@@ -109,17 +109,17 @@ impl Browser {
 
     /// Polls `script` until it returns something other than `null`/`false`, within `timeout`.
     pub async fn wait_js(&self, what: &str, timeout: Duration, script: &str) -> Value {
-        let deadline = Instant::now() + timeout;
-        loop {
+        let found = within(timeout, || async {
             let v = self.js(script, vec![]).await;
-            if !(v.is_null() || v == Value::Bool(false)) {
-                return v;
-            }
-            if Instant::now() >= deadline {
+            (!(v.is_null() || v == Value::Bool(false))).then_some(v)
+        })
+        .await;
+        match found {
+            Some(v) => v,
+            None => {
                 self.screenshot(&format!("timeout-{}", slug(what))).await;
                 panic!("timed out after {timeout:?} waiting for {what}");
             }
-            tokio::time::sleep(POLL).await;
         }
     }
 
@@ -289,30 +289,30 @@ async fn wait_for_driver(port: u16, driver: &mut Child) -> Result<(), String> {
         .timeout(Duration::from_secs(2))
         .build()
         .map_err(|e| e.to_string())?;
-    let deadline = Instant::now() + DRIVER_START;
-    loop {
-        if let Ok(Some(status)) = driver.try_wait() {
-            return Err(format!("chromedriver exited at start: {status}"));
-        }
-        let ready = http
-            .get(format!("http://127.0.0.1:{port}/status"))
-            .send()
-            .await
-            .ok()
-            .filter(|r| r.status().is_success());
-        if let Some(r) = ready {
-            let body: Value = r.json().await.unwrap_or(Value::Null);
-            if body["value"]["ready"] == Value::Bool(true) {
-                return Ok(());
+    // `Some(Err)`: the driver exited, no use waiting; `Some(Ok)`: it is ready.
+    let http = &http;
+    let outcome = within(DRIVER_START, || {
+        let exited = driver.try_wait();
+        async move {
+            if let Ok(Some(status)) = exited {
+                return Some(Err(format!("chromedriver exited at start: {status}")));
             }
+            let r = http
+                .get(format!("http://127.0.0.1:{port}/status"))
+                .send()
+                .await
+                .ok()
+                .filter(|r| r.status().is_success())?;
+            let body: Value = r.json().await.unwrap_or(Value::Null);
+            (body["value"]["ready"] == Value::Bool(true)).then_some(Ok(()))
         }
-        if Instant::now() >= deadline {
-            return Err(format!(
-                "chromedriver did not answer within {DRIVER_START:?}"
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await;
+    outcome.unwrap_or_else(|| {
+        Err(format!(
+            "chromedriver did not answer within {DRIVER_START:?}"
+        ))
+    })
 }
 
 async fn connect(port: u16, chromium: &Path, profile: &Path) -> Result<Client, String> {

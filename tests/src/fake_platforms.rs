@@ -12,6 +12,7 @@
 //! visible text, "message is not modified" for an edit that changes nothing, an edit of an
 //! unknown message, Slack's 3000-character section text (`invalid_blocks`), and the generic
 //! receiver's `X-Signature` (401 when it does not match).
+use crate::wait::within;
 use actix_web::{dev::ServerHandle, web, App, HttpRequest, HttpResponse, HttpServer};
 use hmac::{Hmac, Mac};
 use serde_json::{json, Value};
@@ -348,17 +349,8 @@ impl FakePlatform {
         timeout: Duration,
         check: impl Fn(&[FakeCall]) -> Option<T>,
     ) -> Result<T, Vec<FakeCall>> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let calls = self.calls();
-            if let Some(found) = check(&calls) {
-                return Ok(found);
-            }
-            if Instant::now() >= deadline {
-                return Err(calls);
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let found = within(timeout, || async { check(&self.calls()) }).await;
+        found.ok_or_else(|| self.calls())
     }
 }
 

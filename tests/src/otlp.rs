@@ -2,6 +2,7 @@
 //! `ExportTraceServiceRequest` body (the OTLP specification's binary encoding), decoded with the
 //! OpenTelemetry project's own generated types, on 127.0.0.1 with a free port, on its own
 //! thread and actix System like the scripted provider.
+use crate::wait::within;
 use actix_web::dev::ServerHandle;
 use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 use opentelemetry_proto::tonic::collector::trace::v1::{
@@ -133,17 +134,12 @@ impl OtlpCollector {
         timeout: Duration,
         pred: impl Fn(&[ReceivedSpan]) -> bool,
     ) -> Result<Vec<ReceivedSpan>, Vec<ReceivedSpan>> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
+        let found = within(timeout, || async {
             let spans = self.spans();
-            if pred(&spans) {
-                return Ok(spans);
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return Err(spans);
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            pred(&spans).then_some(spans)
+        })
+        .await;
+        found.ok_or_else(|| self.spans())
     }
 }
 

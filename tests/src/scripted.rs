@@ -3,6 +3,7 @@
 //! so tests can count calls and measure how many ran at once.
 use crate::scripted_server::serve;
 use crate::scripted_wire::Wire;
+use crate::wait::within;
 use actix_web::dev::ServerHandle;
 use serde_json::{json, Value};
 use std::collections::VecDeque;
@@ -350,18 +351,16 @@ impl ScriptedProvider {
 
     /// Waits (polling, bounded) until at least `n` model calls arrived.
     pub async fn wait_for_requests(&self, n: usize, timeout: Duration) -> Result<(), String> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let have = self.request_count();
-            if have >= n {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                return Err(format!(
-                    "scripted provider: expected {n} requests within {timeout:?}, got {have}"
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        match within(timeout, || async {
+            (self.request_count() >= n).then_some(())
+        })
+        .await
+        {
+            Some(()) => Ok(()),
+            None => Err(format!(
+                "scripted provider: expected {n} requests within {timeout:?}, got {}",
+                self.request_count()
+            )),
         }
     }
 

@@ -1,6 +1,8 @@
 //! Waiting for facts, in one place: how long a test waits for something that must happen
-//! (`BOUND`; `REAL_MODEL_BOUND` for a turn of the local 135M model), and `eventually`, the one
-//! poll loop. A test that waits for the fact that must come next never sleeps a fixed time.
+//! (`BOUND`; `REAL_MODEL_BOUND` for a turn of the local 135M model), `within` and `eventually`,
+//! the one poll loop, and the few fixed watches for what must *not* happen where the system
+//! writes no fact after it (each says why). A test that waits for the fact that must come next
+//! never sleeps a fixed time.
 use std::future::Future;
 use std::time::{Duration, Instant};
 
@@ -9,12 +11,19 @@ use std::time::{Duration, Instant};
 pub const BOUND: Duration = Duration::from_secs(60);
 /// The same for one turn of the real local model (slow and weak by design).
 pub const REAL_MODEL_BOUND: Duration = Duration::from_secs(600);
-/// How often `eventually` looks again.
+/// How often `within` looks again.
 const POLL: Duration = Duration::from_millis(25);
 
-/// Looks at `check` until it answers `Some`, every 25 ms for at most `bound`; panics saying
-/// what was awaited otherwise.
-pub async fn eventually<T, F, Fut>(bound: Duration, what: &str, mut check: F) -> T
+/// How long a test watches a schedule that must not fire: two due times of the 2 s schedules
+/// the tests make, and some. A timer that does not fire leaves no fact to wait for.
+pub const TWO_DUE_TIMES: Duration = Duration::from_millis(4_500);
+/// How long a page is given to run what a hostile answer might have smuggled in (an image's
+/// error handler): the browser tells nobody that it decided not to run something.
+pub const PAGE_SETTLES: Duration = Duration::from_millis(500);
+
+/// Looks at `check` until it answers `Some`, every 25 ms for at most `bound`; `None` when the
+/// bound passed first (for a caller that gathers its own evidence before failing).
+pub async fn within<T, F, Fut>(bound: Duration, mut check: F) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
@@ -22,11 +31,24 @@ where
     let deadline = Instant::now() + bound;
     loop {
         if let Some(found) = check().await {
-            return found;
+            return Some(found);
         }
-        assert!(Instant::now() < deadline, "no {what} within {bound:?}");
+        if Instant::now() >= deadline {
+            return None;
+        }
         tokio::time::sleep(POLL).await;
     }
+}
+
+/// Like `within`, panicking saying what was awaited when the bound passes.
+pub async fn eventually<T, F, Fut>(bound: Duration, what: &str, check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    within(bound, check)
+        .await
+        .unwrap_or_else(|| panic!("no {what} within {bound:?}"))
 }
 
 #[cfg(test)]
@@ -51,5 +73,7 @@ mod tests {
         })
         .await;
         assert!(gave_up.is_err(), "it panics when the bound passes");
+        let none = within(Duration::from_millis(100), || async { None::<()> }).await;
+        assert!(none.is_none(), "within answers None when the bound passes");
     }
 }

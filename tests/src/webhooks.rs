@@ -4,6 +4,7 @@
 //! long the answer took), and reads of the rows the webhooks write.
 use crate::api::Resp;
 use crate::fake_platforms::FakePlatform;
+use crate::wait::within;
 use hmac::{Hmac, Mac};
 use sea_orm::{ConnectionTrait, Database, DatabaseConnection, Statement};
 use serde_json::{json, Value};
@@ -447,22 +448,19 @@ impl Rows {
 
     /// The outbox row with this idempotency key, waiting for it at most `bound`.
     pub async fn wait_outbox(&self, key: &str, bound: Duration) -> OutboxRow {
-        let deadline = Instant::now() + bound;
-        loop {
-            if let Some(r) = self
-                .outbox()
+        let found = within(bound, || async {
+            self.outbox()
                 .await
                 .into_iter()
                 .find(|r| r.idempotency_key == key)
-            {
-                return r;
-            }
-            assert!(
-                Instant::now() < deadline,
+        })
+        .await;
+        match found {
+            Some(row) => row,
+            None => panic!(
                 "no outbox row {key} within {bound:?}; rows: {:?}",
                 self.outbox().await
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            ),
         }
     }
 

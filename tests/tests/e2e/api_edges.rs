@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::json;
-use std::time::Duration;
+use turnkey_tests::wait::BOUND;
 use turnkey_tests::{Resp, ScriptedProvider, Turnkey, TurnkeyOptions};
 
 fn assert_error(r: &Resp, status: u16, what: &str) -> String {
@@ -27,6 +27,24 @@ fn assert_error(r: &Resp, status: u16, what: &str) -> String {
         r.text
     );
     code.to_string()
+}
+
+/// The texts the model was asked, once a turn the operator submits to `session` after the
+/// refused requests has ended: the session runs its inputs in order, so anything they had
+/// admitted there would have reached the model first.
+async fn asked_after_a_later_turn(
+    api: &turnkey_tests::Api,
+    provider: &ScriptedProvider,
+    session: &str,
+) -> Vec<String> {
+    let later = api.submit_accepted(session, "a later turn").await;
+    let done = api.wait_terminal(&later, BOUND).await;
+    assert_eq!(done["outcome"]["result"], "completed", "{done}");
+    provider
+        .requests()
+        .iter()
+        .map(|r| r.last_user_text.clone())
+        .collect()
 }
 
 fn uuid() -> String {
@@ -80,8 +98,11 @@ async fn r2_1_missing_or_wrong_token_is_401_and_unknown_ids_are_404() {
         "messages of unknown session",
     );
     assert_error(&api.admission(&uuid()).await, 404, "unknown admission");
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(provider.request_count(), 0, "nothing was admitted");
+    assert_eq!(
+        asked_after_a_later_turn(&api, &provider, &session).await,
+        ["a later turn"],
+        "nothing was admitted"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -158,8 +179,11 @@ async fn r2_1_payload_owner_fields_grant_nothing() {
         );
         assert_eq!(other.session(&mine).await.status, 200);
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(provider.request_count(), 0, "nothing ran for the intruder");
+    assert_eq!(
+        asked_after_a_later_turn(&operator, &provider, &theirs).await,
+        ["a later turn"],
+        "nothing ran for the intruder"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

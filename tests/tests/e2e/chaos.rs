@@ -18,6 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use turnkey_tests::wait::within;
 use turnkey_tests::{pg, Api, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
 const REPLICAS: usize = 3;
@@ -155,21 +156,15 @@ async fn r13_6_chaos_three_replicas_with_kills_lose_nothing_and_run_nothing_twic
     }
 
     // The survivors drain: nothing stays queued or started.
-    let drain_deadline = Instant::now() + DRAIN_BOUND;
-    loop {
-        let open = count(
-            &store,
-            "SELECT COUNT(*) AS n FROM session_admissions WHERE status IN ('queued', 'started')",
-        )
-        .await;
-        if open == 0 {
-            break;
-        }
-        assert!(
-            Instant::now() < drain_deadline,
-            "{open} admissions still queued or started after {DRAIN_BOUND:?} (seed {seed})"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
+    const OPEN: &str =
+        "SELECT COUNT(*) AS n FROM session_admissions WHERE status IN ('queued', 'started')";
+    let drained = within(DRAIN_BOUND, || async {
+        (count(&store, OPEN).await == 0).then_some(())
+    })
+    .await;
+    if drained.is_none() {
+        let open = count(&store, OPEN).await;
+        panic!("{open} admissions still queued or started after {DRAIN_BOUND:?} (seed {seed})");
     }
     let drained_after = wall.elapsed();
     let last_seqs: HashMap<String, i64> = rows(&store, "SELECT id, last_event_seq FROM sessions")

@@ -14,7 +14,7 @@ use turnkey_tests::webhooks::{
 };
 use turnkey_tests::{FakeCall, FakePlatform, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-use turnkey_tests::wait::BOUND;
+use turnkey_tests::wait::{eventually, within, BOUND};
 /// `actors/src/platforms/drafts.rs`: the last line of every draft.
 const MARKER: &str = "✍️ still writing…";
 const INTERVAL_MS: u64 = 300;
@@ -111,21 +111,16 @@ fn assert_stable(shown: &[String], fin: &str) {
 
 /// The Telegram draft calls accepted so far, once the last one shows what `is_final` wants.
 async fn final_edit(tg: &FakePlatform, is_final: impl Fn(&str) -> bool) -> Vec<FakeCall> {
-    let deadline = std::time::Instant::now() + BOUND;
-    loop {
+    let found = within(BOUND, || async {
         let calls = tg.accepted(&["sendMessage", "editMessageText"]);
-        if calls
-            .last()
-            .is_some_and(|c| is_final(&parse_telegram_html(c.text()).unwrap()))
-        {
-            return calls;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no final edit: {calls:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        let last = calls.last()?;
+        is_final(&parse_telegram_html(last.text()).unwrap()).then_some(calls)
+    })
+    .await;
+    found.unwrap_or_else(|| {
+        let calls = tg.accepted(&["sendMessage", "editMessageText"]);
+        panic!("no final edit within {BOUND:?}: {calls:?}")
+    })
 }
 
 on_both!(telegram_streams_one_message_edited_at_the_interval);
@@ -172,11 +167,14 @@ async fn telegram_streams_one_message_edited_at_the_interval(database: Option<&s
     let msgs = tg.messages();
     assert_eq!(msgs.len(), 1, "{msgs:?}");
     assert_eq!(msgs[0].text, fin);
-    let sent = tk.api().get("/v1/outbox?status=sent").await;
-    let rows = sent.body["deliveries"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    // The reply row is `sent` only after its final edit, and the draft takes no edit once the
+    // reply has begun (`Drafts::settle`): from then on nothing more may come.
+    let rows = eventually(BOUND, "the reply row sent", || async {
+        let sent = tk.api().get("/v1/outbox?status=sent").await;
+        let rows = sent.body["deliveries"].as_array().cloned()?;
+        rows.iter().any(|r| r["kind"] == "reply").then_some(rows)
+    })
+    .await;
     let reply = rows
         .iter()
         .find(|r| r["kind"] == "reply")
@@ -187,8 +185,7 @@ async fn telegram_streams_one_message_edited_at_the_interval(database: Option<&s
         .find(|r| r["kind"] == "draft")
         .expect("draft row");
     assert_eq!(draft["platform_message_id"], json!(id));
-    // Nothing more comes.
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    // Nothing more came.
     assert_eq!(tg.calls().len(), calls.len());
 }
 
@@ -246,18 +243,16 @@ async fn slack_and_the_generic_webhook_stream_too(database: Option<&str>) {
     );
 
     // Slack: one message, updated; the last update is the final mrkdwn without the marker.
-    let deadline = std::time::Instant::now() + BOUND;
-    let calls = loop {
+    let final_update = within(BOUND, || async {
         let calls = sl.accepted(&["chat.postMessage", "chat.update"]);
-        if calls.len() > 1 && calls.last().is_some_and(|c| !c.text().contains(MARKER)) {
-            break calls;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no final update: {calls:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+        let last = calls.last()?;
+        (calls.len() > 1 && !last.text().contains(MARKER)).then_some(calls)
+    })
+    .await;
+    let calls = final_update.unwrap_or_else(|| {
+        let calls = sl.accepted(&["chat.postMessage", "chat.update"]);
+        panic!("no final update within {BOUND:?}: {calls:?}")
+    });
     assert_eq!(calls[0].method, "chat.postMessage");
     assert!(calls[1..].iter().all(|c| c.method == "chat.update"));
     let ts = calls[0].message_id.clone().unwrap();
@@ -293,20 +288,18 @@ trait UntilFinal {
 impl UntilFinal for FakePlatform {
     /// The generic receiver's POSTs up to the first with `final: true`.
     async fn wait_until_final(&self, bound: Duration) -> Result<Vec<FakeCall>, String> {
-        let deadline = std::time::Instant::now() + bound;
-        loop {
+        let found = within(bound, || async {
             let calls = self.calls_to("reply");
-            if let Some(i) = calls
+            let i = calls
                 .iter()
-                .position(|c| c.body["final"] == Value::Bool(true))
-            {
-                return Ok(calls[..=i].to_vec());
-            }
-            if std::time::Instant::now() >= deadline {
-                return Err(format!("no final reply within {bound:?}: {calls:?}"));
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+                .position(|c| c.body["final"] == Value::Bool(true))?;
+            Some(calls[..=i].to_vec())
+        })
+        .await;
+        found.ok_or_else(|| {
+            let calls = self.calls_to("reply");
+            format!("no final reply within {bound:?}: {calls:?}")
+        })
     }
 }
 

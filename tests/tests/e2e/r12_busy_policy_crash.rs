@@ -8,13 +8,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use turnkey_tests::wire::assert_closed_wire;
 use turnkey_tests::{Api, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-use turnkey_tests::wait::BOUND;
-/// Long enough for a wrong re-run to reach the provider.
-const SETTLE: Duration = Duration::from_secs(2);
+use turnkey_tests::wait::{eventually, BOUND};
 
 async fn start(provider: &ScriptedProvider, toml: &str, failpoint: &str) -> Turnkey {
     Turnkey::start(
@@ -26,16 +24,11 @@ async fn start(provider: &ScriptedProvider, toml: &str, failpoint: &str) -> Turn
 }
 
 async fn wait_event(api: &Api, session: &str, kind: &str) {
-    let deadline = Instant::now() + BOUND;
-    while !api
-        .all_events(session, 0)
-        .await
-        .iter()
-        .any(|e| e["kind"] == kind)
-    {
-        assert!(Instant::now() < deadline, "no {kind} within {BOUND:?}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    eventually(BOUND, &format!("{kind} event"), || async {
+        let events = api.all_events(session, 0).await;
+        events.iter().any(|e| e["kind"] == kind).then_some(())
+    })
+    .await;
 }
 
 async fn settled(api: &Api, id: &str) -> Value {
@@ -91,8 +84,7 @@ async fn r12_killed_after_a_steered_input_joined_the_turn() {
     assert!(rows[4]["display"]["boundary"].is_null(), "{}", rows[4]);
 
     // The resumed call saw the finished tool's result and the steered text; the tool did not
-    // run again.
-    tokio::time::sleep(SETTLE).await;
+    // run again (the next turn below is the proof: a re-run would come before it).
     assert_eq!(
         provider.request_count(),
         2,
@@ -118,6 +110,17 @@ async fn r12_killed_after_a_steered_input_joined_the_turn() {
     let request = &provider.requests()[2];
     assert_closed_wire(&request.body, "and also mind this");
     assert_eq!(request.last_user_text, "what now?");
+    assert_eq!(
+        provider.request_count(),
+        3,
+        "the cut call, its one resume, the next turn"
+    );
+    let events = api.all_events(&s, 0).await;
+    let tool_starts = events
+        .iter()
+        .filter(|e| e["kind"] == "tool.started")
+        .count();
+    assert_eq!(tool_starts, 1, "{events:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -149,16 +152,21 @@ async fn r12_killed_after_a_burst_was_coalesced() {
     let adm_b = settled(&api, &b).await;
     assert_eq!(adm_b["outcome"]["result"], "coalesced", "{adm_b}");
     assert_eq!(adm_b["outcome"]["carried_by"], a.as_str(), "{adm_b}");
-    tokio::time::sleep(SETTLE).await;
-    let requests = provider.requests();
-    assert_eq!(
-        requests.len(),
-        1,
-        "nothing ran before the crash, once after"
-    );
-    assert_eq!(requests[0].last_user_text, "part one\npart two");
     let rows = api.messages(&s).await;
     let roles: Vec<&str> = rows.iter().filter_map(|m| m["role"].as_str()).collect();
     assert_eq!(roles, ["user", "assistant"], "{rows:?}");
     assert_eq!(rows[0]["content"], "part one\npart two");
+    // One more turn: the session runs its inputs in order, so a wrong second run of the burst
+    // would have called the model before it.
+    let c = api.submit_accepted(&s, "and then?").await;
+    let adm_c = api.wait_terminal(&c, BOUND).await;
+    assert_eq!(adm_c["outcome"]["result"], "completed", "{adm_c}");
+    let requests = provider.requests();
+    assert_eq!(
+        requests.len(),
+        2,
+        "nothing ran before the crash, once after (then the next turn)"
+    );
+    assert_eq!(requests[0].last_user_text, "part one\npart two");
+    assert_eq!(requests[1].last_user_text, "and then?");
 }

@@ -8,8 +8,26 @@ use turnkey_tests::wire::assert_closed_wire;
 use turnkey_tests::{Api, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
 use turnkey_tests::wait::BOUND;
-/// Long enough for a wrong re-run to reach the provider.
-const SETTLE: Duration = Duration::from_secs(3);
+
+/// Runs one more turn on `session` and answers the model calls made up to its end. The
+/// session runs its admissions one at a time in order, so a wrong re-run of an earlier one
+/// would have called the model before this turn did.
+async fn calls_after_a_later_turn(
+    api: &Api,
+    provider: &ScriptedProvider,
+    session: &str,
+) -> Vec<String> {
+    let later = api.submit_accepted(session, LATER).await;
+    let done = api.wait_terminal(&later, BOUND).await;
+    assert_eq!(done["outcome"]["result"], "completed", "{done}");
+    provider
+        .requests()
+        .iter()
+        .map(|r| r.last_user_text.clone())
+        .collect()
+}
+
+const LATER: &str = "a later turn";
 
 fn text_of(message: &Value) -> String {
     match &message["content"] {
@@ -83,10 +101,12 @@ async fn r12_admitted_not_claimed_restart_drains_it() {
     let admission_id = receipt["admission_id"].as_str().unwrap().to_string();
     let admission = api.wait_terminal(&admission_id, BOUND).await;
     assert_eq!(admission["outcome"]["result"], "completed", "{admission}");
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(provider.request_count(), 1, "ran exactly once");
-    assert_eq!(provider.requests()[0].last_user_text, text);
     assert_closed_wire(&provider.requests()[0].body, "no killed turn here");
+    assert_eq!(
+        calls_after_a_later_turn(&api, &provider, &session).await,
+        [text, LATER],
+        "ran exactly once"
+    );
 }
 
 /// Dies at `turn.after_claim` with a submission in flight; answers the admission id after a
@@ -151,9 +171,11 @@ async fn r12_claimed_turn_not_begun_resumes_once_by_itself() {
     assert_eq!(resumed.len(), 1, "{:?}", kinds(&mine));
     assert_eq!(resumed[0]["data"]["reason"], "crash");
     assert!(!kinds(&mine).iter().any(|k| k == "turn.unknown"));
-    tokio::time::sleep(SETTLE).await;
-    assert_eq!(provider.request_count(), 1, "run once");
-    assert_eq!(provider.requests()[0].last_user_text, text);
+    assert_eq!(
+        calls_after_a_later_turn(&api, &provider, &session).await,
+        [text, LATER],
+        "run once"
+    );
 }
 
 /// R13.9: cut again right after its resume (SIGKILL at `turn.after_resume`), the turn is not
@@ -192,7 +214,7 @@ async fn r12_claimed_turn_cut_again_after_its_resume_becomes_unknown_not_rerun()
         kinds(&mine)
     );
 
-    tokio::time::sleep(SETTLE).await;
+    // (The later turn below is the proof that it is not re-run: it would come first.)
     assert_eq!(
         provider.request_count(),
         0,
@@ -260,7 +282,7 @@ async fn r12_sigkill_mid_turn_twice_is_unknown_without_invented_answer() {
     );
 
     provider.release_hangs();
-    tokio::time::sleep(SETTLE).await;
+    // (The later turn below is the proof that it is not re-run: it would come first.)
     assert_eq!(
         provider.request_count(),
         2,
@@ -297,6 +319,11 @@ async fn r12_sigkill_mid_turn_twice_is_unknown_without_invented_answer() {
     let done = api.wait_terminal(&next, BOUND).await;
     assert_eq!(done["outcome"]["result"], "completed", "{done}");
     assert_eq!(provider.request_count(), 3);
+    assert_eq!(
+        provider.requests()[2].last_user_text,
+        "and now a normal turn",
+        "the killed turn was not re-run before the next one"
+    );
     assert_closed_wire(&provider.requests()[2].body, text);
     let messages = api.messages(&session).await;
     assert!(

@@ -7,10 +7,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use turnkey_tests::{pg, Api, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-use turnkey_tests::wait::BOUND;
+use turnkey_tests::wait::{eventually, BOUND};
 
 /// The kinds this file follows, in the order they were recorded, with their admission ids.
 const FOLLOWED: [&str; 6] = [
@@ -55,22 +55,11 @@ fn seq(items: &[(&str, &str)]) -> Vec<(String, String)> {
 }
 
 async fn wait_event(api: &Api, session: &str, kind: &str) {
-    let deadline = Instant::now() + BOUND;
-    loop {
-        if api
-            .all_events(session, 0)
-            .await
-            .iter()
-            .any(|e| e["kind"] == kind)
-        {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no {kind} event within {BOUND:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    eventually(BOUND, &format!("{kind} event"), || async {
+        let events = api.all_events(session, 0).await;
+        events.iter().any(|e| e["kind"] == kind).then_some(())
+    })
+    .await;
 }
 
 /// The turn id `turn.started` announced for `admission`.
@@ -401,8 +390,7 @@ async fn r13_4_coalesce_makes_a_burst_one_turn() {
     assert_eq!(adm_b["outcome"]["turn_id"], turn.as_str(), "{adm_b}");
     assert_eq!(adm_b["outcome"]["carried_by"], a.as_str(), "{adm_b}");
 
-    // Give a wrong second turn the chance to show itself.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // (The later turn at the end is the proof of "one turn": a second would come before it.)
     let requests = provider.requests();
     assert_eq!(requests.len(), 1, "one turn for the burst");
     assert_eq!(requests[0].last_user_text, "part one\npart two");
@@ -428,5 +416,20 @@ async fn r13_4_coalesce_makes_a_burst_one_turn() {
             ("user", "part one\npart two", true),
             ("assistant", "both seen", true),
         ]
+    );
+    // One more turn: the session runs its inputs in order, so a wrong second turn for the
+    // burst would have called the model before it.
+    let c = api.submit_accepted(&s, "and then?").await;
+    let adm_c = api.wait_terminal(&c, BOUND).await;
+    assert_eq!(adm_c["outcome"]["result"], "completed", "{adm_c}");
+    let asked: Vec<String> = provider
+        .requests()
+        .iter()
+        .map(|r| r.last_user_text.clone())
+        .collect();
+    assert_eq!(
+        asked,
+        ["part one\npart two", "and then?"],
+        "one turn for the burst"
     );
 }

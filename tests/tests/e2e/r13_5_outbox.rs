@@ -10,7 +10,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use turnkey_tests::fake_platforms::parse_telegram_html;
 use turnkey_tests::webhooks::{
     generic_message, slack_button, slack_message, telegram_button, telegram_message, Rows,
@@ -19,7 +19,7 @@ use turnkey_tests::webhooks::{
 use turnkey_tests::{Api, TurnkeyOptions};
 use turnkey_tests::{FakeCall, FakePlatform, Fault, Reply, ScriptedProvider, Turnkey};
 
-use turnkey_tests::wait::BOUND;
+use turnkey_tests::wait::{within, BOUND};
 const TG_TOKEN: &str = "123456:FAKE";
 const SLACK_TOKEN: &str = "xoxb-fake";
 const ALICE: i64 = 4242;
@@ -118,17 +118,17 @@ async fn outbox(api: &Api, status: &str) -> Vec<Value> {
 
 /// Waits (bounded) until `GET /v1/outbox?status=…` lists `n` rows.
 async fn wait_outbox(api: &Api, status: &str, n: usize) -> Vec<Value> {
-    let deadline = Instant::now() + BOUND;
-    loop {
+    let found = within(BOUND, || async {
         let rows = outbox(api, status).await;
-        if rows.len() >= n {
-            return rows;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{n} {status} outbox rows expected; have {rows:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        (rows.len() >= n).then_some(rows)
+    })
+    .await;
+    match found {
+        Some(rows) => rows,
+        None => panic!(
+            "{n} {status} outbox rows expected within {BOUND:?}; have {:?}",
+            outbox(api, status).await
+        ),
     }
 }
 

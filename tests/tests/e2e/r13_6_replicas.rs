@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use turnkey_tests::stats::percentile;
 use turnkey_tests::{pg, Api, RecordedRequest, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-use turnkey_tests::wait::BOUND;
+use turnkey_tests::wait::{eventually, BOUND};
 const KEY_A: &str = "sk-replica-a";
 const KEY_B: &str = "sk-replica-b";
 
@@ -33,7 +33,8 @@ async fn pair(provider: &ScriptedProvider, extra_toml: &str) -> Option<Pair> {
     // The documented start-up window (docs/architecture.md, "Only while another replica
     // listens"): until A has read that B listens, A may skip its notices, and B catches up by
     // the re-read it makes 1.5 s after its listener connected (`RESYNC_AFTER_LISTEN`). These
-    // tests measure the steady state, so they begin after that window.
+    // tests measure the steady state, so they begin after that window; the re-read leaves no
+    // fact to wait for (it logs nothing and changes nothing when nothing was missed).
     tokio::time::sleep(START_UP_WINDOW).await;
     Some(Pair { _db: db, a, b })
 }
@@ -82,14 +83,12 @@ async fn r13_6_interrupt_posted_to_b_stops_the_turn_running_on_a() {
     assert_eq!(r.body["forwarded"]["status"], "done", "{}", r.text);
     assert!(r.body["forwarded"]["request_id"].is_string(), "{}", r.text);
     // The model call on A is abandoned: the provider sees its client go away.
-    let stop_deadline = Instant::now() + Duration::from_secs(10);
-    let stopped = loop {
-        if let Some(at) = provider.requests()[0].finished_at {
-            break at.saturating_duration_since(t0);
-        }
-        assert!(Instant::now() < stop_deadline, "A's model call never ended");
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    };
+    // The provider stamps the call's end itself: how often this looks does not matter.
+    let stopped = eventually(BOUND, "end of A's model call", || async {
+        let at = provider.requests()[0].finished_at?;
+        Some(at.saturating_duration_since(t0))
+    })
+    .await;
     let done = b.wait_terminal(&adm, BOUND).await;
     let settled = t0.elapsed();
     assert_eq!(done["outcome"]["result"], "interrupted", "{done}");
@@ -151,20 +150,17 @@ async fn r13_6_approval_posted_to_b_wakes_the_turn_waiting_on_a() {
             .await;
         assert_eq!(r.status, 200, "{}", r.text);
         // The turn on A goes on: its next model call carries the tool's result.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let woke = loop {
-            let calls: Vec<RecordedRequest> = provider
+        // The provider stamps the call's arrival itself: how often this looks does not matter.
+        let next = eventually(BOUND, "the next model call of the turn on A", || async {
+            let mut calls = provider
                 .requests()
                 .into_iter()
-                .filter(|r| r.last_user_text.contains(&tag))
-                .collect();
-            if let Some(next) = calls.get(1) {
-                assert!(ran_on_a(next), "the turn went on on A");
-                break next.received_at.saturating_duration_since(t0);
-            }
-            assert!(Instant::now() < deadline, "the turn on A never went on");
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        };
+                .filter(|r| r.last_user_text.contains(&tag));
+            calls.nth(1)
+        })
+        .await;
+        assert!(ran_on_a(&next), "the turn went on on A");
+        let woke = next.received_at.saturating_duration_since(t0);
         latencies.push(woke.as_secs_f64() * 1e3);
         let done = b.wait_terminal(&adm, BOUND).await;
         assert_eq!(done["outcome"]["result"], "completed", "{done}");
@@ -182,15 +178,12 @@ async fn r13_6_approval_posted_to_b_wakes_the_turn_waiting_on_a() {
 }
 
 async fn approval_requested(api: &Api, session: &str) -> String {
-    let deadline = Instant::now() + BOUND;
-    loop {
+    eventually(BOUND, "approval.requested", || async {
         let events = api.all_events(session, 0).await;
-        if let Some(e) = events.iter().find(|e| e["kind"] == "approval.requested") {
-            return e["data"]["approval_id"].as_str().unwrap().to_string();
-        }
-        assert!(Instant::now() < deadline, "no approval.requested");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        let e = events.iter().find(|e| e["kind"] == "approval.requested")?;
+        Some(e["data"]["approval_id"].as_str().unwrap().to_string())
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,13 +8,10 @@
 
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use std::time::Duration;
 use turnkey_tests::wire::assert_closed_wire;
 use turnkey_tests::{pg, Api, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
 use turnkey_tests::wait::{eventually, BOUND};
-/// Long enough for a wrong re-run to happen.
-const SETTLE: Duration = Duration::from_secs(3);
 const APPEND: &str = "echo ran >> side_effect.txt";
 
 fn options(provider: &ScriptedProvider, database: Option<&str>, tools: &str) -> TurnkeyOptions {
@@ -125,7 +122,8 @@ async fn ran_not_persisted(
     let unknown = events_kind(&api, &s, "tool.completed").await;
     assert_eq!(unknown.len(), 1);
     assert_eq!(unknown[0]["data"]["status"], "unknown");
-    tokio::time::sleep(SETTLE).await;
+    // The callers' decision is what comes next: after it, the side effects and model calls
+    // are counted again, so a run while nobody decided would show there.
     assert_eq!(side_effects(&tk), 1, "not re-run while nobody decided");
     assert_eq!(
         provider.request_count(),
@@ -155,7 +153,12 @@ async fn ran_not_persisted_then_retry(database: Option<&str>) {
     assert_eq!(
         side_effects(&tk),
         2,
-        "retry runs it again, on a person's word"
+        "retry runs it again, on a person's word (once: it did not run while undecided)"
+    );
+    assert_eq!(
+        provider.request_count(),
+        2,
+        "one model call after the decision"
     );
     assert_eq!(decide(&api, &s, "skip").await, 409, "decided once");
     let sent = &provider.requests()[1].body;
@@ -169,7 +172,16 @@ async fn ran_not_persisted_then_skip(database: Option<&str>) {
     assert_eq!(decide(&api, &s, "skip").await, 200);
     let adm = api.wait_terminal(&a, BOUND).await;
     assert_eq!(adm["outcome"]["result"], "completed", "{adm}");
-    assert_eq!(side_effects(&tk), 1, "skip does not run it again");
+    assert_eq!(
+        side_effects(&tk),
+        1,
+        "skip does not run it again, nor did anything while undecided"
+    );
+    assert_eq!(
+        provider.request_count(),
+        2,
+        "one model call after the decision"
+    );
     let sent = &provider.requests()[1].body;
     let tool = sent["messages"]
         .as_array()
@@ -226,7 +238,7 @@ async fn approval_survives_sigkill(database: Option<&str>) {
         "{}",
         view.text
     );
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // (Approving is the proof below: a run before it would make two side effects.)
     assert_eq!(side_effects(&tk), 0);
     let res = api
         .post(
@@ -240,7 +252,7 @@ async fn approval_survives_sigkill(database: Option<&str>) {
         adm["outcome"]["result"], "completed",
         "answering resumes the turn: {adm}"
     );
-    assert_eq!(side_effects(&tk), 1);
+    assert_eq!(side_effects(&tk), 1, "it ran once, after the approval");
     let requested = events_kind(&api, &s, "approval.requested").await;
     assert_eq!(requested.len(), 1, "the same request, not a second one");
 }

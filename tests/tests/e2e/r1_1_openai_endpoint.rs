@@ -12,7 +12,7 @@ use std::time::Duration;
 use turnkey_tests::openai_sdk::OpenAiSdk;
 use turnkey_tests::{pg, Api, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-use turnkey_tests::wait::BOUND;
+use turnkey_tests::wait::{eventually, BOUND};
 
 /// The client every script builds: no retries of its own, so what is counted is what was sent.
 const PRELUDE: &str = r#"
@@ -320,18 +320,12 @@ out(session=raw.headers.get("x-turnkey-session"), seen=seen)
 }
 
 async fn wait_turn_finished(api: &Api, session: &str) -> Value {
-    let deadline = tokio::time::Instant::now() + BOUND;
-    loop {
+    let what = format!("turn.finished in {session}");
+    eventually(BOUND, &what, || async {
         let events = api.all_events(session, 0).await;
-        if let Some(e) = events.into_iter().find(|e| e["kind"] == "turn.finished") {
-            return e;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no turn.finished in {session}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        events.into_iter().find(|e| e["kind"] == "turn.finished")
+    })
+    .await
 }
 
 /// Concurrent first calls for one `user` over plain HTTP: one session, every answer naming it.

@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::Mutex;
 use turnkey_tests::browser::{Browser, DESKTOP, PAGE_WAIT, PHONE};
 use turnkey_tests::cut_proxy::CutProxy;
@@ -16,7 +16,7 @@ use turnkey_tests::{Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 /// One browser at a time: the machine has two cores, and Chromium is heavy.
 static SERIAL: Mutex<()> = Mutex::const_new(());
 
-use turnkey_tests::wait::BOUND;
+use turnkey_tests::wait::{eventually, BOUND, PAGE_SETTLES};
 
 /// Opens the UI and signs in with `token` through the form.
 async fn sign_in(b: &Browser, tk: &Turnkey) {
@@ -103,25 +103,20 @@ async fn r1_1_ui_signs_in_streams_survives_a_reload_mid_stream_and_interrupts() 
     // on; at no time is a word shown twice, and every view is a prefix of the answer.
     b.client.refresh().await.expect("reload");
     b.wait_visible("#composer", PAGE_WAIT).await;
-    let deadline = Instant::now() + BOUND;
     let mut views = 0;
-    let finished = loop {
-        let text = b.js(ANSWER_JS, vec![]).await;
-        let text = text.as_str().unwrap_or_default().to_owned();
-        assert!(
-            full.starts_with(text.trim_end()) || text.trim_end().is_empty(),
-            "after the reload the answer reads {text:?}, which is not a prefix of {full:?}"
-        );
+    let finished = eventually(BOUND, "the whole answer after the reload", || {
         views += 1;
-        if text.trim_end() == full.trim_end() {
-            break text;
+        async {
+            let text = b.js(ANSWER_JS, vec![]).await;
+            let text = text.as_str().unwrap_or_default().to_owned();
+            assert!(
+                full.starts_with(text.trim_end()) || text.trim_end().is_empty(),
+                "after the reload the answer reads {text:?}, which is not a prefix of {full:?}"
+            );
+            (text.trim_end() == full.trim_end()).then_some(text)
         }
-        assert!(
-            Instant::now() < deadline,
-            "the answer never completed: {text:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(40)).await;
-    };
+    })
+    .await;
     assert!(views > 3, "the reload landed after the answer had finished");
     assert_eq!(finished.matches("w01").count(), 1, "{finished}");
     let status = b
@@ -354,8 +349,9 @@ async fn r1_1_ui_model_output_never_runs_script() {
          .some(e => e.textContent.includes('[ok]') || e.textContent.includes(' ok'));",
     )
     .await;
-    // Give anything that could fire (image error handlers) the time to do it.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Give anything that could fire (image error handlers) the time to do it: a handler the
+    // page did not run leaves no fact to wait for.
+    tokio::time::sleep(PAGE_SETTLES).await;
     let verdict = b
         .js(
             "const t = document.querySelector('#transcript'); \
@@ -439,23 +435,16 @@ async fn r11_1_ui_reconnects_after_a_dropped_stream_without_repeating_a_word() {
     // The network drops mid-answer: the page reconnects by itself and goes on from the last
     // seq it showed; every view is a prefix of the answer.
     proxy.cut_all();
-    let deadline = Instant::now() + BOUND;
-    loop {
+    eventually(BOUND, "the whole answer after the drop", || async {
         let text = b.js(ANSWER_JS, vec![]).await;
         let text = text.as_str().unwrap_or_default().trim_end().to_owned();
         assert!(
             full.starts_with(&text),
             "after the drop the answer reads {text:?}, not a prefix of {full:?}"
         );
-        if text == full.trim_end() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the answer never completed: {text:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(40)).await;
-    }
+        (text == full.trim_end()).then_some(())
+    })
+    .await;
     // The reconnect asked for the events after what was shown, not for the whole log again.
     let path = format!("GET /v1/sessions/{session}/events?since=");
     let sinces: Vec<i64> = proxy

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use turnkey_tests::chat_pty::{chat_command, ChatPty};
 use turnkey_tests::{Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-use turnkey_tests::wait::BOUND;
+use turnkey_tests::wait::{eventually, BOUND};
 const PROMPT: &str = "you> ";
 
 async fn start(provider: &ScriptedProvider, tools_toml: &str) -> Turnkey {
@@ -326,15 +326,12 @@ async fn r1_2_ctrl_c_interrupts_a_slow_turn_and_the_prompt_returns_within_10_s()
     });
     assert!(took < Duration::from_secs(10), "prompt back after {took:?}");
     // The lease is released just after the turn's end is committed (and shown).
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let state = api.session(&session).await;
-        if state.body["state"] == "idle" {
-            break;
-        }
-        assert!(Instant::now() < deadline, "still {}", state.text);
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    eventually(
+        Duration::from_secs(5),
+        "idle session after the turn",
+        || async { (api.session(&session).await.body["state"] == "idle").then_some(()) },
+    )
+    .await;
     let events = api.all_events(&session, 0).await;
     let finished: Vec<_> = events
         .iter()

@@ -59,8 +59,7 @@ async fn r2_3_duplicate_submit_x20_runs_once() {
         admission_id.as_str(),
         "{admission}"
     );
-    // Give a second (wrong) run time to show up before counting.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // (The later turn at the end is the proof of "once": a second run would come before it.)
     assert_eq!(provider.request_count(), 1, "the model was called once");
 
     // The same request id again after the turn ended is still the same receipt.
@@ -80,8 +79,23 @@ async fn r2_3_duplicate_submit_x20_runs_once() {
         "{}",
         conflict.text
     );
-    tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(provider.request_count(), 1);
+
+    // One more turn: the session runs its inputs in order, so a second run of the first, or a
+    // run of the conflicting one, would have called the model before it.
+    let later = api.submit_accepted(&session, "a later turn").await;
+    let done = api.wait_terminal(&later, BOUND).await;
+    assert_eq!(done["outcome"]["result"], "completed", "{done}");
+    let asked: Vec<String> = provider
+        .requests()
+        .iter()
+        .map(|r| r.last_user_text.clone())
+        .collect();
+    assert_eq!(
+        asked,
+        ["hello once", "a later turn"],
+        "the model was called once"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

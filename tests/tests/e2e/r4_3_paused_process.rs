@@ -7,13 +7,13 @@
 
 use sea_orm::{ConnectionTrait, Database, DatabaseConnection, QueryResult, Statement};
 use serde_json::Value;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use turnkey_tests::{pg, Api, Reply, ScriptedProvider, Step, Turnkey, TurnkeyOptions};
 
 const TTL_S: u64 = 3;
 const REFRESH_S: u64 = 1;
 /// Bound on every wait for a fact (a start, an event, a log line, a turn's end).
-use turnkey_tests::wait::BOUND;
+use turnkey_tests::wait::{eventually, BOUND};
 
 /// The cut turn's input (run by process A).
 const FIRST: &str = "first input [tag:paused]";
@@ -25,7 +25,8 @@ const IN_HAND: &str = "IN-HAND-AT-PAUSE";
 /// A's `agent.delta_flush_ms`: it gathers streamed text this long before committing it.
 const A_DELTA_WINDOW: &str = "[agent]\ndelta_flush_ms = 2000\n";
 /// How long the test lets A read a chunk already handed to its socket before pausing it (far
-/// inside A's delta window, and inside its lease refresh period).
+/// inside A's delta window, and inside its lease refresh period): a read from a socket leaves
+/// no fact to wait for.
 const READ_MARGIN: Duration = Duration::from_millis(200);
 /// What A's model sends only after the takeover: it must never reach the store either.
 const LATE: &str = "LATE-AFTER-TAKEOVER";
@@ -80,28 +81,13 @@ async fn usage_rows_of(db: &DatabaseConnection, turn: &str) -> i64 {
     rows(db, &sql).await[0].try_get::<i64>("", "n").unwrap()
 }
 
-/// Polls `check` every 20 ms until it answers `Some`, panicking with `what` after `BOUND`.
-async fn wait_for<T, F: std::future::Future<Output = Option<T>>>(
-    what: &str,
-    mut check: impl FnMut() -> F,
-) -> T {
-    let deadline = Instant::now() + BOUND;
-    loop {
-        if let Some(found) = check().await {
-            return found;
-        }
-        assert!(Instant::now() < deadline, "waited {BOUND:?} for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
     v[key].as_str().unwrap_or_default()
 }
 
 /// The turn id `turn.started` gave `admission`, once it is in the log.
 async fn turn_of(api: &Api, session: &str, admission: &str) -> String {
-    wait_for("the turn.started event", move || async move {
+    eventually(BOUND, "the turn.started event", move || async move {
         api.all_events(session, 0)
             .await
             .iter()
@@ -129,11 +115,15 @@ fn assert_gap_free(events: &[Value]) {
 
 /// Waits until the scripted provider has handed `text` of A's held answer to the connection.
 async fn wait_for_delivered(provider: &ScriptedProvider, text: &str) {
-    wait_for("a chunk handed to A's connection", move || async move {
-        let requests = provider.requests();
-        let held = requests.iter().find(|r| r.reply == "steps")?;
-        held.delivered_text.contains(text).then_some(())
-    })
+    eventually(
+        BOUND,
+        "a chunk handed to A's connection",
+        move || async move {
+            let requests = provider.requests();
+            let held = requests.iter().find(|r| r.reply == "steps")?;
+            held.delivered_text.contains(text).then_some(())
+        },
+    )
     .await;
 }
 
@@ -164,7 +154,7 @@ async fn paused_process_cannot_write(base: TurnkeyOptions, provider: &ScriptedPr
     let cut = turn_of(&api_a, &s, &first).await;
     let early: String = EARLY.concat();
     let (dbr, sr, ar, cr, er) = (&db, s.as_str(), &api_a, cut.as_str(), early.as_str());
-    wait_for("A's early deltas committed", move || async move {
+    eventually(BOUND, "A's early deltas committed", move || async move {
         let events = ar.all_events(sr, 0).await;
         (delta_text(&events, cr) == er).then_some(())
     })
@@ -173,7 +163,7 @@ async fn paused_process_cannot_write(base: TurnkeyOptions, provider: &ScriptedPr
     let holder_a = holder_a.expect("A holds the lease while its turn runs");
     // Pause A right after a refresh committed: it then holds no open transaction (a paused
     // holder of SQLite's write lock or of a PostgreSQL row lock would stall B, not test it).
-    wait_for("A's next lease refresh", move || async move {
+    eventually(BOUND, "A's next lease refresh", move || async move {
         let (_, _, expires) = lease(dbr, sr).await;
         (expires > refreshed).then_some(())
     })
@@ -192,7 +182,7 @@ async fn paused_process_cannot_write(base: TurnkeyOptions, provider: &ScriptedPr
     let before_pause = before_pause.len();
 
     // Past the TTL the lease is free for B, which takes the session and runs the next input.
-    wait_for("A's lease to expire", move || async move {
+    eventually(BOUND, "A's lease to expire", move || async move {
         let (_, _, expires) = lease(dbr, sr).await;
         (expires < now_ms()).then_some(())
     })
@@ -217,7 +207,7 @@ async fn paused_process_cannot_write(base: TurnkeyOptions, provider: &ScriptedPr
     wait_for_delivered(provider, LATE).await;
     a.resume();
     let paused = &a;
-    let log = wait_for("A to stop its cut turn", move || async move {
+    let log = eventually(BOUND, "A to stop its cut turn", move || async move {
         let log = paused.stderr();
         TURN_STOPPED.iter().any(|l| log.contains(l)).then_some(log)
     })

@@ -187,8 +187,8 @@ async fn r3_2_interrupt_mid_stream_keeps_what_was_shown_and_settles_interrupted(
         chunk_delay: Duration::from_millis(100),
     });
     let a = api.submit_accepted(&s, "talk slowly").await;
-    provider.wait_for_requests(1, BOUND).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // Interrupted once something was shown, long before the last word.
+    api.first_delta(&s, 0, BOUND).await;
     let r = api.interrupt(&s).await;
     assert_eq!(r.status, 202, "{}", r.text);
     let adm = api.wait_terminal(&a, BOUND).await;

@@ -5,7 +5,6 @@
 
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use std::time::Duration;
 use turnkey_tests::wire::wire_messages;
 use turnkey_tests::{Api, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
@@ -322,15 +321,19 @@ async fn r9_6_file_changes_are_checkpointed_and_restored() {
     // The receipt turns terminal a moment before the session lets go of its lease; until
     // then a restore is refused as `session_busy` (409), as documented.
     let path = format!("/v1/sessions/{s}/checkpoints/{turn}/restore");
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    let res = loop {
-        let res = api.post(&path, &json!({})).await;
-        if res.status != 409 || std::time::Instant::now() > deadline {
-            break res;
-        }
-        assert_eq!(res.error_code(), Some("session_busy"), "{}", res.text);
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let res = eventually(
+        BOUND,
+        "an answer to the restore other than session_busy",
+        || async {
+            let res = api.post(&path, &json!({})).await;
+            if res.status != 409 {
+                return Some(res);
+            }
+            assert_eq!(res.error_code(), Some("session_busy"), "{}", res.text);
+            None
+        },
+    )
+    .await;
     assert_eq!(res.status, 200, "{}", res.text);
     assert_eq!(
         std::fs::read_to_string(ws.join("a.txt")).unwrap(),
