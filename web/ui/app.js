@@ -1,19 +1,33 @@
 // The turnkey web UI: sign-in, the session list, and one open session's chat, all through the
-// public /v1 API. Events are shown once each, in seq order; see SessionView.open for how the
-// transcript and the live events are joined without a gap or a repeat.
+// public /v1 API. What a session shows is decided by session_state.js; this file fetches,
+// follows the events and draws. See SessionView.open for how the transcript and the live
+// events are joined without a gap or a repeat.
 import { Api, ApiError } from "./api.js";
 import { follow } from "./events.js";
 import {
   el,
   button,
-  TextBlock,
   ToolCard,
+  TurnView,
+  placeChildren,
   usageText,
   secondsLeft,
   formatDuration,
   formatTime,
   preview,
 } from "./render.js";
+import {
+  initialState,
+  applyEvent,
+  applySession,
+  addMessages,
+  addUnknownTurn,
+  sendStarted,
+  sendAccepted,
+  sendFailed,
+  resolveApproval,
+  dropBanner,
+} from "./session_state.js";
 
 const TOKEN_KEY = "turnkey.token";
 /** Pages of 500 events read backwards at most, to find where a running turn began. */
@@ -197,116 +211,30 @@ window.addEventListener("hashchange", route);
 
 // ---------- one session ----------
 
-/** The assistant side of one turn: text blocks and tool cards in order, then a footer. */
-class Turn {
-  constructor(turnId) {
-    this.id = turnId;
-    this.body = el("div", { class: "turn-body" });
-    this.footer = el("p", { class: "turn-foot", hidden: true });
-    this.node = el(
-      "li",
-      { class: "msg assistant", dataset: { turn: turnId || "" } },
-      el("span", { class: "who" }, "assistant"),
-      this.body,
-      this.footer,
-    );
-    this.live = null;
-  }
+const DECIDED = { approve: "Approved", deny: "Denied", timeout: "Denied: no answer in time" };
 
-  /** The block the next streamed words go into. */
-  liveText() {
-    if (!this.live) {
-      this.live = new TextBlock();
-      this.live.node.classList.add("streaming");
-      this.body.append(this.live.node);
-    }
-    return this.live;
-  }
-
-  /** A finished text (from the transcript): its own block. */
-  addText(text) {
-    const b = new TextBlock();
-    b.set(text);
-    this.body.append(b.node);
-    this.live = null;
-  }
-
-  addCard(card) {
-    // The text before a tool call is done: the model moved on to the call.
-    if (this.live) this.live.node.classList.remove("streaming");
-    this.body.append(card.node);
-    // Text after a tool call starts a new block.
-    this.live = null;
-  }
-
-  /** The authoritative final answer replaces what was streamed. */
-  complete(text) {
-    if (this.live) {
-      this.live.set(text);
-      this.live.node.classList.remove("streaming");
-      this.live = null;
-    } else if (text) {
-      this.addText(text);
-    }
-  }
-
-  /** Drops the text streamed so far: the attempt that streamed it was cut (`turn.resumed`). */
-  discardLive() {
-    if (this.live) this.live.node.remove();
-    this.live = null;
-  }
-
-  note(text, kind = "note") {
-    this.body.append(el("p", { class: `turn-note ${kind}` }, text));
-  }
-
-  finish(data) {
-    if (this.live) this.live.node.classList.remove("streaming");
-    this.live = null;
-    if (data.result && data.result !== "completed") {
-      const why = data.failure_reason && data.failure_reason !== data.result ? `: ${data.failure_reason}` : "";
-      const result = data.result.charAt(0).toUpperCase() + data.result.slice(1);
-      this.note(`${result}${why}`, "warn");
-    } else if (data.stop_reason === "truncated") {
-      this.note("Cut off by the output limit", "warn");
-    } else if (data.stop_reason === "repeated") {
-      this.note("Stopped: the model repeated its earlier answer", "warn");
-    }
-    const u = data.usage || {};
-    const spent = (u.input_tokens || 0) + (u.output_tokens || 0) > 0 || data.cost > 0;
-    const usage = spent ? usageText(data.usage, data.cost) : "";
-    if (usage) {
-      this.footer.textContent = usage;
-      this.footer.hidden = false;
-    }
-  }
-}
-
-const BOUNDARY = {
-  interrupted: "Interrupted",
-  failed: "Failed",
-  unknown: "Outcome unknown (the gateway stopped during this turn)",
-};
-
-/** What a reader is told where a turn resumed by itself (SPEC R13.9). */
-function resumedText(d) {
-  const after = d.reason === "shutdown" ? "the server restarted" : "the server stopped mid-answer";
-  return `Resumed by itself after ${after} (attempt ${d.attempt || 2}): the answer starts again.`;
-}
-
+/**
+ * One open session. What it shows is `this.state` (session_state.js): every event, transcript
+ * row and action of this page becomes a new state through a pure function, and `draw` brings
+ * the page up to it, touching only what changed. The DOM keeps only what is the page's own:
+ * the buttons of a question being answered and the errors shown under them.
+ */
 class SessionView {
   constructor(apiClient, id) {
     this.api = apiClient;
     this.id = id;
-    this.turns = new Map();
+    this.state = initialState();
+    /** The state the page shows. */
+    this.drawn = this.state;
+    this.rows = new Map();
+    this.turnViews = new Map();
     this.cards = new Map();
-    this.approvals = new Map();
-    this.banners = new Map();
-    this.messageIds = new Set();
+    this.boxes = new Map();
+    this.bannerNodes = new Map();
+    this.sent = 0;
     this.follower = null;
     this.closed = false;
     this.session = null;
-    this.deferred = null;
     this.ticker = setInterval(() => this.tick(), 1000);
   }
 
@@ -314,6 +242,12 @@ class SessionView {
     this.closed = true;
     clearInterval(this.ticker);
     if (this.follower) this.follower.stop();
+  }
+
+  /** Moves to state `next` and draws it, unless another session has the page by now. */
+  update(next) {
+    this.state = next;
+    if (!this.closed) this.draw();
   }
 
   /**
@@ -348,13 +282,11 @@ class SessionView {
         since = started.seq - 1;
       }
     }
-    for (const m of messages) {
-      if (liveTurn && m.turn_id === liveTurn && m.role !== "user") continue;
-      this.renderMessage(m);
-    }
-    this.showSession(session);
-    this.deferred = { upTo, session };
-    if (since >= upTo) this.flushDeferred();
+    const shown = messages.filter((m) => !(liveTurn && m.turn_id === liveTurn && m.role !== "user"));
+    this.update(addMessages(this.state, shown));
+    ui.title.textContent = session.title || "Untitled session";
+    ui.usage.textContent = session.usage ? usageText(session.usage, session.usage.cost_usd) : "";
+    this.update(applySession(this.state, session, since));
     await this.findUnknownTurns(messages, upTo);
     if (this.closed) return;
     this.follower = follow(this.api, this.id, since, {
@@ -378,15 +310,6 @@ class SessionView {
     return null;
   }
 
-  /** Questions the session waits on a person for, once the replay has reached the snapshot. */
-  flushDeferred() {
-    if (!this.deferred) return;
-    const { session } = this.deferred;
-    this.deferred = null;
-    for (const a of session.pending_approvals || []) this.approval(a, null);
-    for (const r of session.unknown_tool_runs || []) this.unknownToolRun(r.call_id, r.name);
-  }
-
   /** A retry banner for the latest turns left unknown by a crash, unless retried already. */
   async findUnknownTurns(messages, upTo) {
     const unknown = messages
@@ -403,170 +326,21 @@ class SessionView {
         if (e.kind !== "turn.unknown" || !wanted.has(e.turn_id) || e.seq > hi) continue;
         wanted.delete(e.turn_id);
         const adm = await this.api.admission(e.data.admission_id || e.admission_id);
-        if (adm.status === "unknown" && !adm.retried_by) this.unknownTurn(e.data);
+        if (adm.status === "unknown" && !adm.retried_by) this.update(addUnknownTurn(this.state, e));
       }
       hi = lo;
     }
   }
 
-  turn(turnId, admissionId) {
-    const key = turnId || "none";
-    let t = this.turns.get(key);
-    if (!t) {
-      t = new Turn(turnId);
-      this.turns.set(key, t);
-      // After the bubble of the input that started it, when this page sent that input.
-      const bubble = admissionId
-        ? ui.transcript.querySelector(`li.user[data-admission="${CSS.escape(admissionId)}"]`)
-        : null;
-      if (bubble) bubble.after(t.node);
-      else ui.transcript.append(t.node);
-    }
-    return t;
-  }
-
-  card(callId, name, args, turn) {
-    let c = this.cards.get(callId);
-    if (c) {
-      c.describe(name, args);
-    } else {
-      c = new ToolCard(callId, name, args);
-      this.cards.set(callId, c);
-      turn.addCard(c);
-    }
-    return c;
-  }
-
-  userBubble(text) {
-    const li = el("li", { class: "msg user" }, el("span", { class: "who" }, "you"), el("div", { class: "plain" }, text));
-    ui.transcript.append(li);
-    return li;
-  }
-
-  renderMessage(m) {
-    if (this.messageIds.has(m.id)) return;
-    this.messageIds.add(m.id);
-    if (m.role === "user") {
-      this.userBubble(m.content || "");
-    } else if (m.role === "assistant") {
-      const t = this.turn(m.turn_id);
-      if (m.content) t.addText(m.content);
-      for (const call of m.tool_calls || []) {
-        const fn = call.function || {};
-        this.card(call.id, call.name || fn.name, call.arguments ?? call.args ?? fn.arguments, t);
-      }
-      if (m.display && m.display.boundary) {
-        const reason = m.display.failure_reason ? `: ${m.display.failure_reason}` : "";
-        t.note(`${BOUNDARY[m.display.closed_as] || m.display.closed_as}${reason}`, "warn");
-      }
-    } else if (m.role === "tool") {
-      const c = this.cards.get(m.tool_call_id);
-      if (c) {
-        c.setStatus("done");
-        c.setResult(m.content || "");
-      }
-    } else if (m.role === "system" && m.summary_epoch) {
-      const n = m.display && m.display.replaced_messages;
-      // A summary made without a model (the summarizer failed) says so, and why.
-      const why = m.display && m.display.fallback;
-      const how = why ? `, without a model (${why})` : "";
-      ui.transcript.append(
-        el("li", { class: "msg system" }, `Earlier messages were summarized for the model${n ? ` (${n} messages)` : ""}${how}; they are all kept here.`),
-      );
-    }
-  }
-
-  showSession(s) {
-    ui.title.textContent = s.title || "Untitled session";
-    this.setState(s.state, s.queue_depth);
-    ui.usage.textContent = s.usage ? usageText(s.usage, s.usage.cost_usd) : "";
-  }
-
-  setState(state, queueDepth) {
-    if (this.state && this.state !== state) refreshSessionsSoon();
-    this.state = state;
-    const queued = queueDepth > 0 ? ` · ${queueDepth} queued` : "";
-    ui.state.textContent = `${state}${queued}`;
-    ui.state.dataset.state = state;
-    ui.interrupt.disabled = state !== "running";
+  onEvent(e) {
+    if (this.closed) return;
+    this.update(applyEvent(this.state, e));
+    if (e.kind === "turn.finished") this.refreshUsage();
+    this.scroll(false);
   }
 
   connection(status) {
     ui.state.classList.toggle("reconnecting", status === "reconnecting");
-  }
-
-  onEvent(e) {
-    if (this.closed) return;
-    const d = e.data || {};
-    switch (e.kind) {
-      case "turn.started":
-        this.turn(e.turn_id, e.admission_id || d.admission_id);
-        break;
-      case "status":
-        this.setState(d.state, d.queue_depth);
-        break;
-      case "message.delta":
-        this.turn(e.turn_id).liveText().append(d.text || "");
-        break;
-      case "message.complete":
-        if (d.message_id && this.messageIds.has(d.message_id)) {
-          // Already in the transcript: drop the streamed copy.
-          const t = this.turn(e.turn_id);
-          if (t.live) t.live.node.remove();
-          t.live = null;
-        } else {
-          if (d.message_id) this.messageIds.add(d.message_id);
-          this.turn(e.turn_id).complete(d.text || "");
-        }
-        break;
-      case "turn.finished":
-        this.turn(e.turn_id).finish(d);
-        this.refreshUsage();
-        break;
-      case "turn.resumed": {
-        // The cut attempt's streamed text is replaced by the resumed attempt's answer.
-        const t = this.turn(e.turn_id);
-        t.discardLive();
-        t.note(resumedText(d), "note");
-        break;
-      }
-      case "turn.unknown":
-        this.turn(e.turn_id).finish({});
-        this.turn(e.turn_id).note(BOUNDARY.unknown, "warn");
-        this.unknownTurn({ ...d, admission_id: d.admission_id || e.admission_id });
-        break;
-      case "tool.started":
-        this.card(d.call_id, d.name, d.args, this.turn(e.turn_id)).setStatus("running");
-        break;
-      case "tool.progress": {
-        const c = this.cards.get(d.call_id);
-        if (c) c.setProgress(d.message || "working…");
-        break;
-      }
-      case "tool.completed": {
-        const c = this.card(d.call_id, d.name, undefined, this.turn(e.turn_id));
-        c.setStatus(d.status);
-        c.setResult(d.preview ?? "", d.duration_ms);
-        if (d.status === "unknown") this.unknownToolRun(d.call_id, d.name);
-        else this.dropBanner(`tool:${d.call_id}`);
-        break;
-      }
-      case "approval.requested":
-        this.approval(d, e.turn_id);
-        break;
-      case "approval.resolved":
-        this.resolveApproval(d.approval_id, d.decision);
-        break;
-      case "compression.completed":
-        ui.transcript.append(
-          el("li", { class: "msg system" }, `Context compressed: ${d.before_tokens} → ${d.after_tokens} tokens (${d.compressed_messages} messages summarized).`),
-        );
-        break;
-      default:
-        break;
-    }
-    if (this.deferred && e.seq >= this.deferred.upTo) this.flushDeferred();
-    this.scroll(false);
   }
 
   async refreshUsage() {
@@ -578,125 +352,181 @@ class SessionView {
     }
   }
 
-  approval(d, turnId) {
-    if (this.approvals.has(d.approval_id)) return;
-    const c = this.card(d.call_id, d.name, d.args, this.turn(turnId));
-    c.setStatus("approval");
-    const countdown = el("span", { class: "countdown", "aria-live": "off" });
-    const approve = button("Approve", () => this.decide(d.approval_id, "approve"), { class: "approve" });
-    const deny = button("Deny", () => this.decide(d.approval_id, "deny"), { class: "deny" });
-    const error = el("p", { class: "error", role: "alert", hidden: true });
-    const box = el(
-      "div",
-      { class: "approval", role: "group", "aria-label": `Approval for ${d.name}` },
-      el("p", {}, d.reason ? `Approval needed: ${d.reason}` : "Approval needed to run this tool."),
-      el("div", { class: "actions" }, approve, deny, countdown),
-      error,
-    );
-    c.extra.append(box);
-    this.approvals.set(d.approval_id, { box, countdown, approve, deny, error, card: c, expiresAt: d.expires_at });
-    this.tick();
-  }
+  // ---------- drawing the state ----------
+  // Cards first, as the turns place them; the turns before the transcript rows that hold them.
 
-  async decide(approvalId, decision) {
-    const a = this.approvals.get(approvalId);
-    if (!a) return;
-    a.approve.disabled = a.deny.disabled = true;
-    try {
-      const r = await this.api.decideApproval(this.id, approvalId, decision);
-      this.resolveApproval(approvalId, r && r.status === "denied" ? "deny" : decision);
-    } catch (e) {
-      if (e instanceof ApiError && e.code === "approval_closed") {
-        showError(a.error, "This approval was already decided or has expired.");
-      } else {
-        showError(a.error, `Could not send the decision: ${describe(e)}`);
-        a.approve.disabled = a.deny.disabled = secondsLeft(a.expiresAt) === 0;
+  draw() {
+    const s = this.state;
+    const was = this.drawn;
+    if (s === was) return;
+    this.drawn = s;
+    if (s.status !== was.status) this.drawStatus(s.status, was.status);
+    for (const c of changed(s.tools, was.tools)) this.drawTool(c);
+    for (const a of changed(s.approvals, was.approvals)) this.drawApproval(a);
+    if (s.turns !== was.turns) {
+      for (const [key, t] of Object.entries(s.turns)) {
+        if (t !== was.turns[key]) this.turnView(key).show(t, (callId) => this.cards.get(callId).node);
       }
     }
+    if (s.entries !== was.entries) this.drawRows(s.entries);
+    if (s.banners !== was.banners) this.drawBanners(s.banners);
   }
 
-  resolveApproval(approvalId, decision) {
-    const a = this.approvals.get(approvalId);
-    if (!a) return;
-    this.approvals.delete(approvalId);
-    const words = { approve: "Approved", deny: "Denied", timeout: "Denied: no answer in time" };
-    a.box.replaceChildren(el("p", { class: `resolved ${decision}` }, words[decision] || decision));
-    a.card.setStatus(decision === "approve" ? "pending" : "denied");
+  drawStatus({ state, queueDepth }, was) {
+    if (was.state && was.state !== state) refreshSessionsSoon();
+    const queued = queueDepth > 0 ? ` · ${queueDepth} queued` : "";
+    ui.state.textContent = `${state}${queued}`;
+    ui.state.dataset.state = state;
+    ui.interrupt.disabled = state !== "running";
   }
 
-  tick() {
-    for (const a of this.approvals.values()) {
-      const s = secondsLeft(a.expiresAt);
-      a.countdown.textContent = s > 0 ? `expires in ${formatDuration(s)}` : "expired";
-      if (s === 0) a.approve.disabled = a.deny.disabled = true;
+  turnView(key) {
+    let t = this.turnViews.get(key);
+    if (!t) {
+      t = new TurnView(this.state.turns[key].id);
+      this.turnViews.set(key, t);
+    }
+    return t;
+  }
+
+  drawTool(tool) {
+    const c = this.cards.get(tool.callId);
+    if (c) c.show(tool);
+    else this.cards.set(tool.callId, new ToolCard(tool));
+  }
+
+  drawRows(entries) {
+    const rows = new Map();
+    const nodes = entries.map((r) => {
+      if (r.type === "turn") return this.turnView(r.turnKey).node;
+      let node = this.rows.get(r.key);
+      if (!node && r.type === "user") {
+        node = el("li", { class: "msg user" }, el("span", { class: "who" }, "you"), el("div", { class: "plain" }, r.text));
+      } else if (!node) {
+        node = el("li", { class: "msg system" }, r.text);
+      }
+      if (r.type === "user") {
+        node.classList.toggle("pending", r.pending);
+        if (r.admissionId) node.dataset.admission = r.admissionId;
+      }
+      rows.set(r.key, node);
+      return node;
+    });
+    this.rows = rows;
+    placeChildren(ui.transcript, nodes);
+  }
+
+  drawApproval(a) {
+    let box = this.boxes.get(a.approvalId);
+    if (!box) {
+      const countdown = el("span", { class: "countdown", "aria-live": "off" });
+      const approve = button("Approve", () => this.decide(a.approvalId, "approve"), { class: "approve" });
+      const deny = button("Deny", () => this.decide(a.approvalId, "deny"), { class: "deny" });
+      const error = el("p", { class: "error", role: "alert", hidden: true });
+      const node = el(
+        "div",
+        { class: "approval", role: "group", "aria-label": `Approval for ${a.name}` },
+        el("p", {}, a.reason ? `Approval needed: ${a.reason}` : "Approval needed to run this tool."),
+        el("div", { class: "actions" }, approve, deny, countdown),
+        error,
+      );
+      box = { node, countdown, approve, deny, error, resolved: false };
+      this.boxes.set(a.approvalId, box);
+      this.cards.get(a.callId).extra.append(node);
+      this.tick();
+    }
+    if (a.decision && !box.resolved) {
+      box.resolved = true;
+      box.node.replaceChildren(el("p", { class: `resolved ${a.decision}` }, DECIDED[a.decision] || a.decision));
     }
   }
 
-  banner(key, text, actions) {
-    if (this.banners.has(key)) return;
+  drawBanners(banners) {
+    const nodes = new Map();
+    for (const b of banners) nodes.set(b.key, this.bannerNodes.get(b.key) || this.bannerNode(b));
+    this.bannerNodes = nodes;
+    placeChildren(ui.banners, [...nodes.values()]);
+  }
+
+  bannerNode(b) {
     const error = el("p", { class: "error", role: "alert", hidden: true });
-    const node = el("div", { class: "banner", role: "status" }, el("p", {}, text), el("div", { class: "actions" }, ...actions(error)), error);
-    this.banners.set(key, node);
-    ui.banners.append(node);
+    const text = b.kind === "turn" ? unknownTurnText(b) : unknownToolRunText(b);
+    const actions = b.kind === "turn" ? this.retryTurnButtons(b, error) : this.toolRunButtons(b, error);
+    return el("div", { class: "banner", role: "status" }, el("p", {}, text), el("div", { class: "actions" }, ...actions), error);
   }
 
-  dropBanner(key) {
-    const node = this.banners.get(key);
-    if (node) node.remove();
-    this.banners.delete(key);
-  }
-
-  unknownTurn(d) {
-    const admissionId = d.admission_id;
-    if (!admissionId) return;
-    const key = `turn:${admissionId}`;
-    const why = d.failure_message ? ` (${preview(d.failure_message, 200)})` : "";
-    this.banner(key, `A turn's outcome is unknown: the gateway stopped while it ran${why}.`, (error) => [
+  retryTurnButtons(b, error) {
+    return [
       button("Retry the turn", async (ev) => {
         ev.target.disabled = true;
         try {
-          await this.api.retryAdmission(admissionId);
-          this.dropBanner(key);
+          await this.api.retryAdmission(b.admissionId);
+          this.update(dropBanner(this.state, b.key));
         } catch (e) {
           showError(error, `Could not retry: ${describe(e)}`);
           ev.target.disabled = false;
         }
       }, { class: "retry" }),
-      button("Dismiss", () => this.dropBanner(key), { class: "secondary" }),
-    ]);
+      button("Dismiss", () => this.update(dropBanner(this.state, b.key)), { class: "secondary" }),
+    ];
   }
 
-  unknownToolRun(callId, name) {
-    const key = `tool:${callId}`;
+  toolRunButtons(b, error) {
     const decide = (decision) => async (ev) => {
       ev.target.disabled = true;
       try {
-        await this.api.decideToolRun(this.id, callId, decision);
-        this.dropBanner(key);
+        await this.api.decideToolRun(this.id, b.callId, decision);
+        this.update(dropBanner(this.state, b.key));
       } catch (e) {
         ev.target.disabled = false;
-        const err = this.banners.get(key)?.querySelector(".error");
-        if (err) showError(err, `Could not decide: ${describe(e)}`);
+        showError(error, `Could not decide: ${describe(e)}`);
       }
     };
-    this.banner(
-      key,
-      `The tool call ${name || callId} may or may not have run (the gateway stopped while it ran). Run it again, or skip it?`,
-      () => [
-        button("Retry the tool", decide("retry"), { class: "retry" }),
-        button("Skip it", decide("skip"), { class: "secondary skip" }),
-      ],
-    );
+    return [
+      button("Retry the tool", decide("retry"), { class: "retry" }),
+      button("Skip it", decide("skip"), { class: "secondary skip" }),
+    ];
+  }
+
+  // ---------- this page's own actions ----------
+
+  async decide(approvalId, decision) {
+    const a = this.state.approvals[approvalId];
+    const box = this.boxes.get(approvalId);
+    if (!a || a.decision || !box) return;
+    box.approve.disabled = box.deny.disabled = true;
+    try {
+      const r = await this.api.decideApproval(this.id, approvalId, decision);
+      this.update(resolveApproval(this.state, approvalId, r && r.status === "denied" ? "deny" : decision));
+    } catch (e) {
+      if (e instanceof ApiError && e.code === "approval_closed") {
+        showError(box.error, "This approval was already decided or has expired.");
+      } else {
+        showError(box.error, `Could not send the decision: ${describe(e)}`);
+        box.approve.disabled = box.deny.disabled = secondsLeft(a.expiresAt) === 0;
+      }
+    }
+  }
+
+  /** The countdown of each open approval. */
+  tick() {
+    for (const [id, box] of this.boxes) {
+      const a = this.state.approvals[id];
+      if (box.resolved || !a || a.decision) continue;
+      const s = secondsLeft(a.expiresAt);
+      box.countdown.textContent = s > 0 ? `expires in ${formatDuration(s)}` : "expired";
+      if (s === 0) box.approve.disabled = box.deny.disabled = true;
+    }
   }
 
   async send(text) {
-    const bubble = this.userBubble(text);
-    bubble.classList.add("pending");
+    this.sent += 1;
+    const sentId = this.sent;
+    this.update(sendStarted(this.state, sentId, text));
     this.scroll(true);
     try {
       const receipt = await this.api.submit(this.id, text);
-      bubble.dataset.admission = receipt.admission_id;
-      bubble.classList.remove("pending");
+      this.update(sendAccepted(this.state, sentId, receipt.admission_id));
       if (this.session && !this.session.title) {
         this.session.title = text.slice(0, 60);
         ui.title.textContent = this.session.title;
@@ -704,7 +534,7 @@ class SessionView {
       }
       return true;
     } catch (e) {
-      bubble.remove();
+      this.update(sendFailed(this.state, sentId));
       showError(ui.chatError, `Not sent: ${describe(e)}`);
       return false;
     }
@@ -715,6 +545,20 @@ class SessionView {
     const near = t.scrollHeight - t.scrollTop - t.clientHeight < 120;
     if (force || near) requestAnimationFrame(() => (t.scrollTop = t.scrollHeight));
   }
+}
+
+/** The values of map `now` that are not the same object in map `was`. */
+function changed(now, was) {
+  return now === was ? [] : Object.entries(now).filter(([k, v]) => v !== was[k]).map(([, v]) => v);
+}
+
+function unknownTurnText(b) {
+  const why = b.failureMessage ? ` (${preview(b.failureMessage, 200)})` : "";
+  return `A turn's outcome is unknown: the gateway stopped while it ran${why}.`;
+}
+
+function unknownToolRunText(b) {
+  return `The tool call ${b.name || b.callId} may or may not have run (the gateway stopped while it ran). Run it again, or skip it?`;
 }
 
 ui.composer.addEventListener("submit", async (ev) => {
@@ -741,7 +585,7 @@ ui.interrupt.addEventListener("click", async () => {
     await api.interrupt(view.id);
   } catch (e) {
     showError(ui.chatError, `Could not interrupt: ${describe(e)}`);
-    ui.interrupt.disabled = view.state !== "running";
+    ui.interrupt.disabled = view.state.status.state !== "running";
   }
 });
 

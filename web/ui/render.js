@@ -55,11 +55,6 @@ export class TextBlock {
     this.schedule();
   }
 
-  append(text) {
-    this.text += text;
-    this.schedule();
-  }
-
   schedule() {
     // Deltas arrive in bursts: render at most once a frame.
     if (this.pending) return;
@@ -85,49 +80,95 @@ const STATUS_LABEL = {
   approval: "needs approval",
 };
 
-/** A tool call: name, arguments, live progress, status and a preview of its result. */
+/** A tool call drawn from its state (session_state.js): name, arguments, progress, status, result. */
 export class ToolCard {
-  constructor(callId, name, args) {
-    this.callId = callId;
+  constructor(tool) {
+    this.callId = tool.callId;
     this.status = el("span", { class: "tool-status" });
     this.progress = el("p", { class: "tool-progress", hidden: true });
     this.result = el("pre", { class: "tool-result", hidden: true });
     this.extra = el("div", { class: "tool-extra" });
-    this.name = el("span", { class: "tool-name" }, name || "tool");
-    this.args = el("pre", { class: "tool-args" }, prettyArgs(args));
+    this.name = el("span", { class: "tool-name" }, tool.name || "tool");
+    this.args = el("pre", { class: "tool-args" }, prettyArgs(tool.args));
+    this.shownArgs = tool.args;
     this.node = el(
       "section",
-      { class: "tool-card", dataset: { callId }, "aria-label": `tool ${name || ""}` },
+      { class: "tool-card", dataset: { callId: tool.callId }, "aria-label": `tool ${tool.name || ""}` },
       el("header", {}, this.name, this.status),
       el("details", { class: "tool-args-box" }, el("summary", {}, "arguments"), this.args),
       this.progress,
       this.extra,
       this.result,
     );
-    this.setStatus("pending");
+    this.show(tool);
   }
 
-  describe(name, args) {
-    if (name) this.name.textContent = name;
-    if (args !== undefined) this.args.textContent = prettyArgs(args);
+  show(tool) {
+    if (tool.name) this.name.textContent = tool.name;
+    if (tool.args !== this.shownArgs) {
+      this.args.textContent = prettyArgs(tool.args);
+      this.shownArgs = tool.args;
+    }
+    this.node.dataset.status = tool.status;
+    const label = STATUS_LABEL[tool.status] ?? tool.status;
+    const took = typeof tool.durationMs === "number" ? ` · ${(tool.durationMs / 1000).toFixed(1)} s` : "";
+    this.status.textContent = `${label}${took}`;
+    this.progress.hidden = tool.progress === null;
+    if (tool.progress !== null) this.progress.textContent = tool.progress;
+    this.result.hidden = tool.result === null;
+    if (tool.result !== null) this.result.textContent = preview(tool.result);
+  }
+}
+
+/** The assistant side of one turn, drawn from its state: blocks and cards in order, then its usage. */
+export class TurnView {
+  constructor(turnId) {
+    this.body = el("div", { class: "turn-body" });
+    this.footer = el("p", { class: "turn-foot", hidden: true });
+    this.node = el(
+      "li",
+      { class: "msg assistant", dataset: { turn: turnId || "" } },
+      el("span", { class: "who" }, "assistant"),
+      this.body,
+      this.footer,
+    );
+    /** Item key → its TextBlock, or the node of a note. */
+    this.blocks = new Map();
   }
 
-  setStatus(status) {
-    this.node.dataset.status = status;
-    this.status.textContent = STATUS_LABEL[status] ?? status;
+  /** Draws `turn`; `cardNode(callId)` is the node of a tool card, drawn elsewhere. */
+  show(turn, cardNode) {
+    const blocks = new Map();
+    const nodes = turn.items.map((item) => {
+      if (item.type === "tool") return cardNode(item.callId);
+      let b = this.blocks.get(item.key);
+      if (item.type === "note") {
+        b = b || el("p", { class: `turn-note ${item.kind}` }, item.text);
+        blocks.set(item.key, b);
+        return b;
+      }
+      b = b || new TextBlock();
+      if (!this.blocks.has(item.key) || b.text !== item.text) b.set(item.text);
+      b.node.classList.toggle("streaming", item.live);
+      blocks.set(item.key, b);
+      return b.node;
+    });
+    this.blocks = blocks;
+    placeChildren(this.body, nodes);
+    if (turn.spent) {
+      this.footer.textContent = usageText(turn.spent.usage, turn.spent.cost);
+      this.footer.hidden = false;
+    }
   }
+}
 
-  setProgress(message) {
-    this.progress.hidden = false;
-    this.progress.textContent = message;
-  }
-
-  setResult(text, durationMs) {
-    this.progress.hidden = true;
-    this.result.hidden = false;
-    this.result.textContent = preview(text ?? "");
-    if (typeof durationMs === "number") this.status.textContent += ` · ${(durationMs / 1000).toFixed(1)} s`;
-  }
+/** Makes `parent`'s children exactly `nodes`, in order, moving only the ones out of place. */
+export function placeChildren(parent, nodes) {
+  nodes.forEach((node, i) => {
+    const at = parent.childNodes[i];
+    if (at !== node) parent.insertBefore(node, at ?? null);
+  });
+  while (parent.childNodes.length > nodes.length) parent.lastChild.remove();
 }
 
 /** "12 in · 34 out tokens · $0.0012". */

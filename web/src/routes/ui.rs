@@ -33,7 +33,8 @@ macro_rules! asset {
 
 const JS: &str = "text/javascript; charset=utf-8";
 
-/// Every file the UI has; `index.html` is served at `/`.
+/// Every file the UI has; `index.html` is served at `/`. The unit tests in `ui/test/` are not
+/// among them: they run under Node, not in the page.
 const ASSETS: &[Asset] = &[
     asset!("index.html", "text/html; charset=utf-8"),
     asset!("style.css", "text/css; charset=utf-8"),
@@ -43,6 +44,7 @@ const ASSETS: &[Asset] = &[
     asset!("events.js", JS),
     asset!("markdown.js", JS),
     asset!("render.js", JS),
+    asset!("session_state.js", JS),
 ];
 
 /// The ETag of each file, in the order of [`ASSETS`].
@@ -177,6 +179,26 @@ mod tests {
         tags.sort();
         tags.dedup();
         assert_eq!(tags.len(), ASSETS.len(), "every file has its own tag");
+    }
+
+    #[test]
+    fn every_file_of_the_ui_is_served_and_its_tests_are_not() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("ui");
+        let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        on_disk.sort();
+        let mut served: Vec<String> = ASSETS.iter().map(|a| a.name.to_owned()).collect();
+        served.sort();
+        assert_eq!(served, on_disk, "web/ui/ and ASSETS list the same files");
+        assert!(
+            dir.join("test").is_dir(),
+            "the UI's unit tests live in web/ui/test/"
+        );
+        assert!(ASSETS.iter().all(|a| !a.name.contains('/')));
     }
 
     #[test]

@@ -1,0 +1,425 @@
+// The open session's view as data, and every change to it: the transcript's rows, each turn's
+// text blocks, tool cards and notes, approvals, banners and the session's state. Pure: no DOM,
+// no fetch, no timers; each function answers a new state and leaves the one it was given alone
+// (structural sharing: what did not change is the same object). app.js draws the page from it.
+
+/** What a turn's note says where a turn closed without its answer. */
+export const BOUNDARY = {
+  interrupted: "Interrupted",
+  failed: "Failed",
+  unknown: "Outcome unknown (the gateway stopped during this turn)",
+};
+
+/**
+ * An empty view. `lastSeq` is the highest event seq applied: an event at or below it (a replay
+ * after a reconnect) changes nothing. The maps are plain objects keyed by id: `turns` by turn id
+ * (`"none"` for events without one), `tools` by call id, `approvals` by approval id.
+ */
+export function initialState() {
+  return {
+    lastSeq: 0,
+    nextKey: 1,
+    /** The transcript's rows in order: `{key, type: "user" | "turn" | "system", …}`. */
+    entries: [],
+    /**
+     * `{id, items, spent}`; an item is `{key, type: "text", text, live}`, `{key, type: "tool",
+     * callId}` or `{key, type: "note", text, kind}`; `spent` is `{usage, cost}` once finished.
+     */
+    turns: {},
+    /** `{callId, name, args, status, progress, result, durationMs, approvals: [approvalId]}`. */
+    tools: {},
+    /** `{approvalId, callId, name, reason, expiresAt, decision}`; `decision` null while open. */
+    approvals: {},
+    /** `{key, kind: "turn", admissionId, failureMessage} | {key, kind: "tool", callId, name}`, in order. */
+    banners: [],
+    messageIds: {},
+    status: { state: null, queueDepth: 0 },
+    /** The opening snapshot's open questions, shown once the replay reaches its seq. */
+    deferred: null,
+  };
+}
+
+/**
+ * The state after event `e` (docs/api.md, "Events"). Events apply in seq order, once each: one
+ * without a numeric seq, or at or below `lastSeq`, is ignored, and so is a kind this view does
+ * not show (its seq still counts).
+ */
+export function applyEvent(state, e) {
+  if (!e || typeof e.seq !== "number" || e.seq <= state.lastSeq) return state;
+  const s = draft(state);
+  s.lastSeq = e.seq;
+  const d = e.data || {};
+  switch (e.kind) {
+    case "turn.started":
+      ensureTurn(s, e.turn_id, e.admission_id || d.admission_id);
+      break;
+    case "status":
+      s.status = { state: d.state, queueDepth: d.queue_depth };
+      break;
+    case "message.delta":
+      ensureTurn(s, e.turn_id);
+      editTurn(s, e.turn_id, (t) => appendLive(s, t, d.text || ""));
+      break;
+    case "message.complete":
+      ensureTurn(s, e.turn_id);
+      if (d.message_id && s.messageIds[d.message_id]) {
+        // Already in the transcript: drop the streamed copy.
+        editTurn(s, e.turn_id, dropLive);
+      } else {
+        if (d.message_id) own(s, "messageIds")[d.message_id] = true;
+        editTurn(s, e.turn_id, (t) => complete(s, t, d.text || ""));
+      }
+      break;
+    case "turn.finished":
+      ensureTurn(s, e.turn_id);
+      editTurn(s, e.turn_id, (t) => finish(s, t, d));
+      break;
+    case "turn.resumed":
+      // The cut attempt's streamed text is replaced by the resumed attempt's answer.
+      ensureTurn(s, e.turn_id);
+      editTurn(s, e.turn_id, (t) => withNote(s, dropLive(t), resumedText(d), "note"));
+      break;
+    case "turn.unknown":
+      ensureTurn(s, e.turn_id);
+      editTurn(s, e.turn_id, (t) => withNote(s, finish(s, t, {}), BOUNDARY.unknown, "warn"));
+      unknownTurn(s, { ...d, admission_id: d.admission_id || e.admission_id });
+      break;
+    case "tool.started":
+      ensureTurn(s, e.turn_id);
+      card(s, d.call_id, d.name, d.args, e.turn_id);
+      editTool(s, d.call_id, (c) => withStatus(c, "running"));
+      break;
+    case "tool.progress":
+      if (s.tools[d.call_id]) editTool(s, d.call_id, (c) => ({ ...c, progress: d.message || "working…" }));
+      break;
+    case "tool.completed":
+      ensureTurn(s, e.turn_id);
+      card(s, d.call_id, d.name, undefined, e.turn_id);
+      editTool(s, d.call_id, (c) => withResult(withStatus(c, d.status), d.preview ?? "", d.duration_ms));
+      if (d.status === "unknown") unknownToolRun(s, d.call_id, d.name);
+      else removeBanner(s, `tool:${d.call_id}`);
+      break;
+    case "approval.requested":
+      approval(s, d, e.turn_id);
+      break;
+    case "approval.resolved":
+      resolve(s, d.approval_id, d.decision);
+      break;
+    case "compression.completed":
+      addEntry(s, {
+        type: "system",
+        text: `Context compressed: ${d.before_tokens} → ${d.after_tokens} tokens (${d.compressed_messages} messages summarized).`,
+      });
+      break;
+    default:
+      break;
+  }
+  if (s.deferred && e.seq >= s.deferred.upTo) flushDeferred(s);
+  return s;
+}
+
+/**
+ * The session as read on opening: its state now, and its open questions (pending approvals,
+ * tool runs left unknown) shown once the events followed after `since` reach the snapshot's
+ * `last_event_seq`, so a replayed turn draws its cards first.
+ */
+export function applySession(state, session, since) {
+  const s = draft(state);
+  s.lastSeq = since;
+  s.status = { state: session.state, queueDepth: session.queue_depth };
+  s.deferred = {
+    upTo: session.last_event_seq,
+    approvals: session.pending_approvals || [],
+    unknownToolRuns: session.unknown_tool_runs || [],
+  };
+  if (since >= s.deferred.upTo) flushDeferred(s);
+  return s;
+}
+
+/** The transcript's rows (`GET …/messages`), each message once. */
+export function addMessages(state, messages) {
+  const s = draft(state);
+  for (const m of messages) addMessage(s, m);
+  return s;
+}
+
+/** An input this page is sending, shown before the server has taken it. */
+export function sendStarted(state, sentId, text) {
+  const s = draft(state);
+  addEntry(s, { key: `sent:${sentId}`, type: "user", text, pending: true, admissionId: null });
+  return s;
+}
+
+/** The server took the input: the turn it starts is drawn right after it. */
+export function sendAccepted(state, sentId, admissionId) {
+  const s = draft(state);
+  const entries = own(s, "entries");
+  const i = entries.findIndex((r) => r.key === `sent:${sentId}`);
+  if (i >= 0) entries[i] = { ...entries[i], pending: false, admissionId };
+  return s;
+}
+
+/** The input was not taken: its row goes. */
+export function sendFailed(state, sentId) {
+  const s = draft(state);
+  s.entries = s.entries.filter((r) => r.key !== `sent:${sentId}`);
+  return s;
+}
+
+/** This page's own decision, shown before its `approval.resolved` event arrives. */
+export function resolveApproval(state, approvalId, decision) {
+  const s = draft(state);
+  resolve(s, approvalId, decision);
+  return s;
+}
+
+/** A `turn.unknown` from before the opening snapshot whose admission is still unretried. */
+export function addUnknownTurn(state, e) {
+  const s = draft(state);
+  const d = e.data || {};
+  unknownTurn(s, { ...d, admission_id: d.admission_id || e.admission_id });
+  return s;
+}
+
+/** A banner answered (retried, skipped) or dismissed. */
+export function dropBanner(state, key) {
+  const s = draft(state);
+  removeBanner(s, key);
+  return s;
+}
+
+/** Display text of a turn's `turn.resumed` (SPEC R13.9). */
+export function resumedText(d) {
+  const after = d.reason === "shutdown" ? "the server restarted" : "the server stopped mid-answer";
+  return `Resumed by itself after ${after} (attempt ${d.attempt || 2}): the answer starts again.`;
+}
+
+// ---------- the copy being changed ----------
+// A transition works on a shallow copy of the state; `own` copies a top-level map or list the
+// first time the transition changes it, so the input is never written to.
+
+/** The fields each copy has copied already; the states handed out stay plain objects. */
+const OWNED = new WeakMap();
+
+function draft(state) {
+  const s = { ...state };
+  OWNED.set(s, new Set());
+  return s;
+}
+
+function own(s, field) {
+  const owned = OWNED.get(s);
+  if (!owned.has(field)) {
+    s[field] = Array.isArray(s[field]) ? [...s[field]] : { ...s[field] };
+    owned.add(field);
+  }
+  return s[field];
+}
+
+function nextKey(s) {
+  const k = s.nextKey;
+  s.nextKey = k + 1;
+  return k;
+}
+
+function addEntry(s, row) {
+  own(s, "entries").push({ key: `r${nextKey(s)}`, ...row });
+}
+
+const turnKey = (turnId) => turnId || "none";
+
+/** The turn's row, made on first sight: right after the input that started it, if shown. */
+function ensureTurn(s, turnId, admissionId) {
+  const key = turnKey(turnId);
+  if (s.turns[key]) return;
+  own(s, "turns")[key] = { id: turnId || null, items: [], spent: null };
+  const row = { key: `turn:${key}`, type: "turn", turnKey: key };
+  const entries = own(s, "entries");
+  const after = admissionId ? entries.findIndex((r) => r.type === "user" && r.admissionId === admissionId) : -1;
+  if (after >= 0) entries.splice(after + 1, 0, row);
+  else entries.push(row);
+}
+
+function editTurn(s, turnId, change) {
+  const key = turnKey(turnId);
+  own(s, "turns")[key] = change(s.turns[key]);
+}
+
+function editTool(s, callId, change) {
+  own(s, "tools")[callId] = change(s.tools[callId]);
+}
+
+// ---------- a turn's blocks ----------
+// At most one text block of a turn is live: the one the next streamed words go into.
+
+const withItems = (t, items) => ({ ...t, items });
+/** The same turn with no live block: the text so far is done. */
+function settle(t) {
+  if (!t.items.some((i) => i.live)) return t;
+  return withItems(t, t.items.map((i) => (i.live ? { ...i, live: false } : i)));
+}
+
+function appendLive(s, t, text) {
+  const i = t.items.findIndex((b) => b.live);
+  if (i < 0) return withItems(t, [...t.items, { key: `b${nextKey(s)}`, type: "text", text, live: true }]);
+  const items = [...t.items];
+  items[i] = { ...items[i], text: items[i].text + text };
+  return withItems(t, items);
+}
+
+/** A finished text (from the transcript): its own block. */
+function withText(s, t, text) {
+  const done = settle(t);
+  return withItems(done, [...done.items, { key: `b${nextKey(s)}`, type: "text", text, live: false }]);
+}
+
+/** The authoritative final answer replaces what was streamed. */
+function complete(s, t, text) {
+  const i = t.items.findIndex((b) => b.live);
+  if (i < 0) return text ? withText(s, t, text) : t;
+  const items = [...t.items];
+  items[i] = { ...items[i], text, live: false };
+  return withItems(t, items);
+}
+
+/** Drops the text streamed so far, unfinished. */
+function dropLive(t) {
+  return t.items.some((i) => i.live) ? withItems(t, t.items.filter((i) => !i.live)) : t;
+}
+
+function withNote(s, t, text, kind) {
+  return withItems(t, [...t.items, { key: `b${nextKey(s)}`, type: "note", text, kind }]);
+}
+
+function finish(s, t, d) {
+  let done = settle(t);
+  if (d.result && d.result !== "completed") {
+    const why = d.failure_reason && d.failure_reason !== d.result ? `: ${d.failure_reason}` : "";
+    done = withNote(s, done, `${d.result.charAt(0).toUpperCase() + d.result.slice(1)}${why}`, "warn");
+  } else if (d.stop_reason === "truncated") {
+    done = withNote(s, done, "Cut off by the output limit", "warn");
+  } else if (d.stop_reason === "repeated") {
+    done = withNote(s, done, "Stopped: the model repeated its earlier answer", "warn");
+  }
+  const u = d.usage || {};
+  const spent = (u.input_tokens || 0) + (u.output_tokens || 0) > 0 || d.cost > 0;
+  return spent && d.usage ? { ...done, spent: { usage: d.usage, cost: d.cost } } : done;
+}
+
+// ---------- tool cards and approvals ----------
+
+/** The card of `callId`, described again if known, else new at the end of its turn. */
+function card(s, callId, name, args, turnId) {
+  const known = s.tools[callId];
+  if (known) {
+    editTool(s, callId, (c) => ({ ...c, name: name || c.name, args: args !== undefined ? args : c.args }));
+    return;
+  }
+  own(s, "tools")[callId] = {
+    callId,
+    name,
+    args,
+    status: "pending",
+    progress: null,
+    result: null,
+    durationMs: null,
+    approvals: [],
+  };
+  // The text before the call is done; text after it starts a new block.
+  editTurn(s, turnId, (t) => {
+    const done = settle(t);
+    return withItems(done, [...done.items, { key: `tool:${callId}`, type: "tool", callId }]);
+  });
+}
+
+/** A new status; a duration shown belonged to the status before. */
+const withStatus = (c, status) => ({ ...c, status, durationMs: null });
+
+function withResult(c, text, durationMs) {
+  const shown = typeof durationMs === "number" ? durationMs : c.durationMs;
+  return { ...c, progress: null, result: text ?? "", durationMs: shown };
+}
+
+/** An approval is shown once: one already known (open or decided) is not asked again. */
+function approval(s, d, turnId) {
+  if (s.approvals[d.approval_id]) return;
+  ensureTurn(s, turnId);
+  card(s, d.call_id, d.name, d.args, turnId);
+  editTool(s, d.call_id, (c) => ({ ...withStatus(c, "approval"), approvals: [...c.approvals, d.approval_id] }));
+  own(s, "approvals")[d.approval_id] = {
+    approvalId: d.approval_id,
+    callId: d.call_id,
+    name: d.name,
+    reason: d.reason || null,
+    expiresAt: d.expires_at,
+    decision: null,
+  };
+}
+
+function resolve(s, approvalId, decision) {
+  const a = s.approvals[approvalId];
+  if (!a || a.decision) return;
+  own(s, "approvals")[approvalId] = { ...a, decision };
+  if (s.tools[a.callId]) editTool(s, a.callId, (c) => withStatus(c, decision === "approve" ? "pending" : "denied"));
+}
+
+// ---------- banners ----------
+
+function addBanner(s, banner) {
+  if (s.banners.some((b) => b.key === banner.key)) return;
+  own(s, "banners").push(banner);
+}
+
+function removeBanner(s, key) {
+  if (s.banners.some((b) => b.key === key)) s.banners = s.banners.filter((b) => b.key !== key);
+}
+
+function unknownTurn(s, d) {
+  if (!d.admission_id) return;
+  const failureMessage = d.failure_message || null;
+  addBanner(s, { key: `turn:${d.admission_id}`, kind: "turn", admissionId: d.admission_id, failureMessage });
+}
+
+function unknownToolRun(s, callId, name) {
+  addBanner(s, { key: `tool:${callId}`, kind: "tool", callId, name: name || null });
+}
+
+function flushDeferred(s) {
+  const { approvals, unknownToolRuns } = s.deferred;
+  s.deferred = null;
+  for (const a of approvals) approval(s, a, null);
+  for (const r of unknownToolRuns) unknownToolRun(s, r.call_id, r.name);
+}
+
+// ---------- the transcript's rows ----------
+
+function addMessage(s, m) {
+  if (s.messageIds[m.id]) return;
+  own(s, "messageIds")[m.id] = true;
+  if (m.role === "user") {
+    addEntry(s, { type: "user", text: m.content || "", pending: false, admissionId: null });
+  } else if (m.role === "assistant") {
+    ensureTurn(s, m.turn_id);
+    if (m.content) editTurn(s, m.turn_id, (t) => withText(s, t, m.content));
+    for (const call of m.tool_calls || []) {
+      const fn = call.function || {};
+      card(s, call.id, call.name || fn.name, call.arguments ?? call.args ?? fn.arguments, m.turn_id);
+    }
+    if (m.display && m.display.boundary) {
+      const reason = m.display.failure_reason ? `: ${m.display.failure_reason}` : "";
+      const text = `${BOUNDARY[m.display.closed_as] || m.display.closed_as}${reason}`;
+      editTurn(s, m.turn_id, (t) => withNote(s, t, text, "warn"));
+    }
+  } else if (m.role === "tool") {
+    if (s.tools[m.tool_call_id]) editTool(s, m.tool_call_id, (c) => withResult(withStatus(c, "done"), m.content || ""));
+  } else if (m.role === "system" && m.summary_epoch) {
+    const n = m.display && m.display.replaced_messages;
+    // A summary made without a model (the summarizer failed) says so, and why.
+    const why = m.display && m.display.fallback;
+    const how = why ? `, without a model (${why})` : "";
+    addEntry(s, {
+      type: "system",
+      text: `Earlier messages were summarized for the model${n ? ` (${n} messages)` : ""}${how}; they are all kept here.`,
+    });
+  }
+}

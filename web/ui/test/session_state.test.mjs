@@ -1,0 +1,238 @@
+// Unit tests of the session view's state (../session_state.js), without a browser: run with
+// `node --test web/ui/test/*.test.mjs` (.ci/run; `cargo test` runs them too when node is there).
+// Every state handed to a transition is frozen first, so a transition that writes to its input
+// throws here instead of passing.
+import test from "node:test";
+import assert from "node:assert/strict";
+import {
+  initialState,
+  applyEvent,
+  applySession,
+  addMessages,
+  sendStarted,
+  sendAccepted,
+  resolveApproval,
+  dropBanner,
+} from "../session_state.js";
+
+function deepFreeze(v) {
+  if (v && typeof v === "object" && !Object.isFrozen(v)) {
+    Object.freeze(v);
+    for (const x of Object.values(v)) deepFreeze(x);
+  }
+  return v;
+}
+
+/** Applies `events` in turn to `state`, freezing every state before it is used. */
+function play(events, state = initialState()) {
+  return events.reduce((s, e) => deepFreeze(applyEvent(deepFreeze(s), e)), deepFreeze(state));
+}
+
+let seq = 0;
+/** An event as the server sends it, with the next seq. */
+function ev(kind, data = {}, turnId = "turn-a", extra = {}) {
+  seq += 1;
+  return { session_id: "s1", seq, kind, turn_id: turnId, created_at: "2026-12-01T00:00:00Z", data, ...extra };
+}
+
+/** A turn's blocks in order, as short strings: `text:…`, `live:…`, `tool:…`, `note:kind:…`. */
+function blocks(state, turnId = "turn-a") {
+  const t = state.turns[turnId];
+  assert.ok(t, `no turn ${turnId}`);
+  return t.items.map((i) => {
+    if (i.type === "text") return `${i.live ? "live" : "text"}:${i.text}`;
+    if (i.type === "tool") return `tool:${i.callId}`;
+    return `note:${i.kind}:${i.text}`;
+  });
+}
+
+const rows = (state) => state.entries.map((r) => (r.type === "turn" ? `turn:${r.turnKey}` : `${r.type}:${r.text}`));
+
+test("a streamed answer grows in one live block, then message.complete replaces it", () => {
+  const streamed = play([ev("turn.started", { admission_id: "adm-a" }), ev("message.delta", { text: "Hel" }), ev("message.delta", { text: "lo wor" })]);
+  assert.deepEqual(blocks(streamed), ["live:Hello wor"]);
+  const liveKey = streamed.turns["turn-a"].items[0].key;
+
+  const done = play([ev("message.complete", { message_id: "m1", text: "Hello world." })], streamed);
+  assert.deepEqual(blocks(done), ["text:Hello world."], "the authoritative text, in the same block, no longer live");
+  assert.equal(done.turns["turn-a"].items[0].key, liveKey);
+  assert.deepEqual(rows(done), ["turn:turn-a"]);
+  // The streamed state is untouched: a new state was answered.
+  assert.deepEqual(blocks(streamed), ["live:Hello wor"]);
+});
+
+test("an event whose seq was applied already changes nothing (a reconnect's replay)", () => {
+  const first = ev("turn.started");
+  const delta = ev("message.delta", { text: "once " });
+  const s = play([first, delta]);
+  assert.equal(applyEvent(s, delta), s, "the same delta again");
+  assert.equal(applyEvent(s, first), s, "an older seq");
+  assert.equal(applyEvent(s, { ...delta, seq: undefined }), s, "no seq at all");
+  const after = play([first, delta, delta, ev("message.delta", { text: "twice" })]);
+  assert.deepEqual(blocks(after), ["live:once twice"]);
+  assert.equal(after.lastSeq, seq);
+});
+
+test("a tool round shows text, the card started, its progress and its result, in order", () => {
+  let s = play([ev("turn.started"), ev("message.delta", { text: "Let me look." })]);
+  s = play([ev("tool.started", { call_id: "c1", name: "read_file", args: { path: "notes.txt" } })], s);
+  assert.deepEqual(blocks(s), ["text:Let me look.", "tool:c1"], "the text before the call is done");
+  assert.equal(s.tools.c1.status, "running");
+  assert.deepEqual(s.tools.c1.args, { path: "notes.txt" });
+
+  s = play([ev("tool.progress", { call_id: "c1", message: "reading" })], s);
+  assert.equal(s.tools.c1.progress, "reading");
+  assert.equal(s.tools.c1.result, null);
+
+  s = play([ev("tool.completed", { call_id: "c1", name: "read_file", status: "ok", preview: "hello", duration_ms: 1200 })], s);
+  assert.deepEqual(
+    { status: s.tools.c1.status, progress: s.tools.c1.progress, result: s.tools.c1.result, ms: s.tools.c1.durationMs },
+    { status: "ok", progress: null, result: "hello", ms: 1200 },
+  );
+  assert.deepEqual(s.tools.c1.args, { path: "notes.txt" }, "the completion keeps the arguments");
+
+  s = play([ev("message.delta", { text: "It says hello." })], s);
+  assert.deepEqual(blocks(s), ["text:Let me look.", "tool:c1", "live:It says hello."], "text after the call is a new block");
+  // Progress for a call never started is not shown anywhere.
+  s = play([ev("tool.progress", { call_id: "c9", message: "?" })], s);
+  assert.equal(s.tools.c9, undefined);
+});
+
+test("an approval is asked on its card, then decided once", () => {
+  const request = { approval_id: "ap1", call_id: "c1", name: "terminal", args: { command: "ls" }, reason: "runs a command", expires_at: "2026-12-01T00:05:00Z" };
+  let s = play([ev("turn.started"), ev("approval.requested", request)]);
+  assert.deepEqual(blocks(s), ["tool:c1"]);
+  assert.equal(s.tools.c1.status, "approval");
+  assert.deepEqual(s.tools.c1.approvals, ["ap1"]);
+  assert.deepEqual(
+    { decision: s.approvals.ap1.decision, reason: s.approvals.ap1.reason, expiresAt: s.approvals.ap1.expiresAt },
+    { decision: null, reason: "runs a command", expiresAt: "2026-12-01T00:05:00Z" },
+  );
+  // The same approval again (the opening snapshot also lists it) adds no second question.
+  s = play([ev("approval.requested", request)], s);
+  assert.deepEqual(s.tools.c1.approvals, ["ap1"]);
+
+  s = play([ev("approval.resolved", { approval_id: "ap1", call_id: "c1", decision: "approve" })], s);
+  assert.equal(s.approvals.ap1.decision, "approve");
+  assert.equal(s.tools.c1.status, "pending", "approved: waiting to run");
+  // A later decision for a closed approval changes nothing.
+  const late = resolveApproval(deepFreeze(s), "ap1", "deny");
+  assert.equal(late.approvals.ap1.decision, "approve");
+
+  const denied = play([ev("approval.requested", { ...request, approval_id: "ap2", call_id: "c2" }), ev("approval.resolved", { approval_id: "ap2", decision: "timeout" })], s);
+  assert.equal(denied.approvals.ap2.decision, "timeout");
+  assert.equal(denied.tools.c2.status, "denied");
+});
+
+test("an interrupted turn stops streaming, says so and shows what it spent", () => {
+  const s = play([
+    ev("turn.started"),
+    ev("message.delta", { text: "n1 n2 " }),
+    ev("turn.finished", { result: "interrupted", failure_reason: "interrupted", usage: { input_tokens: 12, output_tokens: 3 }, cost: 0.001 }),
+  ]);
+  assert.deepEqual(blocks(s), ["text:n1 n2 ", "note:warn:Interrupted"]);
+  assert.deepEqual(s.turns["turn-a"].spent, { usage: { input_tokens: 12, output_tokens: 3 }, cost: 0.001 });
+
+  const failed = play([ev("turn.started", {}, "turn-b"), ev("turn.finished", { result: "failed", failure_reason: "provider_error", usage: {} }, "turn-b")]);
+  assert.deepEqual(blocks(failed, "turn-b"), ["note:warn:Failed: provider_error"]);
+  assert.equal(failed.turns["turn-b"].spent, null, "nothing spent, no usage line");
+});
+
+test("status events give the session's state and queue depth", () => {
+  let s = play([ev("status", { state: "running", queue_depth: 2 }, null)]);
+  assert.deepEqual(s.status, { state: "running", queueDepth: 2 });
+  s = play([ev("status", { state: "idle", queue_depth: 0 }, null)], s);
+  assert.deepEqual(s.status, { state: "idle", queueDepth: 0 });
+  assert.deepEqual(s.entries, [], "a status adds no row");
+});
+
+test("an event of a kind the view does not show is passed over without throwing", () => {
+  const s = play([ev("turn.started"), ev("message.delta", { text: "hi" })]);
+  const odd = ev("admission.queued", { admission_id: "adm-x", seq_in_queue: 1 });
+  const after = play([odd, ev("something.new", null, null), { seq: seq + 1, kind: "no.data" }], s);
+  seq += 1;
+  assert.deepEqual(after.entries, s.entries);
+  assert.deepEqual(after.turns, s.turns);
+  assert.equal(after.lastSeq, seq, "its seq still counts");
+});
+
+test("events of another turn go to that turn, drawn after the input that started it", () => {
+  let s = play([ev("turn.started", { admission_id: "adm-a" }), ev("message.delta", { text: "first " })]);
+  s = deepFreeze(sendStarted(s, "k2", "second question"));
+  s = deepFreeze(sendAccepted(s, "k2", "adm-b"));
+  s = deepFreeze(sendStarted(s, "k3", "third question"));
+  s = play([ev("turn.started", { admission_id: "adm-b" }, "turn-b"), ev("message.delta", { text: "second" }, "turn-b")], s);
+  s = play([ev("message.delta", { text: "answer" })], s);
+  assert.deepEqual(blocks(s, "turn-a"), ["live:first answer"]);
+  assert.deepEqual(blocks(s, "turn-b"), ["live:second"]);
+  assert.deepEqual(rows(s), ["turn:turn-a", "user:second question", "turn:turn-b", "user:third question"]);
+  // An event without a turn id has a turn of its own.
+  s = play([ev("message.delta", { text: "stray" }, null)], s);
+  assert.deepEqual(blocks(s, "none"), ["live:stray"]);
+  assert.deepEqual(blocks(s, "turn-a"), ["live:first answer"]);
+});
+
+test("a resumed turn drops the cut text; a turn left unknown gets a note and a banner", () => {
+  let s = play([ev("turn.started"), ev("message.delta", { text: "s01 s02 " })]);
+  s = play([ev("turn.resumed", { admission_id: "adm-a", attempt: 2, reason: "crash" }), ev("message.delta", { text: "s01 " })], s);
+  assert.deepEqual(blocks(s), [
+    "note:note:Resumed by itself after the server stopped mid-answer (attempt 2): the answer starts again.",
+    "live:s01 ",
+  ]);
+  s = play([ev("turn.unknown", { reason: "crash", failure_message: "process died" }, "turn-a", { admission_id: "adm-a" })], s);
+  assert.deepEqual(blocks(s).slice(1), ["text:s01 ", "note:warn:Outcome unknown (the gateway stopped during this turn)"]);
+  assert.deepEqual(s.banners, [{ key: "turn:adm-a", kind: "turn", admissionId: "adm-a", failureMessage: "process died" }]);
+  assert.deepEqual(dropBanner(deepFreeze(s), "turn:adm-a").banners, []);
+});
+
+test("a tool run left unknown asks a person; its completion takes the question away", () => {
+  let s = play([ev("turn.started"), ev("tool.started", { call_id: "c1", name: "terminal", args: {} })]);
+  s = play([ev("tool.completed", { call_id: "c1", name: "terminal", status: "unknown", preview: "" })], s);
+  assert.equal(s.tools.c1.status, "unknown");
+  assert.deepEqual(s.banners, [{ key: "tool:c1", kind: "tool", callId: "c1", name: "terminal" }]);
+  s = play([ev("tool.completed", { call_id: "c1", name: "terminal", status: "skipped", preview: "skipped" })], s);
+  assert.deepEqual(s.banners, []);
+});
+
+test("the transcript: rows once each, and a message.complete already in it drops the streamed copy", () => {
+  const messages = [
+    { id: "m1", role: "user", content: "hi", turn_id: "turn-a" },
+    { id: "m2", role: "assistant", content: "Looking.", turn_id: "turn-a", tool_calls: [{ id: "c1", function: { name: "read_file", arguments: "{}" } }] },
+    { id: "m3", role: "tool", tool_call_id: "c1", content: "file text" },
+    { id: "m4", role: "assistant", content: "Done.", turn_id: "turn-a" },
+    { id: "m5", role: "system", summary_epoch: 1, display: { replaced_messages: 4 } },
+  ];
+  let s = deepFreeze(addMessages(initialState(), messages));
+  s = deepFreeze(addMessages(s, messages));
+  assert.deepEqual(rows(s), ["user:hi", "turn:turn-a", "system:Earlier messages were summarized for the model (4 messages); they are all kept here."]);
+  assert.deepEqual(blocks(s), ["text:Looking.", "tool:c1", "text:Done."]);
+  assert.deepEqual({ status: s.tools.c1.status, result: s.tools.c1.result, name: s.tools.c1.name }, { status: "done", result: "file text", name: "read_file" });
+
+  s = play([ev("message.delta", { text: "Done" }), ev("message.complete", { message_id: "m4", text: "Done." })], s);
+  assert.deepEqual(blocks(s), ["text:Looking.", "tool:c1", "text:Done."], "no second copy");
+});
+
+test("the opening snapshot's open questions wait until the replay reaches its seq", () => {
+  seq = 100;
+  const session = {
+    state: "running",
+    queue_depth: 1,
+    last_event_seq: 103,
+    pending_approvals: [{ approval_id: "ap1", call_id: "c1", name: "terminal", args: {}, expires_at: "2026-12-01T00:05:00Z" }],
+    unknown_tool_runs: [{ call_id: "c0", name: "terminal" }],
+  };
+  let s = deepFreeze(applySession(initialState(), session, 100));
+  assert.deepEqual(s.status, { state: "running", queueDepth: 1 });
+  assert.deepEqual(s.approvals, {});
+  s = play([ev("turn.started"), ev("approval.requested", session.pending_approvals[0])], s);
+  assert.deepEqual(s.banners, [], "not yet: seq 102 of 103");
+  s = play([ev("status", { state: "running", queue_depth: 1 }, null)], s);
+  assert.deepEqual(rows(s), ["turn:turn-a"], "the approval stays on its replayed turn");
+  assert.deepEqual(s.tools.c1.approvals, ["ap1"]);
+  assert.deepEqual(s.banners.map((b) => b.key), ["tool:c0"]);
+  assert.equal(s.deferred, null);
+
+  // Nothing to replay: shown at once.
+  const now = applySession(initialState(), { ...session, pending_approvals: [] }, 103);
+  assert.deepEqual(now.banners.map((b) => b.key), ["tool:c0"]);
+});
