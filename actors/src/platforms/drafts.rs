@@ -14,11 +14,12 @@
 //! (already `sent`), so the final edit finds it even from another process, and so does a
 //! resumed turn (SPEC R13.9), whose draft starts again in that same message.
 use super::client::CallError;
-use super::format::{self, fence_close, fence_open, utf16_len};
+use super::format::{self, utf16_len};
 use super::send::Clients;
 use super::slack::{self, SlackChannel};
+use super::split::{self, fence_close, fence_open};
 use super::telegram::{Outgoing, TelegramChat};
-use super::{split, ChatTarget};
+use super::ChatTarget;
 use crate::deps::Deps;
 use dashmap::DashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -554,7 +555,8 @@ fn render(chat: &ChatTarget, text: &str, sent: bool) -> Rendered {
 
 /// The part of a text being streamed that no later text can change once formatted: every
 /// complete line, and of the line being written the part before anything that could still
-/// turn into formatting (a `*`, `_`, `` ` ``, `[` or `~`), or nothing while its first word
+/// turn into formatting (a `*`, `_`, `` ` ``, `[` or `~`) or change as it goes on (a `\`
+/// escape, an `&` entity, a `<` autolink or tag), or nothing while its first word
 /// could still make it a heading, list item, quote or fence.
 pub fn stable_markdown(text: &str) -> String {
     let (complete, partial) = match text.rfind('\n') {
@@ -627,7 +629,7 @@ fn stable_partial(line: &str) -> &str {
 
 /// `line` up to the first character at or after `from` that may open inline formatting.
 fn cut_inline(line: &str, from: usize) -> &str {
-    match line[from..].find(['*', '_', '`', '[', '~']) {
+    match line[from..].find(['*', '_', '`', '[', '~', '\\', '&', '<']) {
         Some(i) => &line[..from + i],
         None => line,
     }
@@ -665,6 +667,7 @@ mod tests {
              ```rust\nfn main() {\n    println!(\"*\");\n}\n```\nafter ~~x~~ done",
         );
         assert_only_appends("a * b * c and 3 * 4 = 12\n#hashtag x\n-5 degrees\n1 apple");
+        assert_only_appends(r"escaped \*x\* &amp; <https://x.dev> <b>tag</b> and **bold");
     }
 
     #[test]

@@ -8,7 +8,33 @@
 //!
 //! Pieces are a pure function of the text, so a send that resumes after a restart (the outbox
 //! row's `chunks_sent`) finds the same pieces.
-use super::format::{fence_close, fence_open, slack_mrkdwn, telegram_html, utf16_len};
+use super::format::{slack_mrkdwn, telegram_html, utf16_len};
+
+/// A fence opener: "```" or "~~~" (three or more), then an optional language. Cuts keep clear of
+/// fences found line by line this way (CommonMark's rule, less its limit on indentation);
+/// `drafts.rs` finds them the same way.
+pub(crate) fn fence_open(line: &str) -> Option<(String, String)> {
+    let t = line.trim_start();
+    let ch = t.chars().next().filter(|c| *c == '`' || *c == '~')?;
+    let n = t.chars().take_while(|c| *c == ch).count();
+    if n < 3 {
+        return None;
+    }
+    let info = t[n..].trim();
+    if ch == '`' && info.contains('`') {
+        return None;
+    }
+    let marker: String = std::iter::repeat_n(ch, n).collect();
+    let lang = info.split_whitespace().next().unwrap_or("").to_owned();
+    Some((marker, lang))
+}
+
+/// Whether `line` closes a fence opened with `marker`.
+pub(crate) fn fence_close(line: &str, marker: &str) -> bool {
+    let t = line.trim();
+    let ch = marker.chars().next().unwrap_or('`');
+    t.len() >= marker.len() && t.chars().all(|c| c == ch)
+}
 
 /// Telegram's limit on a message's text, in UTF-16 code units.
 pub const TELEGRAM_LIMIT: usize = 4096;
