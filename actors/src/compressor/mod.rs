@@ -234,44 +234,13 @@ async fn summarize_and_swap(
     token_of: &dyn Fn(&Message) -> u64,
 ) -> Result<Compacted, CompressFailure> {
     let middle = &rows[plan.middle()];
-    let summary_tokens = summary_budget(msg.window, msg.config.target_ratio);
-    let budget_bytes = summary_tokens as usize * BYTES_PER_TOKEN;
     let epoch = msg.base_epoch.saturating_add(1);
     let replaced = middle.iter().filter(|m| m.summary_epoch.is_none()).count();
     let removed: u64 = middle.iter().map(|m| token_of(m)).sum();
-    let after_with = |content: &str| {
-        msg.before_tokens
-            .saturating_sub(removed)
-            .saturating_add(estimate_tokens(content).saturating_add(4))
-    };
     let started = Instant::now();
-    let model_text = match &summarizer.cooling {
-        Some(reason) => Err(reason.clone()),
-        None => ask(msg, middle, summary_tokens).await,
-    };
-    let made_without =
-        |reason: &fallback::Reason| fallback::summary(middle, epoch, reason, budget_bytes);
-    let (content, fallback) = match model_text {
-        Ok(text) => {
-            // A model that ignores `max_tokens` is cut to the budget it was given, not refused.
-            if text.trim().len() > budget_bytes {
-                tracing::info!(session = %msg.session_id, bytes = text.trim().len(), budget_bytes, "the summary is longer than its budget; cut to it");
-            }
-            let text = fallback::cut_to_budget(text.trim(), budget_bytes);
-            let content = summary::summary_text(replaced, epoch, &text);
-            let useless = after_with(&content) as f64 > msg.before_tokens as f64 * USELESS_RATIO;
-            keep_or_replace(content, useless, || {
-                made_without(&fallback::Reason::Useless)
-            })
-        }
-        Err(reason) => (made_without(&reason), Some(reason)),
-    };
-    if let Some(reason) = fallback.as_ref().filter(|r| r.is_failure()) {
-        summarizer.failed(msg.session_id);
-        tracing::warn!(session = %msg.session_id, reason = reason.code(), ?reason, "the summarizer failed; compressing with the summary made without a model");
-    }
+    let (content, fallback) = summary_content(msg, summarizer, middle, epoch, removed).await;
     let summary_estimate = estimate_tokens(&content).saturating_add(4);
-    let after_tokens = after_with(&content);
+    let after_tokens = after_tokens(msg, removed, &content);
     let after_idx = plan
         .head_end
         .checked_sub(1)
@@ -302,70 +271,10 @@ async fn summarize_and_swap(
     });
     let (epoch, summary, rotated) = match msg.config.mode {
         CompressionMode::InPlace => {
-            let compaction = Compaction {
-                session_id: msg.session_id,
-                turn_id: msg.turn_id,
-                admission_id: msg.admission_id,
-                base_epoch: msg.base_epoch,
-                compressed: middle
-                    .iter()
-                    .map(|m| Replaced {
-                        id: m.id,
-                        idx: m.idx,
-                        summary: m.summary_epoch.is_some(),
-                    })
-                    .collect(),
-                summary,
-                event_data,
-            };
-            let done = store.commit_compression(&msg.fence, &compaction).await?;
-            crate::kill_point!("compression.after_commit");
-            hub.publish(done.event);
-            (done.epoch, done.summary, None)
+            commit_in_place(store, hub, msg, middle, summary, event_data).await?
         }
         CompressionMode::Rotate => {
-            // The child starts from the kept rows; an earlier summary is superseded by this
-            // one (the middle it summarized went into the new summary's input).
-            let kept = |range: std::ops::Range<usize>| -> Vec<MessageId> {
-                rows[range]
-                    .iter()
-                    .filter(|m| m.summary_epoch.is_none())
-                    .map(|m| m.id)
-                    .collect()
-            };
-            let rotation = Rotation {
-                session_id: msg.session_id,
-                turn_id: msg.turn_id,
-                admission_id: msg.admission_id,
-                base_epoch: msg.base_epoch,
-                child_id: SessionId::new(),
-                head: kept(0..plan.head_end),
-                tail: kept(plan.tail_start..rows.len()),
-                summary,
-                event_data,
-            };
-            let done = store.commit_rotation(&msg.fence, &rotation).await?;
-            crate::kill_point!("compression.after_commit");
-            for ev in done.events {
-                hub.publish(ev);
-            }
-            let summary = done
-                .rows
-                .iter()
-                .find(|m| m.summary_epoch.is_some())
-                .cloned()
-                .ok_or_else(|| StoreError::Corrupt("the rotated child has no summary".into()))?;
-            let rotated = Rotated {
-                child: done.child.id,
-                rows: done.rows,
-                kept: rotation
-                    .head
-                    .iter()
-                    .chain(&rotation.tail)
-                    .copied()
-                    .collect(),
-            };
-            (done.epoch, summary, Some(rotated))
+            commit_rotated(store, hub, msg, rows, &plan, summary, event_data).await?
         }
     };
     tracing::info!(
@@ -387,6 +296,143 @@ async fn summarize_and_swap(
         rotated,
         fallback,
     })
+}
+
+/// The request's estimated size once `removed` tokens are replaced by `summary`.
+fn after_tokens(msg: &Compress, removed: u64, summary: &str) -> u64 {
+    msg.before_tokens
+        .saturating_sub(removed)
+        .saturating_add(estimate_tokens(summary).saturating_add(4))
+}
+
+/// The summary's text and, when it was made without a model, why: the summarizer's text cut
+/// to its budget, unless the summarizer is cooling down, fails, or writes one that saves too
+/// little.
+async fn summary_content(
+    msg: &Compress,
+    summarizer: &Summarizer<'_>,
+    middle: &[&Message],
+    epoch: i32,
+    removed: u64,
+) -> (String, Option<fallback::Reason>) {
+    let summary_tokens = summary_budget(msg.window, msg.config.target_ratio);
+    let budget_bytes = summary_tokens as usize * BYTES_PER_TOKEN;
+    let replaced = middle.iter().filter(|m| m.summary_epoch.is_none()).count();
+    let model_text = match &summarizer.cooling {
+        Some(reason) => Err(reason.clone()),
+        None => ask(msg, middle, summary_tokens).await,
+    };
+    let made_without =
+        |reason: &fallback::Reason| fallback::summary(middle, epoch, reason, budget_bytes);
+    let (content, fallback) = match model_text {
+        Ok(text) => {
+            // A model that ignores `max_tokens` is cut to the budget it was given, not refused.
+            if text.trim().len() > budget_bytes {
+                tracing::info!(session = %msg.session_id, bytes = text.trim().len(), budget_bytes, "the summary is longer than its budget; cut to it");
+            }
+            let text = fallback::cut_to_budget(text.trim(), budget_bytes);
+            let content = summary::summary_text(replaced, epoch, &text);
+            let after = after_tokens(msg, removed, &content);
+            let useless = after as f64 > msg.before_tokens as f64 * USELESS_RATIO;
+            keep_or_replace(content, useless, || {
+                made_without(&fallback::Reason::Useless)
+            })
+        }
+        Err(reason) => (made_without(&reason), Some(reason)),
+    };
+    if let Some(reason) = fallback.as_ref().filter(|r| r.is_failure()) {
+        summarizer.failed(msg.session_id);
+        tracing::warn!(session = %msg.session_id, reason = reason.code(), ?reason, "the summarizer failed; compressing with the summary made without a model");
+    }
+    (content, fallback)
+}
+
+/// What a swap committed: the new epoch, the summary row, and the child when it rotated.
+type Swapped = (i32, Message, Option<Rotated>);
+
+/// `compression.mode = "in_place"`: the middle is marked compressed, the summary inserted.
+async fn commit_in_place(
+    store: &Store,
+    hub: &EventHub,
+    msg: &Compress,
+    middle: &[&Message],
+    summary: NewMessage,
+    event_data: serde_json::Value,
+) -> Result<Swapped, CompressFailure> {
+    let compaction = Compaction {
+        session_id: msg.session_id,
+        turn_id: msg.turn_id,
+        admission_id: msg.admission_id,
+        base_epoch: msg.base_epoch,
+        compressed: middle
+            .iter()
+            .map(|m| Replaced {
+                id: m.id,
+                idx: m.idx,
+                summary: m.summary_epoch.is_some(),
+            })
+            .collect(),
+        summary,
+        event_data,
+    };
+    let done = store.commit_compression(&msg.fence, &compaction).await?;
+    crate::kill_point!("compression.after_commit");
+    hub.publish(done.event);
+    Ok((done.epoch, done.summary, None))
+}
+
+/// `compression.mode = "rotate"` (SPEC R6.4): the live transcript moves into a child session.
+async fn commit_rotated(
+    store: &Store,
+    hub: &EventHub,
+    msg: &Compress,
+    rows: &[&Message],
+    plan: &Plan,
+    summary: NewMessage,
+    event_data: serde_json::Value,
+) -> Result<Swapped, CompressFailure> {
+    // The child starts from the kept rows; an earlier summary is superseded by this one (the
+    // middle it summarized went into the new summary's input).
+    let kept = |range: std::ops::Range<usize>| -> Vec<MessageId> {
+        rows[range]
+            .iter()
+            .filter(|m| m.summary_epoch.is_none())
+            .map(|m| m.id)
+            .collect()
+    };
+    let rotation = Rotation {
+        session_id: msg.session_id,
+        turn_id: msg.turn_id,
+        admission_id: msg.admission_id,
+        base_epoch: msg.base_epoch,
+        child_id: SessionId::new(),
+        head: kept(0..plan.head_end),
+        tail: kept(plan.tail_start..rows.len()),
+        summary,
+        event_data,
+    };
+    let done = store.commit_rotation(&msg.fence, &rotation).await?;
+    crate::kill_point!("compression.after_commit");
+    for ev in done.events {
+        hub.publish(ev);
+    }
+    let summary = done
+        .rows
+        .iter()
+        .find(|m| m.summary_epoch.is_some())
+        .cloned()
+        .ok_or_else(|| StoreError::Corrupt("the rotated child has no summary".into()))?;
+    let rotated = Rotated {
+        child: done.child.id,
+        rows: done.rows,
+        kept: rotation
+            .head
+            .iter()
+            .chain(&rotation.tail)
+            .copied()
+            .collect(),
+    };
+    Ok((done.epoch, summary, Some(rotated)))
 }
 
 /// The summarizer's text for `middle`, or why there is none: an error, no answer within

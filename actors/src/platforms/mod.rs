@@ -3,6 +3,7 @@
 pub mod chat;
 pub mod client;
 pub mod config;
+mod draft_text;
 pub mod drafts;
 pub mod format;
 pub mod send;

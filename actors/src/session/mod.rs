@@ -14,7 +14,7 @@ use registry::SessionRegistry;
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::Instrument;
-use turnkey_storage::{Admission, Fence, SessionId, StoreError, TurnId};
+use turnkey_storage::{Admission, Event, Fence, SessionId, StoreError, TurnId};
 
 /// An actor with nothing queued and nothing running stops after this long.
 const IDLE_STOP: Duration = Duration::from_secs(300);
@@ -406,6 +406,26 @@ async fn coalesce(
     joined
 }
 
+/// `queued → started` as `turn_id`. The input is final unless a burst joins it: then the user
+/// row waits for the joined text (`coalesce`), else it commits with the claim.
+async fn claim(
+    deps: &Deps,
+    fence: &Fence,
+    admission: &Admission,
+    turn_id: TurnId,
+    is_final: bool,
+) -> Result<Vec<Event>, StoreError> {
+    let owner = &deps.instance.owner;
+    if is_final {
+        let user = crate::input::user_row(admission, turn_id);
+        deps.store
+            .claim_with_user(fence, admission.id, owner, turn_id, &user)
+            .await
+    } else {
+        deps.store.claim(fence, admission.id, owner, turn_id).await
+    }
+}
+
 /// Runs one admission under the held lease: a queued one is claimed (or was, with the
 /// lease), a resumable orphan is taken over. `burst` are queued admissions the claimed turn
 /// carries too (`agent.coalesce_ms`). Answers what the drain does next.
@@ -427,21 +447,8 @@ async fn run_one(
             TURNS
                 .queue_wait
                 .observe(seconds_since(admission.created_at));
-            // The input is final unless a burst joins it: then the user row waits for the
-            // joined text (`coalesce`), else it commits with the claim.
-            let owner = &deps.instance.owner;
-            let claimed = async {
-                if burst.is_empty() {
-                    let user = crate::input::user_row(admission, turn_id);
-                    let store = &deps.store;
-                    store
-                        .claim_with_user(fence, admission.id, owner, turn_id, &user)
-                        .await
-                } else {
-                    deps.store.claim(fence, admission.id, owner, turn_id).await
-                }
-            }
-            .instrument(tracing::info_span!("admission"));
+            let claimed = claim(deps, fence, admission, turn_id, burst.is_empty())
+                .instrument(tracing::info_span!("admission"));
             (
                 turn_id,
                 Start::Fresh(None),

@@ -44,7 +44,9 @@ const ASSETS: &[Asset] = &[
     asset!("events.js", JS),
     asset!("markdown.js", JS),
     asset!("render.js", JS),
+    asset!("page.js", JS),
     asset!("session_state.js", JS),
+    asset!("session_view.js", JS),
 ];
 
 /// The ETag of each file, in the order of [`ASSETS`].
