@@ -42,6 +42,35 @@ pub struct SseEvent {
     pub data: Value,
 }
 
+/// An SSE event stream the server has answered (`Api::open_events_sse`).
+pub struct SseStream {
+    resp: reqwest::Response,
+    deadline: tokio::time::Instant,
+}
+
+impl SseStream {
+    /// Reads until `stop` returns true for an event, the stream ends, or the time given at
+    /// opening passes; returns what arrived.
+    pub async fn read_until(self, mut stop: impl FnMut(&SseEvent) -> bool) -> Vec<SseEvent> {
+        let mut stream = self.resp.bytes_stream().eventsource();
+        let mut got = Vec::new();
+        while let Ok(Some(item)) = tokio::time::timeout_at(self.deadline, stream.next()).await {
+            let ev = item.unwrap_or_else(|e| panic!("SSE parse error: {e}"));
+            let ev = SseEvent {
+                id: ev.id.parse().ok(),
+                kind: ev.event,
+                data: serde_json::from_str(&ev.data).unwrap_or(Value::String(ev.data)),
+            };
+            let done = stop(&ev);
+            got.push(ev);
+            if done {
+                break;
+            }
+        }
+        got
+    }
+}
+
 /// Client for one turnkey process.
 #[derive(Clone)]
 pub struct Api {
@@ -312,8 +341,23 @@ impl Api {
         session: &str,
         last_event_id: Option<i64>,
         how_long: Duration,
-        mut stop: impl FnMut(&SseEvent) -> bool,
+        stop: impl FnMut(&SseEvent) -> bool,
     ) -> Vec<SseEvent> {
+        self.open_events_sse(session, last_event_id, how_long)
+            .await
+            .read_until(stop)
+            .await
+    }
+
+    /// Opens the SSE event stream (optionally with `Last-Event-ID`), returning once the server
+    /// answered: it subscribes to the session before it answers (`web/src/routes/events.rs`),
+    /// so every event committed from then on comes live. Read within `how_long`.
+    pub async fn open_events_sse(
+        &self,
+        session: &str,
+        last_event_id: Option<i64>,
+        how_long: Duration,
+    ) -> SseStream {
         let mut b = self
             .http
             .get(format!("{}/v1/sessions/{session}/events", self.base))
@@ -335,23 +379,24 @@ impl Api {
             let text = resp.text().await.unwrap_or_default();
             panic!("SSE events of {session}: {status} {content_type:?} {text}");
         }
-        let mut stream = resp.bytes_stream().eventsource();
-        let mut got = Vec::new();
-        let deadline = tokio::time::Instant::now() + how_long;
-        while let Ok(Some(item)) = tokio::time::timeout_at(deadline, stream.next()).await {
-            let ev = item.unwrap_or_else(|e| panic!("SSE parse error: {e}"));
-            let ev = SseEvent {
-                id: ev.id.parse().ok(),
-                kind: ev.event,
-                data: serde_json::from_str(&ev.data).unwrap_or(Value::String(ev.data)),
-            };
-            let done = stop(&ev);
-            got.push(ev);
-            if done {
-                break;
-            }
+        SseStream {
+            resp,
+            deadline: tokio::time::Instant::now() + how_long,
         }
-        got
+    }
+
+    /// The outbox row of the reply to `admission` (`GET /v1/outbox?status=sent`), once it is
+    /// `sent`; panics after `bound`.
+    pub async fn reply_sent(&self, admission: &str, bound: Duration) -> Value {
+        let key = format!("reply:{admission}");
+        eventually(bound, &format!("sent outbox row {key}"), || async {
+            let sent = self.get("/v1/outbox?status=sent").await;
+            let rows = sent.body["deliveries"].as_array()?;
+            rows.iter()
+                .find(|row| row["idempotency_key"] == key.as_str())
+                .cloned()
+        })
+        .await
     }
 
     /// `{"messages": [...]}` of a session, as a list.

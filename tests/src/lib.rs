@@ -21,7 +21,7 @@ pub mod webhooks;
 pub mod wire;
 pub mod ws;
 
-pub use api::{Api, Resp, SseEvent};
+pub use api::{Api, Resp, SseEvent, SseStream};
 pub use fake_platforms::{FakeCall, FakeKind, FakeMessage, FakePlatform, Fault};
 pub use harness::{Turnkey, TurnkeyOptions};
 pub use local_model::LocalModel;

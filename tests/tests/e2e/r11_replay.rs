@@ -179,14 +179,10 @@ async fn r11_2_replay_since_seq_json_and_sse_agree() {
     }
 
     // Live: a subscriber from the last seq sees the next turn's events continue the sequence.
-    let live = {
-        let (api, session) = (api.clone(), session.clone());
-        tokio::spawn(async move {
-            api.events_sse(&session, Some(max), BOUND, |e| e.kind == "turn.finished")
-                .await
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The server answers a stream only once it has subscribed to the session: from here on
+    // the subscriber is live, before the fourth turn is submitted.
+    let live = api.open_events_sse(&session, Some(max), BOUND).await;
+    let live = tokio::spawn(live.read_until(|e| e.kind == "turn.finished"));
     let fourth = api
         .submit_accepted(&session, "please answer [turn 4]")
         .await;

@@ -132,6 +132,30 @@ async fn wait_outbox(api: &Api, status: &str, n: usize) -> Vec<Value> {
     }
 }
 
+/// The text of each call to `method`, accepted or not.
+fn texts(platform: &FakePlatform, method: &str) -> Vec<String> {
+    platform
+        .calls_to(method)
+        .iter()
+        .map(|c| c.text().to_owned())
+        .collect()
+}
+
+/// Writes `text` as Alice on Telegram and waits until the reply is `sent`. The sender offers
+/// only a chat's oldest `pending` or `sending` row (`Store::due_outbox`), and this reply is
+/// written after every earlier row of the chat: any send of those, a wrong second one
+/// included, went out before this reply did.
+async fn later_telegram_reply(tk: &Turnkey, update: i64, text: &str) -> Value {
+    let hooks = Webhooks::new(&tk.url);
+    let later = admitted(
+        hooks
+            .telegram(&telegram_message(update, ALICE, ALICE, text))
+            .await,
+    )
+    .await;
+    tk.api().reply_sent(&later, BOUND).await
+}
+
 // --- a message in, a reply out, on each platform --------------------------------------------
 
 on_both!(reply_on_each_platform);
@@ -218,11 +242,50 @@ async fn reply_on_each_platform(database: Option<&str>) {
     assert_eq!(id_of("slack"), json!(sl[0].message_id.clone().unwrap()));
     assert_eq!(id_of("webhook"), Value::Null);
     assert!(sent.iter().all(|r| r["attempts"] == 1), "{sent:?}");
-    // Nothing was sent twice.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(fakes.tg.calls_to("sendMessage").len(), 1);
-    assert_eq!(fakes.sl.calls_to("chat.postMessage").len(), 1);
-    assert_eq!(fakes.gw.calls_to("reply").len(), 1);
+
+    // Nothing was sent twice: a later message in each chat has its reply sent, which a second
+    // send of the first would have preceded (`later_telegram_reply` says why).
+    later_telegram_reply(&tk, 1002, "later on telegram").await;
+    let later_slack = admitted(
+        hooks
+            .slack(&slack_message(
+                "Ev2",
+                "C1",
+                "1700000000.000200",
+                SLACK_USER,
+                &format!("<@{SLACK_BOT_USER}> later on slack"),
+            ))
+            .await,
+    )
+    .await;
+    let later_generic = admitted(
+        hooks
+            .generic(&generic_message(
+                "room-1",
+                "m-2",
+                "alice",
+                "later on generic",
+            ))
+            .await,
+    )
+    .await;
+    api.reply_sent(&later_slack, BOUND).await;
+    api.reply_sent(&later_generic, BOUND).await;
+    assert_eq!(
+        texts(&fakes.tg, "sendMessage"),
+        [
+            "<b>telegram</b> answer &amp; &lt;more&gt;",
+            "ok: later on telegram"
+        ]
+    );
+    assert_eq!(
+        texts(&fakes.sl, "chat.postMessage"),
+        ["*slack* answer &amp; &lt;more&gt;", "ok: later on slack"]
+    );
+    assert_eq!(
+        texts(&fakes.gw, "reply"),
+        ["**generic** answer & <more>", "ok: later on generic"]
+    );
 }
 
 // --- SIGKILL after the turn's end, before the send ------------------------------------------
@@ -268,11 +331,26 @@ async fn killed_before_the_send_sends_once_after_restart(database: Option<&str>)
         .await
         .unwrap();
     assert_eq!(sent[0].text(), "the answer that must arrive once");
-    // Several of the sender's looks later, still once.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    assert_eq!(fakes.tg.calls_to("sendMessage").len(), 1);
-    let sent = wait_outbox(&tk.api(), "sent", 1).await;
-    assert_eq!(sent[0]["attempts"], 1, "{sent:?}");
+    // Still once when a later reply in the chat is out (`later_telegram_reply` says why).
+    let api = tk.api();
+    later_telegram_reply(&tk, 2002, "later").await;
+    assert_eq!(
+        texts(&fakes.tg, "sendMessage"),
+        ["the answer that must arrive once", "ok: later"]
+    );
+    let sent: Vec<(Value, Value)> = outbox(&api, "sent")
+        .await
+        .iter()
+        .map(|r| (r["payload"]["text"].clone(), r["attempts"].clone()))
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            (json!("ok: later"), json!(1)),
+            (json!("the answer that must arrive once"), json!(1))
+        ],
+        "newest first, each sent at the first attempt"
+    );
 }
 
 // --- SIGKILL mid-send: unknown, listed, counted, not resent -----------------------------------
@@ -332,9 +410,13 @@ async fn killed_mid_send_is_unknown_listed_counted_and_not_resent(database: Opti
         "{}",
         metrics.text
     );
-    // Not sent again on its own, however long the sender looks.
-    tokio::time::sleep(Duration::from_millis(3000)).await;
-    assert_eq!(fakes.tg.calls_to("sendMessage").len(), 1);
+    // Not sent again on its own: a later reply in the chat goes out, and an `unknown` row the
+    // sender wrongly took for open would be the chat's oldest and have gone out first.
+    let later = later_telegram_reply(&tk, 3002, "later").await;
+    assert_eq!(
+        texts(&fakes.tg, "sendMessage"),
+        ["an answer cut mid-send", "ok: later"]
+    );
     assert_eq!(outbox(&api, "unknown").await.len(), 1);
 
     // A filter that is not a status is refused.
@@ -351,12 +433,13 @@ async fn killed_mid_send_is_unknown_listed_counted_and_not_resent(database: Opti
     assert_eq!(r.body["status"], "pending");
     let calls = fakes
         .tg
-        .wait_accepted(&["sendMessage"], 2, BOUND)
+        .wait_accepted(&["sendMessage"], 3, BOUND)
         .await
         .unwrap();
-    assert_eq!(calls[1].text(), "an answer cut mid-send");
-    let sent = wait_outbox(&api, "sent", 1).await;
-    assert_eq!(sent[0]["id"], row["id"]);
+    assert_eq!(calls[2].text(), "an answer cut mid-send");
+    let sent = wait_outbox(&api, "sent", 2).await;
+    let ids: Vec<&Value> = sent.iter().map(|r| &r["id"]).collect();
+    assert_eq!(ids, [&later["id"], &row["id"]], "newest first");
     let again = api
         .post(&format!("/v1/outbox/{id}/resend"), &json!({}))
         .await;
@@ -384,8 +467,16 @@ async fn killed_mid_send_with_resend_unknown_is_sent_again(database: Option<&str
     let api = tk.api();
     let sent = wait_outbox(&api, "sent", 1).await;
     assert_eq!(sent[0]["attempts"], 2, "{sent:?}");
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(fakes.tg.calls_to("sendMessage").len(), 2);
+    // Not a third time (`later_telegram_reply` says why the later reply shows it).
+    later_telegram_reply(&tk, 3002, "later").await;
+    assert_eq!(
+        texts(&fakes.tg, "sendMessage"),
+        [
+            "an answer cut mid-send",
+            "an answer cut mid-send",
+            "ok: later"
+        ]
+    );
     assert!(outbox(&api, "unknown").await.is_empty());
 }
 
@@ -419,8 +510,14 @@ async fn killed_while_the_platform_holds_the_request_is_unknown(database: Option
     let api = tk.api();
     let unknown = wait_outbox(&api, "unknown", 1).await;
     assert_eq!(unknown[0]["kind"], "reply");
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    assert_eq!(fakes.tg.calls_to("sendMessage").len(), 1, "not sent again");
+    // An `unknown` row the sender wrongly took for open would be the chat's oldest, sent
+    // before the later reply.
+    later_telegram_reply(&tk, 4002, "later").await;
+    assert_eq!(
+        texts(&fakes.tg, "sendMessage"),
+        ["an answer the platform holds", "ok: later"],
+        "not sent again"
+    );
 }
 
 // --- 429: retried after the time the platform gave ------------------------------------------
@@ -516,9 +613,14 @@ async fn a_long_answer_is_two_telegram_messages_with_intact_fences(database: Opt
         .wait_accepted(&["sendMessage"], 2, BOUND)
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    // Two messages, no more (`later_telegram_reply` says why the later reply shows it), none
+    // refused.
+    let api = tk.api();
+    later_telegram_reply(&tk, 6002, "later").await;
     let calls_now = fakes.tg.calls_to("sendMessage");
-    assert_eq!(calls_now.len(), 2, "two messages, no more, none refused");
+    assert_eq!(calls_now.len(), 3, "{calls_now:?}");
+    assert!(calls_now.iter().all(|c| c.ok), "{calls_now:?}");
+    assert_eq!(calls_now[2].text(), "ok: later");
     let mut visible = String::new();
     for c in &calls {
         let html = c.text();
@@ -541,10 +643,13 @@ async fn a_long_answer_is_two_telegram_messages_with_intact_fences(database: Opt
         let line = format!("    let value_{i} = compute(&input[{i}..]) << 2; // step {i}");
         assert_eq!(visible.matches(&line).count(), 2, "line {i} once per fence");
     }
-    let sent = wait_outbox(&tk.api(), "sent", 1).await;
-    assert_eq!(sent[0]["chunks_sent"], 2, "{sent:?}");
+    // Newest first: the later reply, then the long one.
+    let sent = outbox(&api, "sent").await;
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert_eq!(sent[0]["payload"]["text"], "ok: later");
+    assert_eq!(sent[1]["chunks_sent"], 2, "{sent:?}");
     assert_eq!(
-        sent[0]["platform_message_id"],
+        sent[1]["platform_message_id"],
         json!(calls[0].message_id.clone().unwrap())
     );
 }
@@ -576,8 +681,26 @@ async fn twenty_messages_get_twenty_replies_in_order(database: Option<&str>) {
     let expected: Vec<String> = (0..20).map(|i| format!("ok: burst {i}")).collect();
     assert_eq!(texts, expected);
     assert!(calls.iter().all(|c| c.body["chat_id"] == json!(BOB)));
-    tokio::time::sleep(Duration::from_millis(1000)).await;
-    assert_eq!(fakes.tg.accepted(&["sendMessage"]).len(), 20);
+    // None sent twice: a later message in the chat has its reply sent, which any second send
+    // of the twenty would have preceded (`later_telegram_reply` says why).
+    let later = admitted(
+        hooks
+            .telegram(&telegram_message(7020, BOB, BOB, "after the burst"))
+            .await,
+    )
+    .await;
+    tk.api().reply_sent(&later, BOUND).await;
+    let texts: Vec<String> = fakes
+        .tg
+        .accepted(&["sendMessage"])
+        .iter()
+        .map(|c| c.text().to_owned())
+        .collect();
+    let expected: Vec<String> = (0..20)
+        .map(|i| format!("ok: burst {i}"))
+        .chain(["ok: after the burst".to_owned()])
+        .collect();
+    assert_eq!(texts, expected);
 }
 
 // --- approval requests: buttons out, a press in ----------------------------------------------

@@ -454,6 +454,9 @@ async fn r1_2_a_server_restart_is_followed_without_repeats_and_a_line_typed_mean
         pty.send_line("typed while down");
         pty.expect("[not sent yet: ");
     });
+    // Past the client's first retry (500 ms after the refusal), so the line is sent again while
+    // the server is down too; a refused connection leaves no fact to wait for, and the client
+    // says `not sent yet` only once.
     tokio::time::sleep(Duration::from_secs(1)).await;
     tk.start_again_at_same_address().await;
     blocking(|| {

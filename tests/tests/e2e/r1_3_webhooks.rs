@@ -202,10 +202,50 @@ async fn message_in_reply_out(database: Option<&str>) {
     assert_eq!(sent[0].body["text"], "generic answer");
     assert_eq!(sent[0].body["in_reply_to"], "m-1");
     assert_eq!(sent[0].body["final"], true);
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(telegram.accepted(&["sendMessage"]).len(), 1);
-    assert_eq!(slack.accepted(&["chat.postMessage"]).len(), 1);
-    assert_eq!(webhook.accepted(&["reply"]).len(), 1);
+
+    // Once: a later message in each chat has its reply sent. The outbox sender offers only a
+    // chat's oldest open row (`Store::due_outbox`), so a second send of the first reply would
+    // have gone out before this one.
+    let later = [
+        hooks
+            .telegram(&telegram_message(1002, ALICE, ALICE, "later on telegram"))
+            .await,
+        hooks
+            .slack(&slack_message(
+                "Ev2",
+                "C1",
+                "1700000000.000200",
+                SLACK_USER,
+                &format!("<@{SLACK_BOT_USER}> later on slack"),
+            ))
+            .await,
+        hooks
+            .generic(&generic_message(
+                "room-1",
+                "m-2",
+                "alice",
+                "later on generic",
+            ))
+            .await,
+    ];
+    for (r, _) in &later {
+        api.reply_sent(&admission_id(r), BOUND).await;
+    }
+    let texts = |calls: Vec<turnkey_tests::FakeCall>| -> Vec<String> {
+        calls.iter().map(|c| c.text().to_owned()).collect()
+    };
+    assert_eq!(
+        texts(telegram.accepted(&["sendMessage"])),
+        ["telegram answer", "ok: later on telegram"]
+    );
+    let slack_sent = texts(slack.accepted(&["chat.postMessage"]));
+    assert_eq!(slack_sent.len(), 2, "{slack_sent:?}");
+    assert!(slack_sent[0].contains("slack answer"), "{slack_sent:?}");
+    assert_eq!(slack_sent[1], "ok: later on slack");
+    assert_eq!(
+        texts(webhook.accepted(&["reply"])),
+        ["generic answer", "ok: later on generic"]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -457,26 +497,68 @@ async fn redelivered_updates_run_once(database: Option<&str>) {
         let done = api.wait_terminal(&admission_id(r), BOUND).await;
         assert_eq!(done["outcome"]["result"], "completed", "{done}");
     }
-    // Each ran once, and each got one reply.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Each ran once, and each got one reply: shown by a later message in each chat. A chat's
+    // session runs its inputs in order, so a second run of the first would have reached the
+    // model before the later one did, and written its reply row before the later turn ended.
+    let later = [
+        hooks
+            .telegram(&telegram_message(3002, ALICE, ALICE, "later on telegram"))
+            .await,
+        hooks
+            .slack(&slack_message(
+                "Ev4",
+                "C1",
+                "1700000000.000400",
+                SLACK_USER,
+                &format!("<@{SLACK_BOT_USER}> later on slack"),
+            ))
+            .await,
+        hooks
+            .generic(&generic_message(
+                "room-2",
+                "m-later",
+                "alice",
+                "later on generic",
+            ))
+            .await,
+    ];
+    for (r, _) in &later {
+        let done = api.wait_terminal(&admission_id(r), BOUND).await;
+        assert_eq!(done["outcome"]["result"], "completed", "{done}");
+    }
+    let sorted = |mut texts: Vec<String>| {
+        texts.sort();
+        texts
+    };
     let asked: Vec<String> = provider
         .requests()
         .iter()
         .map(|r| r.last_user_text.clone())
         .collect();
-    assert_eq!(asked.len(), 3, "{asked:?}");
-    assert_eq!(rows.count("session_admissions").await, 3);
-    let replies: Vec<_> = rows
+    assert_eq!(asked.len(), 6, "{asked:?}");
+    // The chats ran side by side: the order within each group of three is open.
+    let first_three = ["generic once", "only once please", "slack once"];
+    let later_three = ["later on generic", "later on slack", "later on telegram"];
+    assert_eq!(sorted(asked[..3].to_vec()), first_three, "{asked:?}");
+    assert_eq!(sorted(asked[3..].to_vec()), later_three, "{asked:?}");
+    assert_eq!(rows.count("session_admissions").await, 6);
+    let replies: Vec<String> = rows
         .outbox()
         .await
         .into_iter()
         .filter(|r| r.kind == "reply")
+        .map(|r| r.text().to_owned())
         .collect();
-    assert_eq!(replies.len(), 3, "{replies:?}");
+    let expected: Vec<String> = first_three
+        .iter()
+        .chain(&later_three)
+        .map(|t| format!("ok: {t}"))
+        .collect();
+    assert_eq!(sorted(replies), sorted(expected));
     // After the turn ended the redelivery still answers the same admission.
     let (late, _) = hooks.telegram(&update).await;
     assert_eq!(admission_id(&late), admission_id(&first));
-    assert_eq!(rows.count("session_admissions").await, 3);
+    assert_eq!(rows.count("session_admissions").await, 6);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,6 +17,10 @@ const TURNS_S2: usize = 4;
 /// All slow turns (0.5 s each), lease hand-overs included.
 const ALL_DONE: Duration = Duration::from_secs(90);
 
+/// One more turn on each session once all tagged turns ended (untagged: the default answer).
+const LATER_S1: &str = "later on the first session";
+const LATER_S2: &str = "later on the second session";
+
 fn slow_answer(tag: &str) -> Reply {
     Reply::chunks(
         &[tag, " slow", " answer", " in", " five"],
@@ -99,7 +103,17 @@ async fn two_processes_one_store(first: TurnkeyOptions, provider: &ScriptedProvi
         let ids = submit_alternating(apis.clone(), s1.clone(), S1, n..n + 1).await;
         wait_all_completed(&apis[(n + 1) % 2], &ids, deadline).await;
     }
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // A later turn on each session: it runs after every input admitted before it, so a turn
+    // run a second time, by either process, would have called the model before it did.
+    for (n, (session, text)) in [(&s1, LATER_S1), (&s2, LATER_S2)].into_iter().enumerate() {
+        let id = apis[n].submit_accepted(session, text).await;
+        wait_all_completed(&apis[n], &[id], deadline).await;
+    }
+    let last_two: Vec<String> = provider.requests()[TURNS_S1 + TURNS_S2..]
+        .iter()
+        .map(|r| r.last_user_text.clone())
+        .collect();
+    assert_eq!(last_two, [LATER_S1, LATER_S2]);
 
     assert_eq!(
         provider.request_count_for(S1),
@@ -111,7 +125,7 @@ async fn two_processes_one_store(first: TurnkeyOptions, provider: &ScriptedProvi
         TURNS_S2,
         "one model call per S2 turn"
     );
-    assert_eq!(provider.request_count(), TURNS_S1 + TURNS_S2);
+    assert_eq!(provider.request_count(), TURNS_S1 + TURNS_S2 + 2);
     assert_eq!(
         provider.max_concurrency_for(S1),
         1,
@@ -143,10 +157,19 @@ async fn two_processes_one_store(first: TurnkeyOptions, provider: &ScriptedProvi
         .collect();
     assert_eq!(
         rows.len(),
-        2 * TURNS_S1,
+        2 * TURNS_S1 + 2,
         "a user and an assistant row per turn: {rows:?}"
     );
-    for pair in rows.chunks(2) {
+    let (tagged, later) = rows.split_at(2 * TURNS_S1);
+    let row = |role: &str, text: &str| (role.to_owned(), text.to_owned());
+    assert_eq!(
+        later,
+        [
+            row("user", LATER_S1),
+            row("assistant", &format!("ok: {LATER_S1}"))
+        ]
+    );
+    for pair in tagged.chunks(2) {
         assert_eq!(pair[0].0, "user", "{rows:?}");
         assert!(pair[0].1.ends_with(S1), "{rows:?}");
         assert_eq!(pair[1].0, "assistant", "{rows:?}");

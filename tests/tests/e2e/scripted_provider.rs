@@ -6,6 +6,7 @@ use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use serde_json::{json, Value};
 use std::time::Duration;
+use turnkey_tests::wait::{within, BOUND};
 use turnkey_tests::{Reply, ScriptedProvider, Step};
 
 fn client() -> reqwest::Client {
@@ -378,15 +379,11 @@ async fn scripted_hang_ends_when_client_goes_away() {
         .await
         .unwrap();
     drop(resp);
-    let mut finished = false;
-    for _ in 0..100 {
-        if p.requests()[0].finished_at.is_some() {
-            finished = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(finished, "a hang whose client left counts as finished");
+    let finished = within(BOUND, || async { p.requests()[0].finished_at }).await;
+    assert!(
+        finished.is_some(),
+        "a hang whose client left counts as finished"
+    );
 }
 
 #[tokio::test]
