@@ -18,6 +18,7 @@ mod m20261207_000002_admissions_by_session_status;
 mod m20261208_000001_last_prompt_on_session;
 mod m20261209_000001_resume_attempts;
 mod m20261210_000001_session_display;
+mod m20261211_000001_memory;
 
 pub struct Migrator;
 
@@ -41,6 +42,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261208_000001_last_prompt_on_session::Migration),
             Box::new(m20261209_000001_resume_attempts::Migration),
             Box::new(m20261210_000001_session_display::Migration),
+            Box::new(m20261211_000001_memory::Migration),
         ]
     }
 }

@@ -67,6 +67,14 @@ uuid_id!(
     /// One scheduled job (SPEC R1.5).
     ScheduleId
 );
+uuid_id!(
+    /// One entry of a principal's memory or user profile (SPEC R5.2).
+    MemoryEntryId
+);
+uuid_id!(
+    /// One recorded change of a memory entry.
+    MemoryChangeId
+);
 
 /// A per-session event sequence number: unique and increasing, without gaps.
 #[derive(

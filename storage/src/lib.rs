@@ -16,6 +16,9 @@ pub use status::{
     ToolRunStatus, TurnResult,
 };
 pub use store::{
+    Author, ChangedBy, MemoryChange, MemoryEdit, MemoryEntry, MemoryTarget, MemoryWrite,
+};
+pub use store::{
     ClaimAs, Compaction, CompactionDone, Inbound, InterruptRequest, InterruptStatus, LeaseClaim,
     Replaced, Rotation, RotationDone, Store, StoreError,
 };

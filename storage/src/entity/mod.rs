@@ -9,6 +9,8 @@ pub mod event;
 pub mod inbound_update;
 pub mod interrupt_request;
 pub mod lease;
+pub mod memory_change;
+pub mod memory_entry;
 pub mod message;
 pub mod outbox;
 pub mod principal;

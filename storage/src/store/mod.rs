@@ -12,6 +12,10 @@ mod convert;
 mod leases;
 pub use leases::{ClaimAs, LeaseClaim};
 mod log;
+mod memory;
+pub use memory::{
+    Author, ChangedBy, MemoryChange, MemoryEdit, MemoryEntry, MemoryTarget, MemoryWrite,
+};
 mod outbox;
 mod rotation;
 pub use rotation::{Rotation, RotationDone};

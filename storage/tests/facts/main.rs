@@ -9,6 +9,7 @@
 mod common;
 
 mod compression;
+mod memory;
 mod migrate;
 mod notify;
 mod outbox;
