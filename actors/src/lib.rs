@@ -8,7 +8,7 @@
 //! shows the same list. A floor names modules; a file belongs to the longest name that is a
 //! prefix of its path.
 //!
-//! 1. leaves: `error`, `display`, `stages`, `instance`, `wakeups`, `failpoints`, `provider_health`, `platforms::chat`, `platforms::client`, `platforms::config`, `platforms::format`, `platforms::split`
+//! 1. leaves: `error`, `display`, `stages`, `instance`, `wakeups`, `failpoints`, `provider_health`, `memory`, `platforms::chat`, `platforms::client`, `platforms::config`, `platforms::format`, `platforms::split`
 //! 2. settings: `limits`, `schedule`, `config`, `input`, `toolbox`, `platforms`, `platforms::telegram`, `platforms::slack`, `platforms::webhook`, `platforms::send`
 //! 3. plumbing: `delivery`, `compressor`, `tool_exec`, `deps`
 //! 4. ownership: `lease`, `busy_policy`
@@ -30,6 +30,7 @@ pub mod input;
 pub mod instance;
 pub mod lease;
 pub mod limits;
+pub mod memory;
 pub mod notifier;
 pub mod outbox_sender;
 pub mod platforms;

@@ -1,0 +1,3 @@
+//! Memory (SPEC R5.2; issue 23): what the agent keeps about a principal across sessions. The
+//! entries live in the store (`Store::edit_memory`); `scan` says what a write may not carry.
+pub mod scan;
