@@ -133,28 +133,12 @@ async fn write_child(
     epoch: i32,
 ) -> Result<Vec<Message>> {
     // The root's transcript points at the child now: the inserts below write there.
-    for id in &r.head {
-        insert_row(
-            tx,
-            r.session_id,
-            &copy_of(&found[&id.to_string()])?,
-            Some(*id),
-        )
-        .await?;
-    }
+    copy_rows(tx, r.session_id, &r.head, found).await?;
     let mut summary = r.summary.clone();
     summary.summary_epoch = Some(epoch);
     summary.summary_after_idx = Some(i64::try_from(r.head.len()).unwrap_or(i64::MAX));
     insert_message(tx, r.session_id, &summary).await?;
-    for id in &r.tail {
-        insert_row(
-            tx,
-            r.session_id,
-            &copy_of(&found[&id.to_string()])?,
-            Some(*id),
-        )
-        .await?;
-    }
+    copy_rows(tx, r.session_id, &r.tail, found).await?;
     message::Entity::find()
         .filter(message::Column::SessionId.eq(child_id))
         .order_by_asc(message::Column::Idx)
@@ -163,6 +147,23 @@ async fn write_child(
         .into_iter()
         .map(convert::message)
         .collect::<Result<Vec<_>>>()
+}
+
+/// Copies of the kept rows `ids` (read back in `found`), in order, each remembering the row it
+/// copies.
+async fn copy_rows(
+    tx: &WriteTx,
+    session: SessionId,
+    ids: &[MessageId],
+    found: &HashMap<String, message::Model>,
+) -> Result<()> {
+    for id in ids {
+        let row = found
+            .get(&id.to_string())
+            .ok_or_else(|| StoreError::Corrupt(format!("kept row {id} was not read back")))?;
+        insert_row(tx, session, &copy_of(row)?, Some(*id)).await?;
+    }
+    Ok(())
 }
 
 /// The live rows of `transcript` (not compressed) among `ids`, by id, read in chunks.
