@@ -24,6 +24,31 @@ pub struct RuntimeConfig {
     pub schedules: Vec<crate::schedule::ScheduleConfig>,
     /// `[platforms.*]`: the chat platforms served; each is off unless configured.
     pub platforms: crate::platforms::PlatformsConfig,
+    /// `[memory]`: what the agent keeps per principal across sessions (SPEC R5.2).
+    pub memory: MemoryConfig,
+}
+
+/// `[memory]` (API.md "Memory and skills"): the `memory` tool is offered when `enabled` and
+/// `tools.enabled` names it; each principal's notes and user profile are bounded in
+/// characters.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MemoryConfig {
+    pub enabled: bool,
+    /// The agent's own notes, per principal.
+    pub memory_chars: usize,
+    /// What it knows about the user, per principal.
+    pub profile_chars: usize,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            memory_chars: 2200,
+            profile_chars: 1375,
+        }
+    }
 }
 
 /// What a new message does while a turn runs (SPEC R13.4).
@@ -146,6 +171,7 @@ impl Default for ToolsConfig {
                 "patch",
                 "search_files",
                 "web_fetch",
+                "memory",
             ]
             .map(String::from)
             .to_vec(),

@@ -1,6 +1,7 @@
 //! The toolbox: builds, once at start-up, the tools a turn may call (the built-ins named in
-//! `tools.enabled`, and the tools of every `[[tools.mcp]]` server, which it starts) and the
-//! schemas the model is offered. The workspace every tool is confined to is created here if
+//! `tools.enabled`, the gateway's own tools it names (`memory`: made by the gateway, which has
+//! the store), and the tools of every `[[tools.mcp]]` server, which it starts) and the schemas
+//! the model is offered. The workspace every tool is confined to is created here if
 //! missing and fixed as an absolute path; MCP servers run in it.
 use crate::config::RuntimeConfig;
 use crate::error::GatewayError;
@@ -9,7 +10,10 @@ use std::sync::Arc;
 use turnkey_providers::ToolSchema;
 use turnkey_tools::builtin::{builtin_registry, BuiltinConfig, ToolSetupError};
 use turnkey_tools::mcp::{McpServer, McpServerConfig};
-use turnkey_tools::Registry;
+use turnkey_tools::{Registry, Tool};
+
+/// Tools the gateway makes itself, named in `tools.enabled` like the built-ins.
+pub const GATEWAY_TOOLS: &[&str] = &["memory"];
 
 pub struct Toolbox {
     pub registry: Arc<Registry>,
@@ -25,7 +29,12 @@ fn config_error(key: impl Into<String>, reason: impl Into<String>) -> GatewayErr
     }
 }
 
-pub async fn build(config: &RuntimeConfig) -> Result<Toolbox, GatewayError> {
+/// `own` are the gateway's tools that its configuration allows (`[memory] enabled`); each is
+/// offered when `tools.enabled` names it.
+pub async fn build(
+    config: &RuntimeConfig,
+    own: Vec<Arc<dyn Tool>>,
+) -> Result<Toolbox, GatewayError> {
     let ws = &config.tools.workspace;
     std::fs::create_dir_all(ws).map_err(|e| {
         config_error(
@@ -36,8 +45,13 @@ pub async fn build(config: &RuntimeConfig) -> Result<Toolbox, GatewayError> {
     let workspace = ws
         .canonicalize()
         .map_err(|e| config_error("tools.workspace", format!("{}: {e}", ws.display())))?;
+    let enabled = &config.tools.enabled;
     let mut registry = builtin_registry(&BuiltinConfig {
-        enabled: config.tools.enabled.clone(),
+        enabled: enabled
+            .iter()
+            .filter(|n| !GATEWAY_TOOLS.contains(&n.as_str()))
+            .cloned()
+            .collect(),
         fetch_allow: config.tools.fetch_allow.clone(),
     })
     .map_err(|e| {
@@ -49,6 +63,11 @@ pub async fn build(config: &RuntimeConfig) -> Result<Toolbox, GatewayError> {
         let reason = text.strip_prefix(&format!("{key}: ")).unwrap_or(&text);
         config_error(key, reason)
     })?;
+    for tool in own {
+        if enabled.iter().any(|n| n == tool.name()) {
+            registry.register(tool);
+        }
+    }
     for (i, server) in config.tools.mcp.iter().enumerate() {
         add_mcp_server(&mut registry, i, server, &workspace).await?;
     }

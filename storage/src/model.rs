@@ -43,10 +43,14 @@ pub enum EventKind {
     /// coalescing): `{admission_id, result: steered/coalesced, turn_id, carried_by}`.
     #[serde(rename = "admission.carried")]
     AdmissionCarried,
+    /// A memory store changed by this session's tool call or review (SPEC R5.2):
+    /// `{target, action, chars, limit, by}`.
+    #[serde(rename = "memory.updated")]
+    MemoryUpdated,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 16] = [
+    pub const ALL: [EventKind; 17] = [
         Self::AdmissionQueued,
         Self::TurnStarted,
         Self::MessageDelta,
@@ -63,6 +67,7 @@ impl EventKind {
         Self::SessionRotated,
         Self::Status,
         Self::AdmissionCarried,
+        Self::MemoryUpdated,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -83,6 +88,7 @@ impl EventKind {
             Self::SessionRotated => "session.rotated",
             Self::Status => "status",
             Self::AdmissionCarried => "admission.carried",
+            Self::MemoryUpdated => "memory.updated",
         }
     }
 

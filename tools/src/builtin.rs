@@ -93,6 +93,7 @@ pub(crate) mod tests {
             checkpoints: data.path().join("checkpoints/turn-1"),
             cancel: CancellationToken::new(),
             progress: Arc::new(move |line| sink.lock().unwrap().push(line)),
+            caller: crate::Caller::default(),
         };
         let dirs = Dirs {
             _workspace: workspace,

@@ -76,6 +76,17 @@ pub struct ToolContext {
     /// kills its whole process group.
     pub cancel: CancellationToken,
     pub progress: ProgressSink,
+    /// Who the call is for: the calling turn's session and the principal whose input it runs
+    /// (a platform chat is its own principal). Tools that keep something per principal (the
+    /// memory) read it; the file and command tools do not.
+    pub caller: Caller,
+}
+
+/// The session and principal a tool call runs for.
+#[derive(Clone, Debug, Default)]
+pub struct Caller {
+    pub session_id: String,
+    pub principal: String,
 }
 
 #[async_trait]

@@ -56,6 +56,7 @@ fn ctx(dir: &Path) -> ToolContext {
         checkpoints: dir.join("checkpoints"),
         cancel: CancellationToken::new(),
         progress: Arc::new(|_| {}),
+        caller: turnkey_tools::Caller::default(),
     }
 }
 

@@ -40,6 +40,8 @@ pub struct Settings {
     /// `[[schedules]]`: inputs admitted into a session on a cron schedule (SPEC R1.5).
     pub schedules: Vec<ScheduleConfig>,
     pub platforms: PlatformsConfig,
+    /// `[memory]`: what the agent keeps per principal across sessions (SPEC R5.2).
+    pub memory: turnkey_actors::config::MemoryConfig,
     /// `[telemetry]`: OpenTelemetry traces over OTLP/HTTP, off unless `otlp_endpoint` is set.
     pub telemetry: TelemetrySettings,
 }
@@ -186,6 +188,7 @@ impl Settings {
             pricing: self.pricing.clone(),
             schedules: self.schedules.clone(),
             platforms: self.platforms.clone(),
+            memory: self.memory.clone(),
         }
     }
 

@@ -253,14 +253,16 @@ async fn rejected(
 async fn new_session(gw: &Gateway, msg: &ChatMessage) -> Result<Handled, GatewayError> {
     let platform = msg.chat.platform();
     let chat_key = msg.chat.key();
-    let new = gw.new_session(
-        &chat_principal(msg),
-        NewSessionRequest {
-            platform: platform.into(),
-            chat_key: Some(chat_key.clone()),
-            ..Default::default()
-        },
-    )?;
+    let new = gw
+        .new_session(
+            &chat_principal(msg),
+            NewSessionRequest {
+                platform: platform.into(),
+                chat_key: Some(chat_key.clone()),
+                ..Default::default()
+            },
+        )
+        .await?;
     let inbound = gw
         .store()
         .renew_chat_session(platform, &msg.external_id, &chat_key, new)

@@ -16,6 +16,7 @@ use crate::delivery::{DeliveryActor, EventHub};
 use crate::deps::Deps;
 use crate::error::GatewayError;
 use crate::instance::Instance;
+use crate::memory::tool::MemoryTool;
 use crate::notifier::Notifier;
 use crate::outbox_sender::OutboxSender;
 use crate::recovery;
@@ -72,9 +73,17 @@ impl Gateway {
         let origin = turnkey_storage::notify::set_origin(instance.id());
         // Listening starts before recovery: nothing another replica does meanwhile is missed.
         let notices = store.notices().await?;
-        let toolbox = toolbox::build(&config).await?;
-        let workspace = toolbox.workspace.clone();
         let hub = EventHub::default();
+        let mut own: Vec<Arc<dyn turnkey_tools::Tool>> = Vec::new();
+        if config.memory.enabled {
+            own.push(Arc::new(MemoryTool::new(
+                store.clone(),
+                hub.clone(),
+                config.memory.clone(),
+            )));
+        }
+        let toolbox = toolbox::build(&config, own).await?;
+        let workspace = toolbox.workspace.clone();
         let delivery = DeliveryActor::new(store.clone(), hub.clone()).start();
         let compressor = CompressionActor::new(store.clone(), hub.clone()).start();
         let wakeups = Wakeups::default();

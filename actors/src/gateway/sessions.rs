@@ -52,7 +52,7 @@ impl Gateway {
         principal: &Principal,
         req: NewSessionRequest,
     ) -> Result<Session, GatewayError> {
-        let new = self.new_session(principal, req)?;
+        let new = self.new_session(principal, req).await?;
         Ok(self.deps.store.create_session(new).await?)
     }
 
@@ -75,7 +75,7 @@ impl Gateway {
         {
             return Ok((s, false));
         }
-        let new = self.new_session(principal, req)?;
+        let new = self.new_session(principal, req).await?;
         Ok(self
             .deps
             .store
@@ -84,8 +84,8 @@ impl Gateway {
     }
 
     /// A new session row for `principal`, its request checked against the input limits and
-    /// its system prompt built.
-    pub(crate) fn new_session(
+    /// its system prompt built (with what the principal's memory holds now).
+    pub(crate) async fn new_session(
         &self,
         principal: &Principal,
         req: NewSessionRequest,
@@ -105,7 +105,8 @@ impl Gateway {
             },
             ..req
         };
-        let built = prompt::build_for_new_session(&self.deps.config, &req)?;
+        let remembered = self.remembered(&principal.id).await?;
+        let built = prompt::build_for_new_session(&self.deps.config, &req, &remembered)?;
         Ok(NewSession {
             id: SessionId::new(),
             owner: principal.id.clone(),
@@ -116,6 +117,25 @@ impl Gateway {
             system_message: req.system_message,
             system_prompt: built.prompt,
             workspace_snapshot: Some(built.workspace_snapshot),
+        })
+    }
+
+    /// What `scope`'s memory holds now, for a new session's prompt; nothing with `[memory]`
+    /// off.
+    async fn remembered(&self, scope: &str) -> Result<prompt::Remembered, GatewayError> {
+        let config = &self.deps.config.memory;
+        if !config.enabled {
+            return Ok(prompt::Remembered::default());
+        }
+        let store = &self.deps.store;
+        let texts = |entries: Vec<turnkey_storage::MemoryEntry>| {
+            entries.into_iter().map(|e| e.text).collect::<Vec<_>>()
+        };
+        Ok(prompt::Remembered {
+            memory: texts(store.memory_entries(scope, MemoryTarget::Memory).await?),
+            profile: texts(store.memory_entries(scope, MemoryTarget::Profile).await?),
+            memory_limit: config.memory_chars,
+            profile_limit: config.profile_chars,
         })
     }
 

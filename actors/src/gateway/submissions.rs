@@ -121,14 +121,16 @@ impl Gateway {
     pub async fn chat_inbound(&self, msg: &ChatMessage) -> Result<Inbound, GatewayError> {
         let platform = msg.chat.platform();
         let chat_key = msg.chat.key();
-        let new = self.new_session(
-            &platforms::chat_principal(msg),
-            NewSessionRequest {
-                platform: platform.into(),
-                chat_key: Some(chat_key.clone()),
-                ..Default::default()
-            },
-        )?;
+        let new = self
+            .new_session(
+                &platforms::chat_principal(msg),
+                NewSessionRequest {
+                    platform: platform.into(),
+                    chat_key: Some(chat_key.clone()),
+                    ..Default::default()
+                },
+            )
+            .await?;
         Ok(self
             .deps
             .store

@@ -50,6 +50,8 @@ pub struct PendingCall {
 /// The round to run and the turn it belongs to.
 pub struct Batch {
     pub turn: TurnRef,
+    /// The principal whose input the turn runs (the admission's).
+    pub principal: String,
     pub fence: Fence,
     pub calls: Vec<PendingCall>,
     /// Cancelled when the turn must stop.
@@ -325,6 +327,10 @@ async fn execute(round: &Round, call: &PendingCall, tool: &dyn Tool, args: Value
             .join(round.batch.turn.turn_id.to_string()),
         cancel: round.stop.child_token(),
         progress: progress.clone(),
+        caller: turnkey_tools::Caller {
+            session_id: round.batch.turn.session_id.to_string(),
+            principal: round.batch.principal.clone(),
+        },
     };
     let began = Instant::now();
     let work = tool.call(args, &ctx);

@@ -12,6 +12,16 @@ const MAX_CONTEXT_FILE: usize = 32 * 1024;
 const SNAPSHOT_ENTRIES: usize = 40;
 const CONTEXT_FILES: [&str; 3] = ["AGENTS.md", "TURNKEY.md", ".turnkey/context.md"];
 
+/// What the principal's memory held when the session was made (SPEC R5.2): frozen into its
+/// prompt, so a write during the session reaches the next one, never this one's prompt.
+#[derive(Clone, Debug, Default)]
+pub struct Remembered {
+    pub memory: Vec<String>,
+    pub profile: Vec<String>,
+    pub memory_limit: usize,
+    pub profile_limit: usize,
+}
+
 pub struct BuiltPrompt {
     pub prompt: String,
     /// The workspace block, frozen for the session's life so the prompt prefix stays cache-stable.
@@ -21,13 +31,14 @@ pub struct BuiltPrompt {
 pub fn build_for_new_session(
     config: &RuntimeConfig,
     req: &NewSessionRequest,
+    remembered: &Remembered,
 ) -> Result<BuiltPrompt, GatewayError> {
     let workspace = std::path::absolute(&config.tools.workspace)
         .unwrap_or_else(|_| config.tools.workspace.clone());
     let snapshot = workspace_snapshot(&workspace);
     let stable = stable_layer(&config.agent.name, &snapshot, &req.platform);
     let context = context_layer(req.system_message.as_deref(), &workspace);
-    let volatile = volatile_layer(chrono::Utc::now());
+    let volatile = volatile_layer(remembered, chrono::Utc::now());
     let mut prompt = stable;
     for layer in [context, volatile] {
         if !layer.is_empty() {
@@ -91,11 +102,43 @@ fn context_layer(system_message: Option<&str>, workspace: &Path) -> String {
 }
 
 /// What is most likely to differ between sessions goes last: only the tail of the prefix moves.
-fn volatile_layer(now: chrono::DateTime<chrono::Utc>) -> String {
-    format!(
+/// In R5.2's order: the principal's memory and user profile (each stating how full it is; an
+/// empty one is left out), then when the session started.
+fn volatile_layer(remembered: &Remembered, now: chrono::DateTime<chrono::Utc>) -> String {
+    let mut out = String::new();
+    let blocks = [
+        (
+            "# Memory",
+            "Your notes from earlier sessions",
+            &remembered.memory,
+            remembered.memory_limit,
+        ),
+        (
+            "# User profile",
+            "What you know about the user",
+            &remembered.profile,
+            remembered.profile_limit,
+        ),
+    ];
+    for (heading, what, entries, limit) in blocks {
+        if entries.is_empty() {
+            continue;
+        }
+        let used: usize = entries.iter().map(|e| e.chars().count()).sum();
+        out.push_str(&format!(
+            "{heading}\n{what} ({used} of {limit} characters used; the memory tool changes \
+             them for later sessions):\n"
+        ));
+        for e in entries {
+            out.push_str(&format!("- {}\n", e.trim().replace('\n', "\n  ")));
+        }
+        out.push('\n');
+    }
+    out.push_str(&format!(
         "# Session\nStarted at {}.",
         now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-    )
+    ));
+    out
 }
 
 /// A one-time look at the workspace: its path, git branch, and first entries.
@@ -155,13 +198,30 @@ mod tests {
             platform: "api".into(),
             ..Default::default()
         };
-        let p = build_for_new_session(&config, &req).expect("prompt").prompt;
+        let remembered = Remembered {
+            memory: vec!["The project builds with cargo.".into()],
+            profile: vec!["Alice; prefers short answers.".into()],
+            memory_limit: 2200,
+            profile_limit: 1375,
+        };
+        let p = build_for_new_session(&config, &req, &remembered)
+            .expect("prompt")
+            .prompt;
         let identity = p.find("You are turnkey").expect("identity");
         let workspace = p.find("# Workspace").expect("workspace");
         let caller = p.find("Be terse.").expect("caller message");
         let agents = p.find("Always answer in haiku.").expect("AGENTS.md");
+        let memory = p.find("# Memory").expect("memory");
+        let profile = p.find("# User profile").expect("profile");
         let session = p.find("# Session").expect("volatile");
-        assert!(identity < workspace && workspace < caller && caller < agents && agents < session);
+        assert!(identity < workspace && workspace < caller && caller < agents && agents < memory);
+        assert!(memory < profile && profile < session);
+        assert!(
+            p.contains("(30 of 2200 characters used;")
+                && p.contains("(29 of 1375 characters used;")
+                && p.contains("- Alice; prefers short answers.\n"),
+            "{p}"
+        );
         std::fs::remove_dir_all(&dir).expect("cleanup");
     }
 

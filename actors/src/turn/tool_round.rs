@@ -212,6 +212,7 @@ fn batch(
         .and_then(|m| m.name.clone());
     let batch = Batch {
         turn: ctx.turn_ref(),
+        principal: ctx.admission.principal.clone(),
         fence: ctx.fence.clone(),
         calls: pending,
         stop,

@@ -3,11 +3,14 @@
 //! (`profile`), each a list of entries bounded in characters. An edit is one transaction: the
 //! bound is checked against the entries as they are in it (on PostgreSQL under a lock per
 //! scope and target, so two writers cannot both pass it), and the change is recorded with who
-//! made it and the text before and after, so a person can see and undo it. What a write may
-//! say (no instructions to the model, no secrets) is checked before it reaches the store.
-use super::{Result, Store, StoreError, WriteTx};
+//! made it and the text before and after, so a person can see and undo it; a change made from
+//! a session (a tool call, a review) is announced there by `memory.updated`, in the same
+//! commit. What a write may say (no instructions to the model, no secrets) is checked before it
+//! reaches the store.
+use super::{insert_event, Result, Store, StoreError, WriteTx};
 use crate::entity::{memory_change, memory_entry};
 use crate::ids::{now_ms, parse_id, MemoryChangeId, MemoryEntryId, SessionId};
+use crate::model::{Event, EventKind, NewEvent};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter,
@@ -131,8 +134,13 @@ pub enum MemoryEdit<'a> {
 /// How an edit ended. Only `Done` changed anything.
 #[derive(Clone, Debug, PartialEq)]
 pub enum MemoryWrite {
-    /// `entry` as written (for a removal: as it was); `chars` the store's size after.
-    Done { entry: MemoryEntry, chars: usize },
+    /// `entry` as written (for a removal: as it was); `chars` the store's size after; the
+    /// `memory.updated` event when the author's session was given.
+    Done {
+        entry: MemoryEntry,
+        chars: usize,
+        event: Option<Box<Event>>,
+    },
     /// It would pass the bound: `chars` used of `limit`, and `needed` by this write.
     Full {
         chars: usize,
@@ -210,8 +218,25 @@ impl Store {
             &tx, scope, target, &entry, action, author, before, after, now,
         )
         .await?;
+        let event = match author.session {
+            Some(session) => {
+                let data = serde_json::json!({
+                    "target": target.as_str(),
+                    "action": action,
+                    "chars": size,
+                    "limit": limit,
+                    "by": author.by.as_str(),
+                });
+                Some(Box::new(announce(&tx, session, data).await?))
+            }
+            None => None,
+        };
         tx.commit().await?;
-        Ok(MemoryWrite::Done { entry, chars: size })
+        Ok(MemoryWrite::Done {
+            entry,
+            chars: size,
+            event,
+        })
     }
 
     /// Changes of `scope`'s stores, newest first, at most `limit`.
@@ -227,6 +252,18 @@ impl Store {
             .map(change_of)
             .collect()
     }
+}
+
+/// `memory.updated` in the session whose tool call or review made the change.
+async fn announce(tx: &WriteTx, session: SessionId, data: serde_json::Value) -> Result<Event> {
+    let event = NewEvent {
+        session_id: session,
+        kind: EventKind::MemoryUpdated,
+        turn_id: None,
+        admission_id: None,
+        data,
+    };
+    insert_event(tx, &event).await
 }
 
 /// What an edit does: its action name, the entry it changes (none for an add) and the text

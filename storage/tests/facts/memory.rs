@@ -5,6 +5,7 @@
 //! racing for the last room cannot pass the bound together.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use crate::common;
 use turnkey_storage::*;
 
 const API: Author = Author {
@@ -49,7 +50,7 @@ async fn r5_2_a_write_that_does_not_fit_is_refused_with_how_full_the_store_is(s:
     let m = MemoryTarget::Memory;
     // Characters, not bytes: "é" counts one.
     match add(&s, "alice", m, "café déjà vu", 20).await {
-        MemoryWrite::Done { entry, chars } => {
+        MemoryWrite::Done { entry, chars, .. } => {
             assert_eq!(chars, 12);
             assert_eq!(entry.chars(), 12);
         }
@@ -206,7 +207,7 @@ async fn r5_2_each_principal_sees_only_its_own_memory(s: Store) {
 on_both!(r5_2_every_change_is_recorded_with_who_and_before_and_after);
 async fn r5_2_every_change_is_recorded_with_who_and_before_and_after(s: Store) {
     let m = MemoryTarget::Profile;
-    let session = SessionId::new();
+    let session = common::session(&s).await;
     let tool = Author {
         by: ChangedBy::Tool,
         session: Some(session),
@@ -215,8 +216,8 @@ async fn r5_2_every_change_is_recorded_with_who_and_before_and_after(s: Store) {
         by: ChangedBy::Review,
         session: Some(session),
     };
-    let entry = done(
-        s.edit_memory(
+    let added = s
+        .edit_memory(
             "carol",
             m,
             MemoryEdit::Add {
@@ -226,8 +227,24 @@ async fn r5_2_every_change_is_recorded_with_who_and_before_and_after(s: Store) {
             &tool,
         )
         .await
-        .unwrap(),
+        .unwrap();
+    // A change made from a session is announced there, in the same commit.
+    let MemoryWrite::Done {
+        entry,
+        event: Some(event),
+        ..
+    } = added
+    else {
+        panic!("{added:?}");
+    };
+    assert_eq!(event.kind, EventKind::MemoryUpdated);
+    assert_eq!(event.session_id, session);
+    assert_eq!(
+        event.data,
+        serde_json::json!({"target": "profile", "action": "add", "chars": 19, "limit": 500, "by": "tool"})
     );
+    let log = s.events_since(session, Seq(0), 100).await.unwrap();
+    assert_eq!(log.last(), Some(&*event), "committed to the session's log");
     let edit = MemoryEdit::Replace {
         old_text: "vegetarian",
         text: "Carol is vegan",

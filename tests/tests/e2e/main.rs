@@ -37,6 +37,7 @@ mod r2_admission;
 mod r3_1_display;
 mod r4_3_paused_process;
 mod r4_two_processes;
+mod r5_2_memory;
 mod r5_r10_turn_lifecycle;
 mod r6_4_rotation;
 mod r6_compression;
