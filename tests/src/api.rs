@@ -269,6 +269,22 @@ impl Api {
             .unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// Submits `text` to `session`, waits for its turn to complete, and answers what the model
+    /// was asked so far (`ScriptedProvider::asked`). The session runs its inputs one at a time
+    /// in order, so an earlier input run again (or run when it should not have been) reached
+    /// the model before this turn: the marker that proves nothing more happened.
+    pub async fn asked_after_a_later_turn(
+        &self,
+        provider: &crate::ScriptedProvider,
+        session: &str,
+        text: &str,
+    ) -> Vec<String> {
+        let later = self.submit_accepted(session, text).await;
+        let done = self.wait_terminal(&later, crate::wait::BOUND).await;
+        assert_eq!(done["outcome"]["result"], "completed", "{done}");
+        provider.asked()
+    }
+
     /// `GET /v1/sessions/{id}/events?since=SEQ` (JSON).
     pub async fn events(&self, session: &str, since: i64) -> Resp {
         self.get(&format!("/v1/sessions/{session}/events?since={since}"))

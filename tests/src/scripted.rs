@@ -329,6 +329,17 @@ impl ScriptedProvider {
         self.shared.lock().records.clone()
     }
 
+    /// The last user text of every model call so far, in arrival order: what each call was
+    /// asked.
+    pub fn asked(&self) -> Vec<String> {
+        self.shared
+            .lock()
+            .records
+            .iter()
+            .map(|r| r.last_user_text.clone())
+            .collect()
+    }
+
     /// Number of model calls so far.
     pub fn request_count(&self) -> usize {
         self.shared.lock().records.len()

@@ -3,7 +3,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::json;
-use turnkey_tests::wait::BOUND;
 use turnkey_tests::{Resp, ScriptedProvider, Turnkey, TurnkeyOptions};
 
 fn assert_error(r: &Resp, status: u16, what: &str) -> String {
@@ -27,24 +26,6 @@ fn assert_error(r: &Resp, status: u16, what: &str) -> String {
         r.text
     );
     code.to_string()
-}
-
-/// The texts the model was asked, once a turn the operator submits to `session` after the
-/// refused requests has ended: the session runs its inputs in order, so anything they had
-/// admitted there would have reached the model first.
-async fn asked_after_a_later_turn(
-    api: &turnkey_tests::Api,
-    provider: &ScriptedProvider,
-    session: &str,
-) -> Vec<String> {
-    let later = api.submit_accepted(session, "a later turn").await;
-    let done = api.wait_terminal(&later, BOUND).await;
-    assert_eq!(done["outcome"]["result"], "completed", "{done}");
-    provider
-        .requests()
-        .iter()
-        .map(|r| r.last_user_text.clone())
-        .collect()
 }
 
 fn uuid() -> String {
@@ -99,7 +80,8 @@ async fn r2_1_missing_or_wrong_token_is_401_and_unknown_ids_are_404() {
     );
     assert_error(&api.admission(&uuid()).await, 404, "unknown admission");
     assert_eq!(
-        asked_after_a_later_turn(&api, &provider, &session).await,
+        api.asked_after_a_later_turn(&provider, &session, "a later turn")
+            .await,
         ["a later turn"],
         "nothing was admitted"
     );
@@ -180,7 +162,9 @@ async fn r2_1_payload_owner_fields_grant_nothing() {
         assert_eq!(other.session(&mine).await.status, 200);
     }
     assert_eq!(
-        asked_after_a_later_turn(&operator, &provider, &theirs).await,
+        operator
+            .asked_after_a_later_turn(&provider, &theirs, "a later turn")
+            .await,
         ["a later turn"],
         "nothing ran for the intruder"
     );

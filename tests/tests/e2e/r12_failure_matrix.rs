@@ -9,24 +9,6 @@ use turnkey_tests::{Api, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
 use turnkey_tests::wait::BOUND;
 
-/// Runs one more turn on `session` and answers the model calls made up to its end. The
-/// session runs its admissions one at a time in order, so a wrong re-run of an earlier one
-/// would have called the model before this turn did.
-async fn calls_after_a_later_turn(
-    api: &Api,
-    provider: &ScriptedProvider,
-    session: &str,
-) -> Vec<String> {
-    let later = api.submit_accepted(session, LATER).await;
-    let done = api.wait_terminal(&later, BOUND).await;
-    assert_eq!(done["outcome"]["result"], "completed", "{done}");
-    provider
-        .requests()
-        .iter()
-        .map(|r| r.last_user_text.clone())
-        .collect()
-}
-
 const LATER: &str = "a later turn";
 
 fn text_of(message: &Value) -> String {
@@ -103,7 +85,8 @@ async fn r12_admitted_not_claimed_restart_drains_it() {
     assert_eq!(admission["outcome"]["result"], "completed", "{admission}");
     assert_closed_wire(&provider.requests()[0].body, "no killed turn here");
     assert_eq!(
-        calls_after_a_later_turn(&api, &provider, &session).await,
+        api.asked_after_a_later_turn(&provider, &session, LATER)
+            .await,
         [text, LATER],
         "ran exactly once"
     );
@@ -172,7 +155,8 @@ async fn r12_claimed_turn_not_begun_resumes_once_by_itself() {
     assert_eq!(resumed[0]["data"]["reason"], "crash");
     assert!(!kinds(&mine).iter().any(|k| k == "turn.unknown"));
     assert_eq!(
-        calls_after_a_later_turn(&api, &provider, &session).await,
+        api.asked_after_a_later_turn(&provider, &session, LATER)
+            .await,
         [text, LATER],
         "run once"
     );

@@ -419,14 +419,9 @@ async fn r13_4_coalesce_makes_a_burst_one_turn() {
     );
     // One more turn: the session runs its inputs in order, so a wrong second turn for the
     // burst would have called the model before it.
-    let c = api.submit_accepted(&s, "and then?").await;
-    let adm_c = api.wait_terminal(&c, BOUND).await;
-    assert_eq!(adm_c["outcome"]["result"], "completed", "{adm_c}");
-    let asked: Vec<String> = provider
-        .requests()
-        .iter()
-        .map(|r| r.last_user_text.clone())
-        .collect();
+    let asked = api
+        .asked_after_a_later_turn(&provider, &s, "and then?")
+        .await;
     assert_eq!(
         asked,
         ["part one\npart two", "and then?"],

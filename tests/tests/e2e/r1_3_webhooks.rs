@@ -530,11 +530,7 @@ async fn redelivered_updates_run_once(database: Option<&str>) {
         texts.sort();
         texts
     };
-    let asked: Vec<String> = provider
-        .requests()
-        .iter()
-        .map(|r| r.last_user_text.clone())
-        .collect();
+    let asked: Vec<String> = provider.asked();
     assert_eq!(asked.len(), 6, "{asked:?}");
     // The chats ran side by side: the order within each group of three is open.
     let first_three = ["generic once", "only once please", "slack once"];
@@ -604,12 +600,7 @@ async fn burst_in_order(database: Option<&str>) {
         let done = api.wait_terminal(id, BOUND).await;
         assert_eq!(done["outcome"]["result"], "completed", "{done}");
     }
-    let asked: Vec<String> = provider
-        .requests()
-        .iter()
-        .skip(1)
-        .map(|r| r.last_user_text.clone())
-        .collect();
+    let asked: Vec<String> = provider.asked()[1..].to_vec();
     let expected: Vec<String> = (0..20).map(|i| format!("burst {i}")).collect();
     assert_eq!(asked, expected);
     let replies: Vec<String> = rows

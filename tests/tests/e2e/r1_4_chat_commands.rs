@@ -282,11 +282,7 @@ async fn r1_4_queue_waits_for_the_running_turn_even_where_the_policy_interrupts(
     assert_eq!(a["outcome"]["result"], "completed", "not interrupted: {a}");
     let b = api.wait_terminal(&second, BOUND).await;
     assert_eq!(b["outcome"]["result"], "completed", "{b}");
-    let asked: Vec<String> = provider
-        .requests()
-        .iter()
-        .map(|r| r.last_user_text.clone())
-        .collect();
+    let asked: Vec<String> = provider.asked();
     assert_eq!(asked, ["first", "second"]);
     // A redelivered /queue is the same admission.
     let again = say(&hooks, 301, "/queue second").await;

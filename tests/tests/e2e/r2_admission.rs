@@ -83,14 +83,9 @@ async fn r2_3_duplicate_submit_x20_runs_once() {
 
     // One more turn: the session runs its inputs in order, so a second run of the first, or a
     // run of the conflicting one, would have called the model before it.
-    let later = api.submit_accepted(&session, "a later turn").await;
-    let done = api.wait_terminal(&later, BOUND).await;
-    assert_eq!(done["outcome"]["result"], "completed", "{done}");
-    let asked: Vec<String> = provider
-        .requests()
-        .iter()
-        .map(|r| r.last_user_text.clone())
-        .collect();
+    let asked = api
+        .asked_after_a_later_turn(&provider, &session, "a later turn")
+        .await;
     assert_eq!(
         asked,
         ["hello once", "a later turn"],
