@@ -127,13 +127,18 @@ impl Gateway {
         if !config.enabled {
             return Ok(prompt::Remembered::default());
         }
-        let store = &self.deps.store;
-        let texts = |entries: Vec<turnkey_storage::MemoryEntry>| {
-            entries.into_iter().map(|e| e.text).collect::<Vec<_>>()
-        };
+        // One read for both stores: a platform chat's inbound messages come through here.
+        let (memory, profile): (Vec<_>, Vec<_>) = self
+            .deps
+            .store
+            .principal_memory(scope)
+            .await?
+            .into_iter()
+            .partition(|e| e.target == MemoryTarget::Memory);
+        let texts = |entries: Vec<MemoryEntry>| entries.into_iter().map(|e| e.text).collect();
         Ok(prompt::Remembered {
-            memory: texts(store.memory_entries(scope, MemoryTarget::Memory).await?),
-            profile: texts(store.memory_entries(scope, MemoryTarget::Profile).await?),
+            memory: texts(memory),
+            profile: texts(profile),
             memory_limit: config.memory_chars,
             profile_limit: config.profile_chars,
         })

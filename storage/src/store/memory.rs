@@ -160,7 +160,13 @@ impl Store {
         scope: &str,
         target: MemoryTarget,
     ) -> Result<Vec<MemoryEntry>> {
-        entries_of(self.connection(), scope, target).await
+        entries_of(self.connection(), scope, Some(target)).await
+    }
+
+    /// Both of `scope`'s stores in one read, oldest first (each entry names its target): what
+    /// a new session's prompt shows.
+    pub async fn principal_memory(&self, scope: &str) -> Result<Vec<MemoryEntry>> {
+        entries_of(self.connection(), scope, None).await
     }
 
     /// Applies `edit` to `scope`'s `target` store, bounded by `limit` characters, and records
@@ -175,7 +181,7 @@ impl Store {
     ) -> Result<MemoryWrite> {
         let tx = self.write_tx().await?;
         lock_store(&tx, scope, target).await?;
-        let entries = entries_of(&tx, scope, target).await?;
+        let entries = entries_of(&tx, scope, Some(target)).await?;
         let chars: usize = entries.iter().map(MemoryEntry::chars).sum();
         let now = now_ms();
         let (action, before, after) = match plan(&entries, edit) {
@@ -310,15 +316,17 @@ async fn lock_store(tx: &WriteTx, scope: &str, target: MemoryTarget) -> Result<(
     Ok(())
 }
 
+/// `scope`'s entries of `target`, or of both stores; oldest first.
 async fn entries_of<C: ConnectionTrait>(
     db: &C,
     scope: &str,
-    target: MemoryTarget,
+    target: Option<MemoryTarget>,
 ) -> Result<Vec<MemoryEntry>> {
-    memory_entry::Entity::find()
-        .filter(memory_entry::Column::Scope.eq(scope))
-        .filter(memory_entry::Column::Target.eq(target.as_str()))
-        .order_by_asc(memory_entry::Column::CreatedAt)
+    let mut q = memory_entry::Entity::find().filter(memory_entry::Column::Scope.eq(scope));
+    if let Some(t) = target {
+        q = q.filter(memory_entry::Column::Target.eq(t.as_str()));
+    }
+    q.order_by_asc(memory_entry::Column::CreatedAt)
         .order_by_asc(memory_entry::Column::Id)
         .all(db)
         .await?

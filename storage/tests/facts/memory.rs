@@ -169,6 +169,11 @@ async fn r5_2_each_principal_sees_only_its_own_memory(s: Store) {
         .unwrap()
         .is_empty());
     assert_eq!(
+        s.principal_memory("alice").await.unwrap(),
+        vec![secret.clone()],
+        "both stores of one principal, no other's"
+    );
+    assert_eq!(
         texts(&s.memory_entries("telegram:chat:42", m).await.unwrap()),
         vec!["The group meets on Mondays"]
     );
