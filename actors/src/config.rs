@@ -26,11 +26,14 @@ pub struct RuntimeConfig {
     pub platforms: crate::platforms::PlatformsConfig,
     /// `[memory]`: what the agent keeps per principal across sessions (SPEC R5.2).
     pub memory: MemoryConfig,
+    /// `[skills]`: procedures the agent can load on demand (SPEC R5.2).
+    pub skills: SkillsConfig,
 }
 
 /// `[memory]` (API.md "Memory and skills"): the `memory` tool is offered when `enabled` and
 /// `tools.enabled` names it; each principal's notes and user profile are bounded in
-/// characters.
+/// characters; a post-delivery review (SPEC R10.4) runs after every `review_every` ended
+/// turns of a session.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MemoryConfig {
@@ -39,6 +42,12 @@ pub struct MemoryConfig {
     pub memory_chars: usize,
     /// What it knows about the user, per principal.
     pub profile_chars: usize,
+    /// A review after every N ended turns of a session; 0: never.
+    pub review_every: u32,
+    /// The provider (by name) the review asks; empty: the auxiliary provider, else the primary.
+    pub review_provider: String,
+    /// The review's memory writes wait in `/v1/memory/pending` for a person.
+    pub write_approval: bool,
 }
 
 impl Default for MemoryConfig {
@@ -47,6 +56,56 @@ impl Default for MemoryConfig {
             enabled: true,
             memory_chars: 2200,
             profile_chars: 1375,
+            review_every: 10,
+            review_provider: String::new(),
+            write_approval: false,
+        }
+    }
+}
+
+impl MemoryConfig {
+    /// The bound of one of a principal's two stores.
+    pub fn limit(&self, target: turnkey_storage::MemoryTarget) -> usize {
+        match target {
+            turnkey_storage::MemoryTarget::Memory => self.memory_chars,
+            turnkey_storage::MemoryTarget::Profile => self.profile_chars,
+        }
+    }
+}
+
+/// What an agent's `skill_manage` does (API.md `[skills] agent_writes`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentWrites {
+    /// No skill changes from agents: `skill_manage` is not offered.
+    Off,
+    /// Recorded as a proposal a person accepts or refuses.
+    #[default]
+    Propose,
+    /// Applied at once.
+    Direct,
+}
+
+/// `[skills]` (API.md "Memory and skills"): `SKILL.md` folders under `dir` plus skills stored
+/// through the API, indexed into every new session's prompt within `index_chars`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SkillsConfig {
+    pub enabled: bool,
+    /// `<name>/SKILL.md` folders installed by the operator.
+    pub dir: PathBuf,
+    /// The budget of the `# Skills` index in the system prompt, in characters.
+    pub index_chars: usize,
+    pub agent_writes: AgentWrites,
+}
+
+impl Default for SkillsConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            dir: PathBuf::from("./skills"),
+            index_chars: 4000,
+            agent_writes: AgentWrites::Propose,
         }
     }
 }
@@ -172,6 +231,8 @@ impl Default for ToolsConfig {
                 "search_files",
                 "web_fetch",
                 "memory",
+                "skill_view",
+                "skill_manage",
             ]
             .map(String::from)
             .to_vec(),
@@ -360,6 +421,16 @@ impl RuntimeConfig {
         }
         if self.tools.max_workers == 0 {
             return bad("tools.max_workers", "must be greater than 0");
+        }
+        let review = &self.memory.review_provider;
+        if !review.is_empty() && !self.providers.iter().any(|p| &p.name == review) {
+            return bad(
+                "memory.review_provider",
+                "must name one of the [[providers]] (or be empty: the auxiliary, else the primary)",
+            );
+        }
+        if self.skills.enabled && self.skills.index_chars == 0 {
+            return bad("skills.index_chars", "must be greater than 0");
         }
         self.platforms.validate()?;
         for (model, price) in &self.pricing {

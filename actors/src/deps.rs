@@ -32,6 +32,8 @@ pub struct Deps {
     pub compressor: Addr<CompressionActor>,
     /// What the model is offered: the schemas of every registered tool, fixed at start-up.
     pub tool_schemas: Vec<ToolSchema>,
+    /// The skills: the operator's folders and the stored ones (SPEC R5.2).
+    pub skills: crate::skills::catalog::Catalog,
     /// Wakes turns waiting on a person (approvals, decisions on unknown tool runs).
     pub wakeups: Wakeups,
     /// Wakes event followers when another process committed events of their session (the

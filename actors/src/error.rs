@@ -28,6 +28,13 @@ pub enum GatewayError {
     /// expired, a tool run not waiting for a decision.
     #[error("{message}")]
     Conflict { code: &'static str, message: String },
+    /// Well-formed but refused for what it says (422): a memory write that does not fit or
+    /// that the scan refuses.
+    #[error("{message}")]
+    Unprocessable { code: &'static str, message: String },
+    /// Only the operator may do this (403).
+    #[error("{0}")]
+    Forbidden(String),
     /// The session is running a turn; the request must wait until it is idle.
     #[error("{0}")]
     Busy(String),
@@ -58,6 +65,8 @@ impl GatewayError {
             Self::NotUnknown { .. } => "not_unknown",
             Self::Config { .. } => "config_error",
             Self::Conflict { code, .. } => code,
+            Self::Unprocessable { code, .. } => code,
+            Self::Forbidden(_) => "forbidden",
             Self::Busy(_) => "session_busy",
             Self::Io(_) => "io_error",
             Self::Store(_) => "store_unavailable",

@@ -8,9 +8,9 @@
 //! shows the same list. A floor names modules; a file belongs to the longest name that is a
 //! prefix of its path.
 //!
-//! 1. leaves: `error`, `display`, `stages`, `instance`, `wakeups`, `failpoints`, `provider_health`, `memory::scan`, `platforms::chat`, `platforms::client`, `platforms::config`, `platforms::format`, `platforms::split`
+//! 1. leaves: `error`, `display`, `stages`, `instance`, `wakeups`, `failpoints`, `provider_health`, `memory::scan`, `skills::document`, `platforms::chat`, `platforms::client`, `platforms::config`, `platforms::format`, `platforms::split`
 //! 2. settings: `limits`, `schedule`, `config`, `input`, `toolbox`, `platforms`, `platforms::telegram`, `platforms::slack`, `platforms::webhook`, `platforms::send`
-//! 3. plumbing: `delivery`, `compressor`, `tool_exec`, `deps`, `memory`
+//! 3. plumbing: `delivery`, `compressor`, `tool_exec`, `deps`, `memory`, `skills`
 //! 4. ownership: `lease`, `busy_policy`
 //! 5. turn: `turn`
 //! 6. sessions: `session`, `recovery`, `remote_interrupt`, `notifier`
@@ -40,6 +40,7 @@ pub mod remote_interrupt;
 pub mod schedule;
 pub mod scheduler;
 pub mod session;
+pub mod skills;
 pub mod stages;
 pub mod tool_exec;
 pub mod toolbox;

@@ -13,7 +13,7 @@ use turnkey_tools::mcp::{McpServer, McpServerConfig};
 use turnkey_tools::{Registry, Tool};
 
 /// Tools the gateway makes itself, named in `tools.enabled` like the built-ins.
-pub const GATEWAY_TOOLS: &[&str] = &["memory"];
+pub const GATEWAY_TOOLS: &[&str] = &["memory", "skill_view", "skill_manage"];
 
 pub struct Toolbox {
     pub registry: Arc<Registry>,

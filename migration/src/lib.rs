@@ -19,6 +19,7 @@ mod m20261208_000001_last_prompt_on_session;
 mod m20261209_000001_resume_attempts;
 mod m20261210_000001_session_display;
 mod m20261211_000001_memory;
+mod m20261212_000001_skills_and_reviews;
 
 pub struct Migrator;
 
@@ -43,6 +44,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261209_000001_resume_attempts::Migration),
             Box::new(m20261210_000001_session_display::Migration),
             Box::new(m20261211_000001_memory::Migration),
+            Box::new(m20261212_000001_skills_and_reviews::Migration),
         ]
     }
 }

@@ -75,6 +75,18 @@ uuid_id!(
     /// One recorded change of a memory entry.
     MemoryChangeId
 );
+uuid_id!(
+    /// One memory write of a review waiting for a person (`write_approval`).
+    MemoryPendingId
+);
+uuid_id!(
+    /// One skill change an agent proposed.
+    SkillProposalId
+);
+uuid_id!(
+    /// One post-delivery review (SPEC R10.4).
+    ReviewId
+);
 
 /// A per-session event sequence number: unique and increasing, without gaps.
 #[derive(

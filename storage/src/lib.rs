@@ -23,3 +23,7 @@ pub use store::{
     Replaced, Rotation, RotationDone, Store, StoreError,
 };
 pub use store::{ConfigSchedulesSynced, MissedPolicy, NewSchedule, Schedule, ScheduleSource};
+pub use store::{
+    NewSkillProposal, PendingDecided, PendingMemory, ProposalDecided, Review, ReviewEnd,
+    ReviewWrites, SkillChange, SkillProposal, SkillUse, StagedEdit, StoredSkill,
+};

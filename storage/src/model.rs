@@ -47,10 +47,21 @@ pub enum EventKind {
     /// `{target, action, chars, limit, by}`.
     #[serde(rename = "memory.updated")]
     MemoryUpdated,
+    /// A post-delivery review began (SPEC R10.4): `{review_id, turn_id}`.
+    #[serde(rename = "review.started")]
+    ReviewStarted,
+    /// A review ended and committed its writes: `{review_id, actions}`.
+    #[serde(rename = "review.finished")]
+    ReviewFinished,
+    /// A review ended without writing anything (SPEC R4.5): `{review_id, reason}`; `reason`
+    /// is `input` (a new input took the session), `shutdown`, `failed` or `interrupted`
+    /// (its owner died; it is not run again).
+    #[serde(rename = "review.cancelled")]
+    ReviewCancelled,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 17] = [
+    pub const ALL: [EventKind; 20] = [
         Self::AdmissionQueued,
         Self::TurnStarted,
         Self::MessageDelta,
@@ -68,6 +79,9 @@ impl EventKind {
         Self::Status,
         Self::AdmissionCarried,
         Self::MemoryUpdated,
+        Self::ReviewStarted,
+        Self::ReviewFinished,
+        Self::ReviewCancelled,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -89,6 +103,9 @@ impl EventKind {
             Self::Status => "status",
             Self::AdmissionCarried => "admission.carried",
             Self::MemoryUpdated => "memory.updated",
+            Self::ReviewStarted => "review.started",
+            Self::ReviewFinished => "review.finished",
+            Self::ReviewCancelled => "review.cancelled",
         }
     }
 

@@ -42,6 +42,8 @@ pub struct Settings {
     pub platforms: PlatformsConfig,
     /// `[memory]`: what the agent keeps per principal across sessions (SPEC R5.2).
     pub memory: turnkey_actors::config::MemoryConfig,
+    /// `[skills]`: procedures the agent loads on demand, shared by all principals (SPEC R5.2).
+    pub skills: turnkey_actors::config::SkillsConfig,
     /// `[telemetry]`: OpenTelemetry traces over OTLP/HTTP, off unless `otlp_endpoint` is set.
     pub telemetry: TelemetrySettings,
 }
@@ -189,6 +191,7 @@ impl Settings {
             schedules: self.schedules.clone(),
             platforms: self.platforms.clone(),
             memory: self.memory.clone(),
+            skills: self.skills.clone(),
         }
     }
 

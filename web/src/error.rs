@@ -161,6 +161,10 @@ impl From<GatewayError> for ApiError {
             GatewayError::Conflict { code, message } => {
                 Self::new(StatusCode::CONFLICT, code, message)
             }
+            GatewayError::Unprocessable { code, message } => {
+                Self::new(StatusCode::UNPROCESSABLE_ENTITY, code, message)
+            }
+            GatewayError::Forbidden(message) => Self::forbidden(message),
             GatewayError::Busy(message) => Self::new(StatusCode::CONFLICT, "session_busy", message),
             GatewayError::Io(message) => {
                 tracing::error!(error = %message, "file operation failed");

@@ -5,8 +5,8 @@ pub mod mirrors;
 
 use crate::error::ErrorBody;
 use crate::routes::{
-    admissions, events, health, metrics, openai, outbox, schedules, sessions, submissions, tokens,
-    tools, ui, webhooks, ws,
+    admissions, events, health, memory, metrics, openai, outbox, schedules, sessions, skills,
+    submissions, tokens, tools, ui, webhooks, ws,
 };
 use actix_web::HttpResponse;
 use std::sync::OnceLock;
@@ -50,6 +50,19 @@ pub const BEARER: &str = "bearer";
         schedules::create,
         schedules::list,
         schedules::delete,
+        memory::get,
+        memory::add,
+        memory::edit,
+        memory::delete,
+        memory::changes,
+        memory::pending,
+        memory::decide_pending,
+        skills::list,
+        skills::get,
+        skills::put,
+        skills::delete,
+        skills::proposals,
+        skills::decide,
         ws::connect,
         openai::chat_completions,
         openai::models,
@@ -73,6 +86,8 @@ pub const BEARER: &str = "bearer";
         (name = "events", description = "A session's event log, as JSON pages or SSE"),
         (name = "tools", description = "A person's answers: approvals, tool runs a crash left unknown, checkpoint restore"),
         (name = "schedules", description = "Scheduled inputs: a session's text admitted whenever a cron expression (UTC) falls due"),
+        (name = "memory", description = "The caller's memory and user profile: entries, changes, the review's writes waiting for a person"),
+        (name = "skills", description = "Skills shared by all principals: the operator's folders and stored ones; agents' proposals"),
         (name = "openai", description = "The OpenAI-compatible endpoint (errors in OpenAI's shape)"),
         (name = "websocket", description = "JSON-RPC 2.0 over a WebSocket"),
         (name = "platforms", description = "Chat platforms: the outbox of messages to Telegram, Slack and the generic webhook"),

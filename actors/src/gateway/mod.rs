@@ -5,12 +5,14 @@
 //! This file holds the start, the accessors and the graceful stop.
 mod approvals;
 pub mod commands;
+pub mod memory;
 mod schedules;
 mod sessions;
 mod submissions;
 
 use crate::admission::AdmissionActor;
 use crate::compressor::CompressionActor;
+use crate::config::AgentWrites;
 use crate::config::RuntimeConfig;
 use crate::delivery::{DeliveryActor, EventHub};
 use crate::deps::Deps;
@@ -22,6 +24,8 @@ use crate::outbox_sender::OutboxSender;
 use crate::recovery;
 use crate::scheduler::{self, SchedulerActor};
 use crate::session::registry::SessionRegistry;
+use crate::skills::catalog::Catalog;
+use crate::skills::tools::{SkillManage, SkillView};
 use crate::tool_exec::ToolExecActor;
 use crate::toolbox;
 use crate::turn::StopReason;
@@ -82,6 +86,17 @@ impl Gateway {
                 config.memory.clone(),
             )));
         }
+        let skills = Catalog::new(config.skills.clone(), store.clone());
+        if config.skills.enabled {
+            own.push(Arc::new(SkillView::new(skills.clone(), store.clone())));
+            if config.skills.agent_writes != AgentWrites::Off {
+                own.push(Arc::new(SkillManage::new(
+                    skills.clone(),
+                    store.clone(),
+                    config.skills.agent_writes,
+                )));
+            }
+        }
         let toolbox = toolbox::build(&config, own).await?;
         let workspace = toolbox.workspace.clone();
         let delivery = DeliveryActor::new(store.clone(), hub.clone()).start();
@@ -109,6 +124,7 @@ impl Gateway {
             tools,
             compressor,
             tool_schemas: toolbox.schemas,
+            skills,
             wakeups,
             event_wakes: Wakeups::default(),
             lease_wakes: Wakeups::default(),

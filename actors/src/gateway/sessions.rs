@@ -8,6 +8,7 @@ use crate::input::NewSessionRequest;
 use crate::limits;
 use crate::remote_interrupt::{self, Interruption};
 use crate::session::{SessionState, Status};
+use crate::skills::catalog::index;
 use crate::turn::prompt;
 use turnkey_storage::*;
 
@@ -123,9 +124,18 @@ impl Gateway {
     /// What `scope`'s memory holds now, for a new session's prompt; nothing with `[memory]`
     /// off.
     async fn remembered(&self, scope: &str) -> Result<prompt::Remembered, GatewayError> {
+        let catalog = &self.deps.skills;
+        let skills = if catalog.enabled() {
+            index(&catalog.list().await?, catalog.index_chars())
+        } else {
+            String::new()
+        };
         let config = &self.deps.config.memory;
         if !config.enabled {
-            return Ok(prompt::Remembered::default());
+            return Ok(prompt::Remembered {
+                skills,
+                ..Default::default()
+            });
         }
         // One read for both stores: a platform chat's inbound messages come through here.
         let (memory, profile): (Vec<_>, Vec<_>) = self
@@ -137,6 +147,7 @@ impl Gateway {
             .partition(|e| e.target == MemoryTarget::Memory);
         let texts = |entries: Vec<MemoryEntry>| entries.into_iter().map(|e| e.text).collect();
         Ok(prompt::Remembered {
+            skills,
             memory: texts(memory),
             profile: texts(profile),
             memory_limit: config.memory_chars,

@@ -99,7 +99,9 @@ impl turnkey_tools::Tool for MemoryTool {
             Err(why) => return ToolOutput::error(format!("invalid arguments: {why}")),
         };
         let written = match edit {
-            MemoryEdit::Add { text } | MemoryEdit::Replace { text, .. } => scan::check(text),
+            MemoryEdit::Add { text }
+            | MemoryEdit::Replace { text, .. }
+            | MemoryEdit::ReplaceId { text, .. } => scan::check(text),
             MemoryEdit::Remove { .. } | MemoryEdit::RemoveId(_) => Ok(()),
         };
         if let Err(refused) = written {

@@ -16,6 +16,8 @@ const CONTEXT_FILES: [&str; 3] = ["AGENTS.md", "TURNKEY.md", ".turnkey/context.m
 /// prompt, so a write during the session reaches the next one, never this one's prompt.
 #[derive(Clone, Debug, Default)]
 pub struct Remembered {
+    /// The `# Skills` index (`skills::catalog::index`), empty when there are none.
+    pub skills: String,
     pub memory: Vec<String>,
     pub profile: Vec<String>,
     pub memory_limit: usize,
@@ -106,6 +108,10 @@ fn context_layer(system_message: Option<&str>, workspace: &Path) -> String {
 /// empty one is left out), then when the session started.
 fn volatile_layer(remembered: &Remembered, now: chrono::DateTime<chrono::Utc>) -> String {
     let mut out = String::new();
+    if !remembered.skills.is_empty() {
+        out.push_str(remembered.skills.trim_end());
+        out.push_str("\n\n");
+    }
     let blocks = [
         (
             "# Memory",
@@ -199,6 +205,7 @@ mod tests {
             ..Default::default()
         };
         let remembered = Remembered {
+            skills: "# Skills\n- deploy: Ship it.\n".into(),
             memory: vec!["The project builds with cargo.".into()],
             profile: vec!["Alice; prefers short answers.".into()],
             memory_limit: 2200,
@@ -211,7 +218,11 @@ mod tests {
         let workspace = p.find("# Workspace").expect("workspace");
         let caller = p.find("Be terse.").expect("caller message");
         let agents = p.find("Always answer in haiku.").expect("AGENTS.md");
+        let skills = p
+            .find("# Skills\n- deploy: Ship it.\n\n# Memory")
+            .expect("skills");
         let memory = p.find("# Memory").expect("memory");
+        assert!(agents < skills && skills < memory);
         let profile = p.find("# User profile").expect("profile");
         let session = p.find("# Session").expect("volatile");
         assert!(identity < workspace && workspace < caller && caller < agents && agents < memory);

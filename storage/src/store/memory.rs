@@ -128,6 +128,11 @@ pub enum MemoryEdit<'a> {
         old_text: &'a str,
     },
     /// By id (the API): an entry of another scope is not found.
+    ReplaceId {
+        id: MemoryEntryId,
+        text: &'a str,
+    },
+    /// By id (the API): an entry of another scope is not found.
     RemoveId(MemoryEntryId),
 }
 
@@ -180,69 +185,13 @@ impl Store {
         author: &Author,
     ) -> Result<MemoryWrite> {
         let tx = self.write_tx().await?;
-        lock_store(&tx, scope, target).await?;
-        let entries = entries_of(&tx, scope, Some(target)).await?;
-        let chars: usize = entries.iter().map(MemoryEntry::chars).sum();
-        let now = now_ms();
-        let (action, before, after) = match plan(&entries, edit) {
-            Err(refused) => {
-                tx.rollback().await?;
-                return Ok(refused);
-            }
-            Ok(p) => p,
-        };
-        let was = before.map_or(0, MemoryEntry::chars);
-        let will = after.map_or(0, |t| t.chars().count());
-        let size = chars - was + will;
-        if will > was && size > limit {
+        let written = edit_in(&tx, scope, target, edit, limit, author).await?;
+        if matches!(written, MemoryWrite::Done { .. }) {
+            tx.commit().await?;
+        } else {
             tx.rollback().await?;
-            return Ok(MemoryWrite::Full {
-                chars,
-                limit,
-                needed: will - was,
-            });
         }
-        let entry = match (before, after) {
-            (None, Some(text)) => insert(&tx, scope, target, text, now).await?,
-            (Some(old), Some(text)) => {
-                update(&tx, old.id, text, now).await?;
-                MemoryEntry {
-                    text: text.to_owned(),
-                    updated_at: now,
-                    ..old.clone()
-                }
-            }
-            (Some(old), None) => {
-                memory_entry::Entity::delete_by_id(old.id.to_string())
-                    .exec(&tx)
-                    .await?;
-                old.clone()
-            }
-            (None, None) => return Err(StoreError::Corrupt("an empty memory edit".into())),
-        };
-        record(
-            &tx, scope, target, &entry, action, author, before, after, now,
-        )
-        .await?;
-        let event = match author.session {
-            Some(session) => {
-                let data = serde_json::json!({
-                    "target": target.as_str(),
-                    "action": action,
-                    "chars": size,
-                    "limit": limit,
-                    "by": author.by.as_str(),
-                });
-                Some(Box::new(announce(&tx, session, data).await?))
-            }
-            None => None,
-        };
-        tx.commit().await?;
-        Ok(MemoryWrite::Done {
-            entry,
-            chars: size,
-            event,
-        })
+        Ok(written)
     }
 
     /// Changes of `scope`'s stores, newest first, at most `limit`.
@@ -258,6 +207,76 @@ impl Store {
             .map(change_of)
             .collect()
     }
+}
+
+/// [`Store::edit_memory`] inside `tx`: the caller commits (a refused edit wrote nothing, so
+/// the caller may go on with other writes or roll back).
+pub(crate) async fn edit_in(
+    tx: &WriteTx,
+    scope: &str,
+    target: MemoryTarget,
+    edit: MemoryEdit<'_>,
+    limit: usize,
+    author: &Author,
+) -> Result<MemoryWrite> {
+    lock_store(tx, scope, target).await?;
+    let entries = entries_of(tx, scope, Some(target)).await?;
+    let chars: usize = entries.iter().map(MemoryEntry::chars).sum();
+    let now = now_ms();
+    let (action, before, after) = match plan(&entries, edit) {
+        Err(refused) => return Ok(refused),
+        Ok(p) => p,
+    };
+    let was = before.map_or(0, MemoryEntry::chars);
+    let will = after.map_or(0, |t| t.chars().count());
+    let size = chars - was + will;
+    if will > was && size > limit {
+        return Ok(MemoryWrite::Full {
+            chars,
+            limit,
+            needed: will - was,
+        });
+    }
+    let entry = match (before, after) {
+        (None, Some(text)) => insert(tx, scope, target, text, now).await?,
+        (Some(old), Some(text)) => {
+            update(tx, old.id, text, now).await?;
+            MemoryEntry {
+                text: text.to_owned(),
+                updated_at: now,
+                ..old.clone()
+            }
+        }
+        (Some(old), None) => {
+            memory_entry::Entity::delete_by_id(old.id.to_string())
+                .exec(tx)
+                .await?;
+            old.clone()
+        }
+        (None, None) => return Err(StoreError::Corrupt("an empty memory edit".into())),
+    };
+    record(
+        tx, scope, target, &entry, action, author, before, after, now,
+    )
+    .await?;
+    let event = match author.session {
+        Some(session) => {
+            let data = serde_json::json!({
+                "target": target.as_str(),
+                "action": action,
+                "chars": size,
+                "limit": limit,
+                "by": author.by.as_str(),
+            });
+            Some(Box::new(announce(tx, session, data).await?))
+        }
+        None => None,
+    };
+    Ok(MemoryWrite::Done {
+        entry,
+        chars: size,
+        event,
+    })
 }
 
 /// `memory.updated` in the session whose tool call or review made the change.
@@ -286,17 +305,18 @@ fn plan<'e, 'a>(
             (Some(_), more) => Err(MemoryWrite::Ambiguous { matches: more + 1 }),
         }
     };
+    let by_id = |id: MemoryEntryId| {
+        entries
+            .iter()
+            .find(|e| e.id == id)
+            .ok_or(MemoryWrite::NoMatch)
+    };
     Ok(match edit {
         MemoryEdit::Add { text } => ("add", None, Some(text)),
         MemoryEdit::Replace { old_text, text } => ("replace", Some(one(old_text)?), Some(text)),
         MemoryEdit::Remove { old_text } => ("remove", Some(one(old_text)?), None),
-        MemoryEdit::RemoveId(id) => {
-            let e = entries
-                .iter()
-                .find(|e| e.id == id)
-                .ok_or(MemoryWrite::NoMatch)?;
-            ("remove", Some(e), None)
-        }
+        MemoryEdit::ReplaceId { id, text } => ("replace", Some(by_id(id)?), Some(text)),
+        MemoryEdit::RemoveId(id) => ("remove", Some(by_id(id)?), None),
     })
 }
 

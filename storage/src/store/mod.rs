@@ -16,7 +16,15 @@ mod memory;
 pub use memory::{
     Author, ChangedBy, MemoryChange, MemoryEdit, MemoryEntry, MemoryTarget, MemoryWrite,
 };
+mod memory_pending;
+pub use memory_pending::{PendingDecided, PendingMemory, StagedEdit};
 mod outbox;
+mod reviews;
+pub use reviews::{Review, ReviewEnd, ReviewWrites};
+mod skills;
+pub use skills::{
+    NewSkillProposal, ProposalDecided, SkillChange, SkillProposal, SkillUse, StoredSkill,
+};
 mod rotation;
 pub use rotation::{Rotation, RotationDone};
 mod schedules;

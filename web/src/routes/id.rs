@@ -5,7 +5,10 @@
 use super::truncated;
 use serde::{de, Deserialize, Deserializer};
 use std::str::FromStr;
-use turnkey_storage::{AdmissionId, ApprovalId, ScheduleId, SessionId, TurnId};
+use turnkey_storage::{
+    AdmissionId, ApprovalId, MemoryEntryId, MemoryPendingId, ScheduleId, SessionId,
+    SkillProposalId, TurnId,
+};
 
 /// How the message of a segment that is not an id ends: the path error handler answers
 /// `invalid_id` for it (any other path error is `invalid_path`).
@@ -40,6 +43,15 @@ impl IdKind for TurnId {
 }
 impl IdKind for ScheduleId {
     const WHAT: &'static str = "schedule";
+}
+impl IdKind for MemoryEntryId {
+    const WHAT: &'static str = "memory entry";
+}
+impl IdKind for MemoryPendingId {
+    const WHAT: &'static str = "pending memory write";
+}
+impl IdKind for SkillProposalId {
+    const WHAT: &'static str = "skill proposal";
 }
 
 /// An outbox row's id (`POST /v1/outbox/{id}/resend`).

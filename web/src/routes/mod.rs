@@ -4,11 +4,13 @@ pub mod admissions;
 pub mod events;
 pub mod health;
 pub mod id;
+pub mod memory;
 pub mod metrics;
 pub mod openai;
 pub mod outbox;
 pub mod schedules;
 pub mod sessions;
+pub mod skills;
 pub mod submissions;
 pub mod tokens;
 pub mod tools;
@@ -137,6 +139,50 @@ pub fn table() -> Vec<Mount> {
         Mount::api(
             "/v1/schedules/{id}",
             vec![(M::DELETE, web::to(schedules::delete))],
+        ),
+        // The fixed paths before the `{entry_id}` and `{name}` ones that would take them.
+        Mount::api(
+            "/v1/memory",
+            vec![
+                (M::GET, web::to(memory::get)),
+                (M::POST, web::to(memory::add)),
+            ],
+        ),
+        Mount::api(
+            "/v1/memory/changes",
+            vec![(M::GET, web::to(memory::changes))],
+        ),
+        Mount::api(
+            "/v1/memory/pending",
+            vec![(M::GET, web::to(memory::pending))],
+        ),
+        Mount::api(
+            "/v1/memory/pending/{id}",
+            vec![(M::POST, web::to(memory::decide_pending))],
+        ),
+        Mount::api(
+            "/v1/memory/{entry_id}",
+            vec![
+                (M::PATCH, web::to(memory::edit)),
+                (M::DELETE, web::to(memory::delete)),
+            ],
+        ),
+        Mount::api("/v1/skills", vec![(M::GET, web::to(skills::list))]),
+        Mount::api(
+            "/v1/skills/proposals",
+            vec![(M::GET, web::to(skills::proposals))],
+        ),
+        Mount::api(
+            "/v1/skills/proposals/{id}",
+            vec![(M::POST, web::to(skills::decide))],
+        ),
+        Mount::api(
+            "/v1/skills/{name}",
+            vec![
+                (M::GET, web::to(skills::get)),
+                (M::PUT, web::to(skills::put)),
+                (M::DELETE, web::to(skills::delete)),
+            ],
         ),
         Mount::api("/v1/outbox", vec![(M::GET, web::to(outbox::list))]),
         Mount::api(
