@@ -153,4 +153,70 @@ export class Api {
   retryAdmission(admissionId) {
     return this.post(`/v1/admissions/${encodeURIComponent(admissionId)}/retry`);
   }
+
+  // ---------- memory: the caller's own two stores (docs/api.md, "Memory") ----------
+
+  /** `{memory: {entries, chars, limit}, profile: {…}}`. */
+  memory() {
+    return this.get("/v1/memory");
+  }
+
+  /** Adds an entry to `target` (`memory` or `profile`); a refused text is 422 with its code. */
+  addMemory(target, text) {
+    return this.post("/v1/memory", { target, text });
+  }
+
+  editMemory(id, text) {
+    return this.request("PATCH", `/v1/memory/${encodeURIComponent(id)}`, { body: { text } });
+  }
+
+  deleteMemory(id) {
+    return this.request("DELETE", `/v1/memory/${encodeURIComponent(id)}`);
+  }
+
+  /** `{changes: [...]}`, newest first. */
+  memoryChanges() {
+    return this.get("/v1/memory/changes");
+  }
+
+  /** `{pending: [...]}`: writes the background review proposed, waiting for a person. */
+  memoryPending() {
+    return this.get("/v1/memory/pending");
+  }
+
+  /** `decision` is `approve` or `deny`; 409 when it was decided already. */
+  decideMemoryPending(id, decision) {
+    return this.post(`/v1/memory/pending/${encodeURIComponent(id)}`, { decision });
+  }
+
+  // ---------- skills: shared by everyone, changed by the operator only (403 for others) ----------
+
+  /** `{skills: [{name, description, source, updated_at, uses, last_used_at}]}`. */
+  skills() {
+    return this.get("/v1/skills");
+  }
+
+  /** One skill with its `content` (the SKILL.md) and `files` (paths beside it). */
+  skill(name) {
+    return this.get(`/v1/skills/${encodeURIComponent(name)}`);
+  }
+
+  /** Creates or replaces the skill `name` with the SKILL.md `content`. */
+  putSkill(name, content) {
+    return this.request("PUT", `/v1/skills/${encodeURIComponent(name)}`, { body: { content } });
+  }
+
+  deleteSkill(name) {
+    return this.request("DELETE", `/v1/skills/${encodeURIComponent(name)}`);
+  }
+
+  /** `{proposals: [...]}`: the pending ones. */
+  skillProposals() {
+    return this.get("/v1/skills/proposals");
+  }
+
+  /** `decision` is `approve` or `deny`; 409 when it was decided already. */
+  decideSkillProposal(id, decision) {
+    return this.post(`/v1/skills/proposals/${encodeURIComponent(id)}`, { decision });
+  }
 }

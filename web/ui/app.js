@@ -1,15 +1,21 @@
 // The turnkey web UI: sign-in, the session list and routing, all through the public /v1 API.
-// One open session's chat is session_view.js; the page's fixed elements are page.js.
+// One open session's chat is session_view.js, the Memory and Skills pages memory_view.js and
+// skills_view.js; the routes are route.js; the page's fixed elements are page.js.
 import { Api, ApiError } from "./api.js";
 import { ui, showError, describe } from "./page.js";
 import { el, formatTime } from "./render.js";
+import { parseRoute } from "./route.js";
 import { SessionView } from "./session_view.js";
+import { MemoryView } from "./memory_view.js";
+import { SkillsView } from "./skills_view.js";
 
 const TOKEN_KEY = "turnkey.token";
 
 let api = null;
 /** The open session, or null. */
 let view = null;
+/** The open Memory or Skills page (`kind` "memory" or "skills"), or null. */
+let page = null;
 
 // ---------- sign-in ----------
 
@@ -17,6 +23,7 @@ function signedOut(message = "") {
   localStorage.removeItem(TOKEN_KEY);
   if (view) view.close();
   view = null;
+  closePage();
   api = null;
   ui.app.hidden = true;
   ui.signin.hidden = false;
@@ -86,7 +93,7 @@ async function refreshSessions() {
         el("span", { class: "session-title" }, s.title || "Untitled session"),
         el("span", { class: "session-meta" }, `${s.state === "running" ? "running · " : ""}${formatTime(s.created_at)}`),
       );
-      link.addEventListener("click", () => ui.app.classList.remove("show-sessions"));
+      link.addEventListener("click", hideSidebar);
       return el("li", {}, link);
     }),
   );
@@ -113,15 +120,75 @@ ui.newSession.addEventListener("click", async () => {
   }
 });
 
-ui.toggleSessions.addEventListener("click", () => {
-  const open = ui.app.classList.toggle("show-sessions");
-  ui.toggleSessions.setAttribute("aria-expanded", String(open));
-});
+// On a narrow screen the sidebar is behind a button: "Sessions" in the chat, "Menu" on a page.
+for (const toggle of [ui.toggleSessions, ui.togglePages]) {
+  toggle.addEventListener("click", () => {
+    const open = ui.app.classList.toggle("show-sessions");
+    ui.toggleSessions.setAttribute("aria-expanded", String(open));
+    ui.togglePages.setAttribute("aria-expanded", String(open));
+  });
+}
+
+function hideSidebar() {
+  ui.app.classList.remove("show-sessions");
+  ui.toggleSessions.setAttribute("aria-expanded", "false");
+  ui.togglePages.setAttribute("aria-expanded", "false");
+}
+
+for (const link of [ui.navMemory, ui.navSkills]) link.addEventListener("click", hideSidebar);
+
+function closePage() {
+  if (page) page.close();
+  page = null;
+  ui.page.hidden = true;
+  ui.chat.hidden = false;
+  ui.pageBody.replaceChildren();
+  showError(ui.pageError, "");
+}
+
+const PAGE_TITLE = { memory: "Memory", skills: "Skills" };
+
+/** Shows the Memory or Skills page for route `r` (route.js) in place of the chat. */
+async function openPage(r) {
+  if (view) {
+    view.close();
+    view = null;
+    refreshSessions();
+  }
+  ui.navMemory.setAttribute("aria-current", r.page === "memory" ? "page" : "false");
+  ui.navSkills.setAttribute("aria-current", r.page === "skills" ? "page" : "false");
+  if (page && page.kind === r.page) {
+    await page.show(r);
+    return;
+  }
+  closePage();
+  ui.chat.hidden = true;
+  ui.page.hidden = false;
+  ui.pageTitle.textContent = PAGE_TITLE[r.page];
+  document.title = `${PAGE_TITLE[r.page]} · turnkey`;
+  ui.pageTitle.focus({ preventScroll: true });
+  page = r.page === "memory" ? new MemoryView(api, ui.pageBody) : new SkillsView(api, ui.pageBody);
+  try {
+    await page.open(r);
+  } catch (e) {
+    if (page) showError(ui.pageError, `Could not open the page: ${describe(e)}`);
+  }
+}
 
 async function route() {
   if (!api) return;
-  const m = /^#\/s\/([0-9a-fA-F-]{36})$/.exec(location.hash);
-  const id = m ? m[1] : null;
+  const r = parseRoute(location.hash);
+  if (r.page !== "session") {
+    await openPage(r);
+    return;
+  }
+  ui.navMemory.setAttribute("aria-current", "false");
+  ui.navSkills.setAttribute("aria-current", "false");
+  if (page) {
+    closePage();
+    document.title = "turnkey";
+  }
+  const id = r.id;
   if (view && view.id === id) return;
   if (view) view.close();
   view = null;

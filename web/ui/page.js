@@ -1,5 +1,6 @@
 // The page's fixed elements and how errors are shown under them: shared by app.js (sign-in,
-// the session list, routing) and session_view.js (one open session).
+// the session list, routing), session_view.js (one open session) and the Memory and Skills
+// pages (memory_view.js, skills_view.js).
 import { ApiError } from "./api.js";
 
 const $ = (id) => document.getElementById(id);
@@ -25,6 +26,14 @@ export const ui = {
   input: $("input"),
   send: $("send"),
   chatError: $("chat-error"),
+  chat: $("chat"),
+  navMemory: $("nav-memory"),
+  navSkills: $("nav-skills"),
+  page: $("page"),
+  pageTitle: $("page-title"),
+  pageError: $("page-error"),
+  pageBody: $("page-body"),
+  togglePages: $("toggle-pages"),
 };
 
 export function showError(node, message) {

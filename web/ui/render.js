@@ -195,3 +195,43 @@ export function formatTime(iso) {
   const d = new Date(iso);
   return Number.isNaN(d.getTime()) ? "" : d.toLocaleString();
 }
+
+const DIFF_CLASS = { " ": "same", "-": "del", "+": "add" };
+
+/**
+ * A line diff (`[{op, text}]`, diff.js lineDiff) as a `<pre>`: each line marked "+ ",
+ * "- " or "  " as well as coloured, so it reads without colour too.
+ */
+export function diffBlock(lines, label) {
+  return el(
+    "pre",
+    { class: "diff", "aria-label": label || null },
+    ...lines.map((l) => el("span", { class: `diff-line ${DIFF_CLASS[l.op] || "same"}` }, `${l.op} ${l.text}\n`)),
+  );
+}
+
+/**
+ * Makes `nodes` the children of `root`, keeping its scroll position and the keyboard focus: the
+ * element focused before (marked with `data-focus-key`) or `focusKey` is focused again after.
+ */
+export function replaceKeepingFocus(root, nodes, focusKey = null) {
+  const active = document.activeElement;
+  const inside = active && root.contains(active) && active.dataset ? active : null;
+  const key = focusKey || (inside ? inside.dataset.focusKey : null);
+  const top = root.scrollTop;
+  root.replaceChildren(...nodes);
+  root.scrollTop = top;
+  if (!key) return;
+  const again = [...root.querySelectorAll("[data-focus-key]")].find((n) => n.dataset.focusKey === key);
+  if (!again || again.disabled) return;
+  again.focus({ preventScroll: true });
+  // The same text field drawn anew: the caret stays where it was.
+  if (inside && inside.dataset.focusKey === key && typeof inside.selectionStart === "number" && "setSelectionRange" in again) {
+    again.setSelectionRange(inside.selectionStart, inside.selectionEnd);
+  }
+}
+
+/** A link to the session something came from (a memory change, a proposal), or null. */
+export function sessionLink(sessionId) {
+  return sessionId ? el("a", { href: `#/s/${encodeURIComponent(sessionId)}` }, "open its session") : null;
+}

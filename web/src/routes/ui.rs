@@ -47,6 +47,13 @@ const ASSETS: &[Asset] = &[
     asset!("page.js", JS),
     asset!("session_state.js", JS),
     asset!("session_view.js", JS),
+    asset!("route.js", JS),
+    asset!("diff.js", JS),
+    asset!("memory_state.js", JS),
+    asset!("memory_view.js", JS),
+    asset!("skill_text.js", JS),
+    asset!("skills_state.js", JS),
+    asset!("skills_view.js", JS),
 ];
 
 /// The ETag of each file, in the order of [`ASSETS`].
