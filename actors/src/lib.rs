@@ -12,7 +12,7 @@
 //! 2. settings: `limits`, `schedule`, `config`, `input`, `toolbox`, `platforms`, `platforms::telegram`, `platforms::slack`, `platforms::webhook`, `platforms::send`
 //! 3. plumbing: `delivery`, `compressor`, `tool_exec`, `deps`, `memory`, `skills`
 //! 4. ownership: `lease`, `busy_policy`
-//! 5. turn: `turn`
+//! 5. turn: `turn`, `review`
 //! 6. sessions: `session`, `recovery`, `remote_interrupt`, `notifier`
 //! 7. doors: `admission`, `scheduler`, `outbox_sender`, `platforms::drafts`
 //! 8. gateway: `gateway`
@@ -37,6 +37,7 @@ pub mod platforms;
 pub mod provider_health;
 pub mod recovery;
 pub mod remote_interrupt;
+pub mod review;
 pub mod schedule;
 pub mod scheduler;
 pub mod session;

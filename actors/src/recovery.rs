@@ -17,6 +17,7 @@ pub async fn recover_at_start(
     tracing::info!(
         unknown = judged.unknown,
         resumed = judged.resumed,
+        reviews_interrupted = judged.reviews,
         sessions_with_queue = queued.len(),
         "recovery finished"
     );
@@ -54,6 +55,8 @@ pub fn spawn_sweeper(deps: Arc<Deps>, registry: SessionRegistry) {
 struct Judged {
     unknown: usize,
     resumed: usize,
+    /// Reviews whose owner died, closed as interrupted.
+    reviews: usize,
 }
 
 /// A `started` admission whose owner no longer holds a live lease on its session is resumed
@@ -63,7 +66,10 @@ async fn judge_dead_owners(
     deps: &Deps,
     registry: &SessionRegistry,
 ) -> Result<Judged, crate::GatewayError> {
-    let mut judged = Judged::default();
+    let mut judged = Judged {
+        reviews: crate::review::close_orphans(deps).await?,
+        ..Judged::default()
+    };
     for a in deps.store.started_admissions(None).await? {
         if !owner_is_gone(deps, &a).await? {
             continue;

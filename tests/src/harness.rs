@@ -496,6 +496,7 @@ ttl_s = {ttl}
 refresh_s = {refresh}
 wait_s = {wait}
 {watchdog}
+{memory}
 {extra}
 "#,
         data = dir.join("data").display(),
@@ -510,6 +511,13 @@ wait_s = {wait}
             String::new()
         } else {
             format!("watchdog_s = {}\n", o.lease_watchdog_s)
+        },
+        // The post-delivery review (every 10 turns by default) would take a scripted reply
+        // meant for a turn; tests of the review turn it on with their own `[memory]`.
+        memory = if o.extra_toml.contains("[memory]") {
+            ""
+        } else {
+            "[memory]\nreview_every = 0\n"
         },
         extra = o.extra_toml,
         provider_extra = o.provider_toml,

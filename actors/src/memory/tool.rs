@@ -32,7 +32,7 @@ impl MemoryTool {
 }
 
 /// The arguments, read: the edit and the store it is for.
-fn edit_of(args: &Value) -> Result<(MemoryTarget, MemoryEdit<'_>), String> {
+pub(crate) fn edit_of(args: &Value) -> Result<(MemoryTarget, MemoryEdit<'_>), String> {
     let text = |key: &str| -> Result<&str, String> {
         args.get(key)
             .and_then(Value::as_str)
@@ -65,6 +65,21 @@ fn edit_of(args: &Value) -> Result<(MemoryTarget, MemoryEdit<'_>), String> {
     Ok((target, edit))
 }
 
+/// The tool's schema (the review offers the same).
+pub fn parameters() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "action": {"type": "string", "enum": ["add", "replace", "remove"]},
+            "target": {"type": "string", "enum": ["memory", "profile"]},
+            "text": {"type": "string", "description": "The entry's text (add, replace)."},
+            "old_text": {"type": "string", "description": "A piece of text that only the entry to replace or remove contains."}
+        },
+        "required": ["action", "target"],
+        "additionalProperties": false
+    })
+}
+
 #[async_trait]
 impl turnkey_tools::Tool for MemoryTool {
     fn name(&self) -> &str {
@@ -80,17 +95,7 @@ impl turnkey_tools::Tool for MemoryTool {
     }
 
     fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "action": {"type": "string", "enum": ["add", "replace", "remove"]},
-                "target": {"type": "string", "enum": ["memory", "profile"]},
-                "text": {"type": "string", "description": "The entry's text (add, replace)."},
-                "old_text": {"type": "string", "description": "A piece of text that only the entry to replace or remove contains."}
-            },
-            "required": ["action", "target"],
-            "additionalProperties": false
-        })
+        parameters()
     }
 
     async fn call(&self, args: Value, ctx: &ToolContext) -> ToolOutput {

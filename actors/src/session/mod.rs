@@ -1,6 +1,8 @@
 //! `SessionActor`: one per live session. It drains the session's admissions in seq order under
 //! the durable lease, running each turn as a spawned future so that its mailbox stays open for
-//! `Interrupt` and `Status` while the turn runs.
+//! `Interrupt` and `Status` while the turn runs. When a drain ends with nothing queued, the
+//! actor runs the post-delivery review if one is due (`crate::review`); the next `Drain`
+//! cancels it first (SPEC R4.5).
 pub mod registry;
 
 use crate::deps::Deps;
@@ -13,6 +15,7 @@ use actix::prelude::*;
 use registry::SessionRegistry;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use turnkey_storage::{Admission, Event, Fence, SessionId, StoreError, TurnId};
 
@@ -75,6 +78,9 @@ pub struct SessionActor {
     idle_timer: Option<SpawnHandle>,
     /// The transcript as the last turn left it; the next turn reads only what came after.
     transcript: TranscriptCache,
+    /// The running review's number and what cancels it.
+    review: Option<(u64, CancellationToken)>,
+    reviews_started: u64,
 }
 
 /// What a drain works for: the session's actor, and the transcript it keeps between turns.
@@ -94,7 +100,46 @@ impl SessionActor {
             running: None,
             idle_timer: None,
             transcript: TranscriptCache::default(),
+            review: None,
+            reviews_started: 0,
         }
+    }
+
+    /// A new input pre-empts the review: its model call is dropped, it writes nothing.
+    fn cancel_review(&mut self) {
+        if let Some((_, token)) = self.review.take() {
+            token.cancel();
+        }
+    }
+
+    /// Runs a review of the session if one is due, without holding the session.
+    fn start_review(&mut self, ctx: &mut Context<Self>) {
+        self.cancel_review();
+        self.reviews_started += 1;
+        let number = self.reviews_started;
+        let token = CancellationToken::new();
+        self.review = Some((number, token.clone()));
+        let fut = crate::review::run(self.deps.clone(), self.id, token);
+        ctx.spawn(fut.into_actor(self).map(move |_, act, ctx| {
+            if act.review.as_ref().is_some_and(|(n, _)| *n == number) {
+                act.review = None;
+                if !act.draining {
+                    act.arm_idle_stop(ctx);
+                }
+            }
+        }));
+    }
+
+    /// Stops the actor after [`IDLE_STOP`] with nothing running.
+    fn arm_idle_stop(&mut self, ctx: &mut Context<Self>) {
+        if let Some(t) = self.idle_timer.take() {
+            ctx.cancel_future(t);
+        }
+        self.idle_timer = Some(ctx.run_later(IDLE_STOP, |act, ctx| {
+            if !act.draining && act.review.is_none() {
+                ctx.stop();
+            }
+        }));
     }
 
     fn start_drain(&mut self, ctx: &mut Context<Self>, admitted: bool) {
@@ -113,11 +158,8 @@ impl SessionActor {
             if std::mem::take(&mut act.drain_again) {
                 act.start_drain(ctx, false);
             } else {
-                act.idle_timer = Some(ctx.run_later(IDLE_STOP, |act, ctx| {
-                    if !act.draining {
-                        ctx.stop();
-                    }
-                }));
+                act.start_review(ctx);
+                act.arm_idle_stop(ctx);
             }
         }));
     }
@@ -134,6 +176,7 @@ impl Actor for SessionActor {
 impl Handler<Drain> for SessionActor {
     type Result = ();
     fn handle(&mut self, msg: Drain, ctx: &mut Context<Self>) {
+        self.cancel_review();
         if self.draining {
             // The running drain may already have looked at the queue; look again after it.
             self.drain_again = true;

@@ -83,18 +83,19 @@ impl Store {
         if every == 0 {
             return Ok(None);
         }
+        // Read first: most drains end with no review due, and then write nothing. One actor
+        // runs a session's reviews, and the unique (session, turns_at) index stops a second.
         let turns = self.ended_turns(session).await?;
-        let tx = self.write_tx().await?;
         let last = review::Entity::find()
             .filter(review::Column::SessionId.eq(session.to_string()))
             .order_by_desc(review::Column::TurnsAt)
-            .one(&tx)
+            .one(self.connection())
             .await?
             .map_or(0, |r| r.turns_at);
         if turns - last < i64::from(every) {
-            tx.rollback().await?;
             return Ok(None);
         }
+        let tx = self.write_tx().await?;
         let id = ReviewId::new();
         let now = now_ms();
         review::Entity::insert(review::ActiveModel {
