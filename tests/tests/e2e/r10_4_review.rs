@@ -231,3 +231,60 @@ async fn r10_4_with_write_approval_the_reviews_writes_wait_for_a_person() {
         json!([])
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r12_sigkill_mid_review_closes_it_interrupted_with_nothing_written_and_no_rerun() {
+    let provider = ScriptedProvider::start();
+    let toml = "[memory]\nreview_every = 1\n";
+    let mut tk = Turnkey::start(TurnkeyOptions::new(&provider).extra_toml(toml)).await;
+    let api = tk.api();
+    let session = api.create_session_id().await;
+    // The review stages a write, then its next model call never answers: the process dies
+    // with the write staged and not committed.
+    provider.on_tool_result(TAG, Reply::Hang);
+    save_profile(&provider, "Name: Frank");
+    provider.push(Reply::text("Hello Frank."));
+    let adm = api.submit_accepted(&session, "I am Frank.").await;
+    api.wait_terminal(&adm, BOUND).await;
+    eventually(BOUND, "the review's second model call", || async {
+        (provider.request_count_for(TAG) >= 2).then_some(())
+    })
+    .await;
+
+    tk.kill();
+    tk.restart().await;
+    let api = tk.api();
+    let cancelled = event_of(&api, &session, "review.cancelled").await;
+    assert_eq!(cancelled["data"]["reason"], "interrupted", "{cancelled}");
+    let started = event_of(&api, &session, "review.started").await;
+    assert_eq!(started["data"]["review_id"], cancelled["data"]["review_id"]);
+    assert_eq!(
+        api.get("/v1/memory").await.body["profile"]["entries"],
+        json!([])
+    );
+    assert_eq!(
+        api.get("/v1/memory/changes").await.body["changes"],
+        json!([])
+    );
+    assert_eq!(
+        provider.request_count_for(TAG),
+        2,
+        "not run again after the restart"
+    );
+
+    // The next turn runs as usual; the review after it is a new one, and it commits.
+    provider.release_hangs();
+    provider.push(Reply::text("Still here."));
+    let adm = api.submit_accepted(&session, "Hello again.").await;
+    let done = api.wait_terminal(&adm, BOUND).await;
+    assert_eq!(done["outcome"]["result"], "completed", "{done}");
+    let events = kinds(&api, &session).await;
+    let reviews: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "review.started")
+        .collect();
+    assert!(reviews.len() <= 2, "{reviews:?}");
+    if let Some(second) = reviews.get(1) {
+        assert_ne!(second["data"]["review_id"], started["data"]["review_id"]);
+    }
+}
