@@ -15,13 +15,14 @@ use crate::config::AgentWrites;
 use crate::deps::Deps;
 use crate::memory::{scan, tool::edit_of};
 use crate::skills::{catalog, manage, tools as skill_tools};
+use crate::turn::run::usage_row;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use turnkey_providers::{ChatMessage, ChatRequest, Provider, Role, ToolCall, ToolSchema};
 use turnkey_storage::{
-    MemoryEdit, MemoryTarget, MessageRole, NewUsage, Review, ReviewEnd, ReviewWrites, SessionId,
-    StagedEdit, StoreError,
+    MemoryEdit, MemoryTarget, MessageRole, Review, ReviewEnd, ReviewWrites, SessionId, StagedEdit,
+    StoreError,
 };
 
 /// The tag at the start of the review request's last user message (API.md).
@@ -189,7 +190,7 @@ async fn work(deps: &Deps, review: &Review, staged: &mut Staged) -> Result<(), S
         staged
             .writes
             .usage
-            .push(usage_of(deps, provider.as_ref(), &resp));
+            .push(usage_row(&deps.config.pricing(), provider.as_ref(), &resp));
         if resp.tool_calls.is_empty() {
             return Ok(());
         }
@@ -398,28 +399,6 @@ fn stage_memory(
         limit,
     ));
     Ok(format!("{action} staged for {}", target.as_str()))
-}
-
-fn usage_of(
-    deps: &Deps,
-    provider: &dyn Provider,
-    resp: &turnkey_providers::ChatResponse,
-) -> NewUsage {
-    let model = if resp.model.is_empty() {
-        provider.model()
-    } else {
-        &resp.model
-    };
-    let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-    NewUsage {
-        provider: provider.name().to_owned(),
-        model: model.to_owned(),
-        input_tokens: n(resp.usage.input_tokens),
-        output_tokens: n(resp.usage.output_tokens),
-        cache_read_tokens: n(resp.usage.cache_read_tokens),
-        cache_write_tokens: n(resp.usage.cache_write_tokens),
-        cost_usd: deps.config.pricing().cost_usd(model, &resp.usage),
-    }
 }
 
 /// Recovery: a `running` review whose owner is gone (dead on this host, or silent past

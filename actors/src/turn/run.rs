@@ -407,20 +407,27 @@ fn spawn_watchdog(deps: &Deps, control: &TurnControl) -> Option<tokio::task::Joi
 impl Loop {
     fn record_usage(&mut self, provider: &dyn Provider, resp: &ChatResponse) {
         self.usage.add(&resp.usage);
-        let model = if resp.model.is_empty() {
-            provider.model()
-        } else {
-            &resp.model
-        };
-        let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        self.usage_rows.push(NewUsage {
-            provider: provider.name().to_owned(),
-            model: model.to_owned(),
-            input_tokens: n(resp.usage.input_tokens),
-            output_tokens: n(resp.usage.output_tokens),
-            cache_read_tokens: n(resp.usage.cache_read_tokens),
-            cache_write_tokens: n(resp.usage.cache_write_tokens),
-            cost_usd: self.pricing.cost_usd(model, &resp.usage),
-        });
+        self.usage_rows
+            .push(usage_row(&self.pricing, provider, resp));
+    }
+}
+
+/// The usage ledger's row for one model call (the model the answer names, else the
+/// provider's), priced by `pricing`. The turn and the review (`crate::review`) record the same.
+pub fn usage_row(pricing: &Pricing, provider: &dyn Provider, resp: &ChatResponse) -> NewUsage {
+    let model = if resp.model.is_empty() {
+        provider.model()
+    } else {
+        &resp.model
+    };
+    let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    NewUsage {
+        provider: provider.name().to_owned(),
+        model: model.to_owned(),
+        input_tokens: n(resp.usage.input_tokens),
+        output_tokens: n(resp.usage.output_tokens),
+        cache_read_tokens: n(resp.usage.cache_read_tokens),
+        cache_write_tokens: n(resp.usage.cache_write_tokens),
+        cost_usd: pricing.cost_usd(model, &resp.usage),
     }
 }

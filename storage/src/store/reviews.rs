@@ -8,12 +8,13 @@
 use super::memory::{edit_in, Author, ChangedBy, MemoryWrite};
 use super::memory_pending::{stage_in, StagedEdit};
 use super::skills::{apply_in, propose_in, NewSkillProposal, SkillChange};
+use super::turn_end::{add_totals, insert_usage};
 use super::{insert_events, Result, Store, StoreError, WriteTx};
-use crate::entity::{admission, review, session, usage};
+use crate::entity::{admission, review, session};
 use crate::ids::{now_ms, parse_id, InstanceId, ReviewId, SessionId, TurnId};
 use crate::model::{Event, EventKind, NewEvent, NewUsage, Owner};
 use crate::status::AdmissionStatus;
-use sea_orm::sea_query::{Expr, ExprTrait};
+use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
     QuerySelect,
@@ -303,42 +304,8 @@ async fn record_usage(tx: &WriteTx, review: &Review, calls: &[NewUsage]) -> Resu
         return Ok(());
     }
     let sid = review.session_id.to_string();
-    let now = now_ms();
-    let rows = calls.iter().map(|u| usage::ActiveModel {
-        id: Set(uuid::Uuid::now_v7().to_string()),
-        turn_id: Set(review.id.to_string()),
-        session_id: Set(sid.clone()),
-        provider: Set(u.provider.clone()),
-        model: Set(u.model.clone()),
-        input_tokens: Set(u.input_tokens),
-        output_tokens: Set(u.output_tokens),
-        cache_read_tokens: Set(u.cache_read_tokens),
-        cache_write_tokens: Set(u.cache_write_tokens),
-        cost_usd: Set(u.cost_usd),
-        created_at: Set(now),
-    });
-    usage::Entity::insert_many(rows.collect::<Vec<_>>())
-        .exec_without_returning(tx)
-        .await?;
-    let sum = |f: fn(&NewUsage) -> i64| calls.iter().map(f).sum::<i64>();
-    let cost: f64 = calls.iter().map(|u| u.cost_usd).sum();
-    session::Entity::update_many()
-        .col_expr(
-            session::Column::InputTokens,
-            Expr::col(session::Column::InputTokens).add(sum(|u| u.input_tokens)),
-        )
-        .col_expr(
-            session::Column::OutputTokens,
-            Expr::col(session::Column::OutputTokens).add(sum(|u| u.output_tokens)),
-        )
-        .col_expr(
-            session::Column::CacheReadTokens,
-            Expr::col(session::Column::CacheReadTokens).add(sum(|u| u.cache_read_tokens)),
-        )
-        .col_expr(
-            session::Column::CostUsd,
-            Expr::col(session::Column::CostUsd).add(cost),
-        )
+    insert_usage(tx, &review.id.to_string(), &sid, calls, now_ms()).await?;
+    add_totals(session::Entity::update_many(), calls)
         .filter(session::Column::Id.eq(sid))
         .exec(tx)
         .await?;

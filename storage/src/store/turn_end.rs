@@ -5,7 +5,7 @@
 use super::admissions::{move_status, status_event};
 use super::leases::release_in;
 use super::log::{append_to_session, insert_message};
-use super::{check_fence, outbox, tail, Result, SessionBumpFn, Store, StoreError};
+use super::{check_fence, outbox, tail, Result, SessionBumpFn, Store, StoreError, WriteTx};
 use crate::entity::{admission, session, usage};
 use crate::ids::*;
 use crate::model::*;
@@ -99,22 +99,7 @@ async fn write_turn_end(
         // The turn's calls in one insert, in call order (time-ordered ids). The session's
         // totals and last prompt size (SPEC R6.1) ride on the update that moves its event
         // seq on (`usage_totals`).
-        let rows = end.usage.iter().map(|u| usage::ActiveModel {
-            id: Set(uuid::Uuid::now_v7().to_string()),
-            turn_id: Set(end.turn_id.to_string()),
-            session_id: Set(sid.clone()),
-            provider: Set(u.provider.clone()),
-            model: Set(u.model.clone()),
-            input_tokens: Set(u.input_tokens),
-            output_tokens: Set(u.output_tokens),
-            cache_read_tokens: Set(u.cache_read_tokens),
-            cache_write_tokens: Set(u.cache_write_tokens),
-            cost_usd: Set(u.cost_usd),
-            created_at: Set(now),
-        });
-        usage::Entity::insert_many(rows.collect::<Vec<_>>())
-            .exec_without_returning(tx)
-            .await?;
+        insert_usage(tx, &end.turn_id.to_string(), &sid, &end.usage, now).await?;
     }
     let res = move_status(AdmissionStatus::Started, AdmissionStatus::Terminal)?
         .col_expr(
@@ -161,25 +146,7 @@ fn usage_totals(
     calls: &[NewUsage],
     now: i64,
 ) -> UpdateMany<session::Entity> {
-    let sum = |f: fn(&NewUsage) -> i64| calls.iter().map(f).sum::<i64>();
-    let cost: f64 = calls.iter().map(|u| u.cost_usd).sum();
-    let q = q
-        .col_expr(
-            session::Column::InputTokens,
-            Expr::col(session::Column::InputTokens).add(sum(|u| u.input_tokens)),
-        )
-        .col_expr(
-            session::Column::OutputTokens,
-            Expr::col(session::Column::OutputTokens).add(sum(|u| u.output_tokens)),
-        )
-        .col_expr(
-            session::Column::CacheReadTokens,
-            Expr::col(session::Column::CacheReadTokens).add(sum(|u| u.cache_read_tokens)),
-        )
-        .col_expr(
-            session::Column::CostUsd,
-            Expr::col(session::Column::CostUsd).add(cost),
-        );
+    let q = add_totals(q, calls);
     match calls.last() {
         Some(last) => q
             .col_expr(
@@ -189,4 +156,57 @@ fn usage_totals(
             .col_expr(session::Column::LastPromptAt, Expr::value(now)),
         None => q,
     }
+}
+
+/// `calls` in the usage ledger, in one insert, in call order (time-ordered ids), under
+/// `turn_id` (a turn's, or a review's id).
+pub(crate) async fn insert_usage(
+    tx: &WriteTx,
+    turn_id: &str,
+    session_id: &str,
+    calls: &[NewUsage],
+    now: i64,
+) -> Result<()> {
+    let rows = calls.iter().map(|u| usage::ActiveModel {
+        id: Set(uuid::Uuid::now_v7().to_string()),
+        turn_id: Set(turn_id.to_owned()),
+        session_id: Set(session_id.to_owned()),
+        provider: Set(u.provider.clone()),
+        model: Set(u.model.clone()),
+        input_tokens: Set(u.input_tokens),
+        output_tokens: Set(u.output_tokens),
+        cache_read_tokens: Set(u.cache_read_tokens),
+        cache_write_tokens: Set(u.cache_write_tokens),
+        cost_usd: Set(u.cost_usd),
+        created_at: Set(now),
+    });
+    usage::Entity::insert_many(rows.collect::<Vec<_>>())
+        .exec_without_returning(tx)
+        .await?;
+    Ok(())
+}
+
+/// Adds `calls` to a session's token and cost totals.
+pub(crate) fn add_totals(
+    q: UpdateMany<session::Entity>,
+    calls: &[NewUsage],
+) -> UpdateMany<session::Entity> {
+    let sum = |f: fn(&NewUsage) -> i64| calls.iter().map(f).sum::<i64>();
+    let cost: f64 = calls.iter().map(|u| u.cost_usd).sum();
+    q.col_expr(
+        session::Column::InputTokens,
+        Expr::col(session::Column::InputTokens).add(sum(|u| u.input_tokens)),
+    )
+    .col_expr(
+        session::Column::OutputTokens,
+        Expr::col(session::Column::OutputTokens).add(sum(|u| u.output_tokens)),
+    )
+    .col_expr(
+        session::Column::CacheReadTokens,
+        Expr::col(session::Column::CacheReadTokens).add(sum(|u| u.cache_read_tokens)),
+    )
+    .col_expr(
+        session::Column::CostUsd,
+        Expr::col(session::Column::CostUsd).add(cost),
+    )
 }
