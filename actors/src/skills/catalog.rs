@@ -5,8 +5,9 @@
 //! `index` renders the `# Skills` block of a new session's prompt within its budget.
 use super::document::{self, SkillDoc};
 use crate::config::SkillsConfig;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use turnkey_storage::{Store, StoreError};
 
 /// The largest file under a skill's folder that `skill_view` returns, in bytes.
@@ -54,15 +55,24 @@ pub struct SkillText {
     pub files: Vec<String>,
 }
 
+/// What a folder's SKILL.md said when it had this modification time and length (`None`:
+/// it was not valid), so that listing the skills re-reads only what changed.
+type Parsed = HashMap<PathBuf, (std::time::SystemTime, u64, Option<(SkillDoc, i64)>)>;
+
 #[derive(Clone)]
 pub struct Catalog {
     config: SkillsConfig,
     store: Store,
+    parsed: Arc<Mutex<Parsed>>,
 }
 
 impl Catalog {
     pub fn new(config: SkillsConfig, store: Store) -> Self {
-        Self { config, store }
+        Self {
+            config,
+            store,
+            parsed: Arc::default(),
+        }
     }
 
     pub fn enabled(&self) -> bool {
@@ -165,7 +175,8 @@ impl Catalog {
             return Vec::new();
         }
         let dir = self.config.dir.clone();
-        tokio::task::spawn_blocking(move || scan_dir(&dir))
+        let parsed = self.parsed.clone();
+        tokio::task::spawn_blocking(move || scan_dir(&dir, &parsed))
             .await
             .unwrap_or_default()
     }
@@ -187,17 +198,40 @@ impl Catalog {
     }
 }
 
-fn scan_dir(dir: &Path) -> Vec<(SkillDoc, PathBuf, i64)> {
+fn scan_dir(dir: &Path, parsed: &Mutex<Parsed>) -> Vec<(SkillDoc, PathBuf, i64)> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
+    let mut parsed = parsed
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut seen = Vec::new();
     let mut out = Vec::new();
     for e in entries.flatten() {
+        // The kind comes with the directory entry (no stat), except for a link to a folder.
         let path = e.path();
-        if !path.is_dir() {
+        let folder = match e.file_type() {
+            Ok(t) if t.is_symlink() => path.is_dir(),
+            Ok(t) => t.is_dir(),
+            Err(_) => false,
+        };
+        if !folder {
             continue;
         }
-        if let Some((doc, _, modified)) = read_skill(&path) {
+        let Ok(meta) = std::fs::metadata(path.join("SKILL.md")) else {
+            continue;
+        };
+        let stamp = (meta.modified().unwrap_or(std::time::UNIX_EPOCH), meta.len());
+        let doc = match parsed.get(&path) {
+            Some((at, len, doc)) if (*at, *len) == stamp => doc.clone(),
+            _ => {
+                let doc = read_skill(&path).map(|(doc, _, modified)| (doc, modified));
+                parsed.insert(path.clone(), (stamp.0, stamp.1, doc.clone()));
+                doc
+            }
+        };
+        seen.push(path.clone());
+        if let Some((doc, modified)) = doc {
             let folder = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
             if doc.name == folder {
                 out.push((doc, path, modified));
@@ -206,6 +240,8 @@ fn scan_dir(dir: &Path) -> Vec<(SkillDoc, PathBuf, i64)> {
             }
         }
     }
+    // Folders that are gone are forgotten.
+    parsed.retain(|p, _| seen.contains(p));
     out
 }
 
@@ -423,6 +459,42 @@ mod tests {
         assert!(text.contains("- skill-number-000\n"));
         assert!(text.contains("more (skill_view by name)"), "{text}");
         assert!(!text.contains(": d"));
+    }
+
+    #[test]
+    fn r5_2_a_listing_rereads_only_what_changed_and_forgets_what_is_gone() {
+        let root = tempfile::tempdir().expect("tmp");
+        let write = |name: &str, description: &str| {
+            let d = root.path().join(name);
+            std::fs::create_dir_all(&d).expect("mkdir");
+            let text = format!("---\nname: {name}\ndescription: {description}\n---\nsteps\n");
+            std::fs::write(d.join("SKILL.md"), text).expect("write");
+        };
+        let parsed = Mutex::new(Parsed::new());
+        let described = |parsed: &Mutex<Parsed>| -> Vec<(String, String)> {
+            let mut v: Vec<_> = scan_dir(root.path(), parsed)
+                .into_iter()
+                .map(|(d, _, _)| (d.name, d.description))
+                .collect();
+            v.sort();
+            v
+        };
+        write("a", "First.");
+        write("b", "Second.");
+        assert_eq!(described(&parsed).len(), 2);
+        write("a", "First, and changed.");
+        std::fs::write(root.path().join("b/SKILL.md"), "not a skill").expect("write");
+        assert_eq!(
+            described(&parsed),
+            [("a".into(), "First, and changed.".into())]
+        );
+        std::fs::remove_dir_all(root.path().join("a")).expect("rm");
+        assert_eq!(described(&parsed), []);
+        assert_eq!(
+            parsed.lock().expect("lock").len(),
+            1,
+            "only b, remembered as invalid"
+        );
     }
 
     #[test]
