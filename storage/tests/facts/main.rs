@@ -16,6 +16,7 @@ mod outbox;
 mod platforms;
 mod schedules;
 mod session_keys;
+mod skills_reviews;
 mod store;
 mod tool_runs;
 mod unknown;
