@@ -62,7 +62,11 @@ impl Notifier {
                 self.deps.lease_wakes.wake(n.session);
                 self.pick_up_later(n.session, ctx);
             }
-            NoticeKind::Admitted if !own => self.pick_up_later(n.session, ctx),
+            NoticeKind::Admitted if !own => {
+                // A review of the session running here gives way to the input at once.
+                self.registry.cancel_review(n.session);
+                self.pick_up_later(n.session, ctx);
+            }
             NoticeKind::Interrupt => {
                 if let Some(turn) = n.turn {
                     let (deps, registry) = (self.deps.clone(), self.registry.clone());

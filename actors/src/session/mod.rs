@@ -57,6 +57,12 @@ pub struct Interrupt {
 #[rtype(result = "LocalStatus")]
 pub struct Status;
 
+/// Another replica admitted input for the session: a review running here stops (SPEC R4.5),
+/// whichever replica will run the turn.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct CancelReview;
+
 #[derive(Message)]
 #[rtype(result = "()")]
 struct TurnBegan {
@@ -196,6 +202,13 @@ impl Handler<Interrupt> for SessionActor {
             }
             None => false,
         }
+    }
+}
+
+impl Handler<CancelReview> for SessionActor {
+    type Result = ();
+    fn handle(&mut self, _: CancelReview, _: &mut Context<Self>) {
+        self.cancel_review();
     }
 }
 

@@ -1,6 +1,6 @@
 //! `SessionRegistry`: one live `SessionActor` per session in this process, spawned on demand.
 use crate::deps::Deps;
-use crate::session::{Drain, Interrupt, SessionActor, Status};
+use crate::session::{CancelReview, Drain, Interrupt, SessionActor, Status};
 use crate::turn::StopReason;
 use actix::{Actor, Addr};
 use dashmap::DashMap;
@@ -51,6 +51,13 @@ impl SessionRegistry {
     /// whether there is work before it takes the lease.
     pub fn drain_admitted(&self, session: SessionId) {
         self.get_or_spawn(session).do_send(Drain { admitted: true });
+    }
+
+    /// Stops a review of `session` running here, if any; starts no actor.
+    pub fn cancel_review(&self, session: SessionId) {
+        if let Some(a) = self.get(session) {
+            a.do_send(CancelReview);
+        }
     }
 
     /// Forgets an actor that stopped because it was idle.

@@ -280,3 +280,44 @@ async fn r13_6_sse_reader_on_b_sees_turns_run_on_a_promptly_and_gap_free() {
         "p50 far below a 1 s poll: {lat:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r4_5_input_admitted_on_b_cancels_the_review_running_on_a() {
+    let provider = ScriptedProvider::start();
+    let Some(p) = pair(&provider, "[memory]\nreview_every = 1\n").await else {
+        return;
+    };
+    provider.on_user_text("[turnkey:review]", Reply::Hang);
+    let (a, b) = (p.a.api(), p.b.api());
+    let s = a.create_session_id().await;
+    provider.push(Reply::text("first"));
+    let first = a.submit_accepted(&s, "one").await;
+    a.wait_terminal(&first, BOUND).await;
+    eventually(BOUND, "the review's request", || async {
+        provider
+            .requests()
+            .iter()
+            .find(|r| r.last_user_text.contains("[turnkey:review]"))
+            .map(ran_on_a)
+    })
+    .await
+    .then_some(())
+    .expect("the review runs on A, where the turn ran");
+
+    provider.push(Reply::text("second"));
+    let asked = Instant::now();
+    let second = b.submit_accepted(&s, "two").await;
+    let cancelled = eventually(BOUND, "review.cancelled", || async {
+        b.all_events(&s, 0)
+            .await
+            .into_iter()
+            .find(|e| e["kind"] == "review.cancelled")
+    })
+    .await;
+    let took = asked.elapsed();
+    assert_eq!(cancelled["data"]["reason"], "input", "{cancelled}");
+    assert!(took < Duration::from_secs(1), "cancelled after {took:?}");
+    let done = b.wait_terminal(&second, BOUND).await;
+    assert_eq!(done["outcome"]["result"], "completed", "{done}");
+    provider.release_hangs();
+}
