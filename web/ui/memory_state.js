@@ -221,9 +221,13 @@ const REFUSED = {
   not_found: "That entry no longer exists; the page now shows the stores as they are.",
 };
 
-/** The sentence for a refused write `{code, message}` (an ApiError), with the server's reason; or null. */
+/**
+ * The sentence for a refused write `{code, message}` (an ApiError), with the server's reason; or
+ * null. The server's message starts "not saved: " itself; the sentence says it once.
+ */
 export function refusalText(error) {
   if (!error || !Object.hasOwn(REFUSED, error.code)) return null;
   const why = REFUSED[error.code];
-  return error.message && error.code !== "not_found" ? `${why} (${error.message})` : why;
+  const reason = String(error.message ?? "").replace(/^not saved:\s*/i, "");
+  return reason && error.code !== "not_found" ? `${why} (${reason})` : why;
 }

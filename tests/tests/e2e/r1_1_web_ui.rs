@@ -13,13 +13,14 @@ use turnkey_tests::browser::{Browser, DESKTOP, PAGE_WAIT, PHONE};
 use turnkey_tests::cut_proxy::CutProxy;
 use turnkey_tests::{Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
-/// One browser at a time: the machine has two cores, and Chromium is heavy.
-static SERIAL: Mutex<()> = Mutex::const_new(());
+/// One browser at a time: the machine has two cores, and Chromium is heavy. The other web UI
+/// modules take it too.
+pub(crate) static SERIAL: Mutex<()> = Mutex::const_new(());
 
 use turnkey_tests::wait::{eventually, BOUND, PAGE_SETTLES};
 
 /// Opens the UI and signs in with `token` through the form.
-async fn sign_in(b: &Browser, tk: &Turnkey) {
+pub(crate) async fn sign_in(b: &Browser, tk: &Turnkey) {
     b.goto(&format!("{}/", tk.url)).await;
     b.wait_visible("#signin-form", PAGE_WAIT).await;
     b.type_into("#token", &tk.token).await;

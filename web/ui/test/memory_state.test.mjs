@@ -187,6 +187,13 @@ test("a refused write says why, with the server's message; other errors are left
   assert.match(full, /store is full/);
   assert.match(full, /2180 of 2200 characters used/, "the server's numbers are shown");
   assert.match(refusalText({ code: "memory_secret", message: "an AWS access key" }), /secret.*an AWS access key/);
+  // The server's own messages start "not saved: "; the page says it once.
+  const secret = refusalText({
+    code: "memory_secret",
+    message: "not saved: it holds what looks like a secret (an OpenAI-style API key); memory must never keep keys",
+  });
+  assert.match(secret, /^Not saved: the text looks like a secret.*\(it holds what looks like a secret \(an OpenAI-style API key\)/);
+  assert.equal(secret.match(/not saved/gi).length, 1, secret);
   assert.match(refusalText({ code: "memory_instruction", message: "x" }), /instruction/);
   assert.match(refusalText({ code: "memory_invisible_text", message: "U+200B at 4" }), /invisible.*U\+200B/);
   assert.match(refusalText({ code: "not_found", message: "no entry m1" }), /no longer exists/);
