@@ -284,6 +284,28 @@ pub struct Admission {
     pub handed_back: Option<ResumeReason>,
 }
 
+impl Admission {
+    /// Where the input came from (API.md `source`): a person through a door (`user`), or an
+    /// internal input of the gateway, named by the prefix of its request id (`schedule:…`;
+    /// `subagent:…` and `process:…` for sub-agent reports and process exits).
+    pub fn source(&self) -> &'static str {
+        source_of(&self.surface, &self.request_id)
+    }
+}
+
+/// [`Admission::source`] from an admission's surface and request id.
+pub fn source_of(surface: &str, request_id: &str) -> &'static str {
+    if surface != "internal" {
+        return "user";
+    }
+    match request_id.split_once(':').map(|(p, _)| p) {
+        Some("schedule") => "schedule",
+        Some("subagent") => "subagent",
+        Some("process") => "process",
+        _ => "user",
+    }
+}
+
 /// Why a turn is resumed by itself (SPEC R13.9), as `turn.resumed` says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -579,4 +601,22 @@ pub struct Outbox {
     pub next_attempt_at: i64,
     pub updated_at: i64,
     pub sent_at: Option<i64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::source_of;
+
+    #[test]
+    fn r1_5_an_internal_input_names_its_source_by_its_request_id() {
+        assert_eq!(
+            source_of("api", "schedule:x:1"),
+            "user",
+            "a door's input is the user's"
+        );
+        assert_eq!(source_of("internal", "schedule:abc:1000"), "schedule");
+        assert_eq!(source_of("internal", "subagent:t1"), "subagent");
+        assert_eq!(source_of("internal", "process:p1"), "process");
+        assert_eq!(source_of("internal", "other"), "user");
+    }
 }

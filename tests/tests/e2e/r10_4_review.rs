@@ -50,6 +50,7 @@ async fn r10_4_the_review_saves_after_delivery_in_one_commit() {
     let adm = api.submit_accepted(&session, "I am Carol.").await;
     let done = api.wait_terminal(&adm, BOUND).await;
     assert_eq!(done["outcome"]["result"], "completed", "{done}");
+    assert_eq!(done["source"], "user", "{done}");
 
     let finished = event_of(&api, &session, "review.finished").await;
     assert_eq!(finished["data"]["actions"], 1, "{finished}");

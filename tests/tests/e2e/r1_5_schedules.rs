@@ -368,6 +368,7 @@ async fn fires_and_completes(database: Option<&str>) {
     // Its turn completes with a receipt, like any submission's.
     let done = api.wait_terminal(&first.id, BOUND).await;
     assert_eq!(done["outcome"]["result"], "completed", "{done}");
+    assert_eq!(done["source"], "schedule", "{done}");
     assert_eq!(
         done["outcome"]["final_response"], "ok: scheduled ping",
         "{done}"

@@ -21,6 +21,10 @@ pub struct AdmissionView {
     pub session_id: SessionId,
     /// The input's place in the session's queue.
     pub seq: i64,
+    /// Where the input came from: `user` (any door), or an internal input: `schedule`,
+    /// `subagent` (a child's report), `process` (a background process's exit).
+    #[schema(example = "user")]
+    pub source: &'static str,
     #[schema(value_type = AdmissionStatusName)]
     pub status: AdmissionStatus,
     /// Attempts at its turn so far: 1, or 2 once it resumed by itself after a crash or a
@@ -90,6 +94,7 @@ pub async fn get(
         admission_id: admission.id,
         session_id: admission.session_id,
         seq: admission.seq,
+        source: admission.source(),
         status: admission.status,
         attempt: if admission.status == AdmissionStatus::Queued {
             0
