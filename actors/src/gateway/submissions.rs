@@ -121,6 +121,15 @@ impl Gateway {
     pub async fn chat_inbound(&self, msg: &ChatMessage) -> Result<Inbound, GatewayError> {
         let platform = msg.chat.platform();
         let chat_key = msg.chat.key();
+        let store = &self.deps.store;
+        if let Some(bound) = store
+            .inbound_if_bound(platform, &msg.external_id, &chat_key)
+            .await?
+        {
+            return Ok(bound);
+        }
+        // The chat's first message: only now is a session's prompt (with the principal's
+        // memory and the skills) prepared.
         let new = self
             .new_session(
                 &platforms::chat_principal(msg),

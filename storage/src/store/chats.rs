@@ -53,17 +53,46 @@ impl Store {
         chat_key: &str,
         new: NewSession,
     ) -> Result<Inbound> {
+        self.inbound_with(platform, external_id, chat_key, Some(&new))
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("an inbound update without a session".into()))
+    }
+
+    /// [`Store::inbound_session`] for a chat that has a session already (or an update seen
+    /// before); `None` when the chat has none yet, so that the caller prepares a new session
+    /// (its prompt, memory and skills) only for a chat's first message.
+    pub async fn inbound_if_bound(
+        &self,
+        platform: &str,
+        external_id: &str,
+        chat_key: &str,
+    ) -> Result<Option<Inbound>> {
+        self.inbound_with(platform, external_id, chat_key, None)
+            .await
+    }
+
+    async fn inbound_with(
+        &self,
+        platform: &str,
+        external_id: &str,
+        chat_key: &str,
+        new: Option<&NewSession>,
+    ) -> Result<Option<Inbound>> {
         for _ in 0..RACE_ATTEMPTS {
             if let Some(seen) = self.inbound(platform, external_id).await? {
-                return Ok(seen);
+                return Ok(Some(seen));
             }
             let tx = self.write_tx().await?;
             let current = chat_session::Entity::find_by_id(chat_key.to_owned())
                 .one(&tx)
                 .await?;
-            let session_id = match current {
-                Some(row) => parse_session(&row.session_id)?,
-                None => {
+            let session_id = match (current, new) {
+                (Some(row), _) => parse_session(&row.session_id)?,
+                (None, None) => {
+                    tx.rollback().await?;
+                    return Ok(None);
+                }
+                (None, Some(new)) => {
                     insert_session(&tx, new.clone()).await?;
                     if let Err(e) = bind_chat(&tx, chat_key, platform, new.id, false).await {
                         tx.rollback().await?;
@@ -83,14 +112,15 @@ impl Store {
                 return Err(e);
             }
             tx.commit().await?;
-            return Ok(Inbound {
+            return Ok(Some(Inbound {
                 session_id,
                 first: true,
                 result: None,
-            });
+            }));
         }
         self.inbound(platform, external_id)
             .await?
+            .map(Some)
             .ok_or_else(|| StoreError::NotFound(format!("inbound {platform} {external_id}")))
     }
 

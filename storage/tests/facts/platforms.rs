@@ -319,3 +319,34 @@ async fn r1_4_retry_finds_the_newest_unknown_admission(s: Store) {
     let other = session(&s).await;
     assert!(s.last_unknown_admission(other).await.unwrap().is_none());
 }
+
+on_both!(r13_5_an_update_of_a_bound_chat_needs_no_new_session_and_of_an_unbound_one_writes_nothing);
+async fn r13_5_an_update_of_a_bound_chat_needs_no_new_session_and_of_an_unbound_one_writes_nothing(
+    s: Store,
+) {
+    let key = "telegram:42";
+    assert!(
+        s.inbound_if_bound("telegram", "1", key)
+            .await
+            .unwrap()
+            .is_none(),
+        "no session yet: the caller prepares one"
+    );
+    let first = s
+        .inbound_session("telegram", "1", key, chat_session(key))
+        .await
+        .unwrap();
+    assert!(first.first, "the unbound look recorded nothing");
+    let next = s
+        .inbound_if_bound("telegram", "2", key)
+        .await
+        .unwrap()
+        .expect("bound");
+    assert_eq!((next.session_id, next.first), (first.session_id, true));
+    let again = s
+        .inbound_if_bound("telegram", "2", key)
+        .await
+        .unwrap()
+        .expect("seen");
+    assert_eq!((again.session_id, again.first), (first.session_id, false));
+}
