@@ -340,6 +340,19 @@ impl ScriptedProvider {
             .collect()
     }
 
+    /// The content of the tool result request `n` carried for `call_id` (OpenAI wire shape);
+    /// empty when there is none.
+    pub fn tool_result(&self, n: usize, call_id: &str) -> String {
+        self.requests()[n].body["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|m| m["role"] == "tool" && m["tool_call_id"] == call_id)
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or_default()
+            .to_owned()
+    }
+
     /// Number of model calls so far.
     pub fn request_count(&self) -> usize {
         self.shared.lock().records.len()

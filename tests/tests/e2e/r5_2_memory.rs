@@ -20,18 +20,6 @@ fn system_of(provider: &ScriptedProvider, n: usize) -> String {
         .to_owned()
 }
 
-/// The content of the tool result the model got for `call_id` in request `n`.
-fn tool_result(provider: &ScriptedProvider, n: usize, call_id: &str) -> String {
-    provider.requests()[n].body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == "tool" && m["tool_call_id"] == call_id)
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_owned()
-}
-
 async fn turn(api: &Api, session: &str, text: &str) -> Value {
     let adm = api.submit_accepted(session, text).await;
     api.wait_terminal(&adm, BOUND).await
@@ -52,7 +40,7 @@ async fn r5_2_a_saved_fact_reaches_the_next_session_of_its_principal_only() {
     provider.push(Reply::text("Noted."));
     let done = turn(&api, &first, "Call me Alice, and keep it short.").await;
     assert_eq!(done["outcome"]["result"], "completed", "{done}");
-    let saved = tool_result(&provider, 1, "m1");
+    let saved = provider.tool_result(1, "m1");
     let saved: Value = serde_json::from_str(&saved).unwrap_or_else(|_| panic!("{saved}"));
     assert_eq!(saved["ok"], true, "{saved}");
     assert_eq!(saved["chars"], FACT.chars().count(), "{saved}");
@@ -135,17 +123,17 @@ async fn r5_2_an_injected_or_secret_entry_is_refused_and_stored_nowhere() {
     provider.push(Reply::text("I will not save that."));
     let done = turn(&api, &session, "Remember this for later.").await;
     assert_eq!(done["outcome"]["result"], "completed", "{done}");
-    let bad1 = tool_result(&provider, 1, "bad1");
+    let bad1 = provider.tool_result(1, "bad1");
     assert!(
         bad1.contains("memory_instruction") && bad1.contains("instruction to the model"),
         "{bad1}"
     );
-    let bad2 = tool_result(&provider, 1, "bad2");
+    let bad2 = provider.tool_result(1, "bad2");
     assert!(
         bad2.contains("memory_secret") && bad2.contains("OpenAI-style API key"),
         "{bad2}"
     );
-    let bad3 = tool_result(&provider, 1, "bad3");
+    let bad3 = provider.tool_result(1, "bad3");
     assert!(bad3.contains("no entry of memory contains"), "{bad3}");
     let announced = api
         .all_events(&session, 0)

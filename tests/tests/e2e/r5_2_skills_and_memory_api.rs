@@ -17,17 +17,6 @@ async fn send(api: &Api, method: Method, path: &str, body: Option<&Value>) -> tu
     api.try_send(method, path, body, &[]).await.expect("send")
 }
 
-fn tool_result(provider: &ScriptedProvider, n: usize, call_id: &str) -> String {
-    provider.requests()[n].body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == "tool" && m["tool_call_id"] == call_id)
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_owned()
-}
-
 async fn bob(api: &Api) -> Api {
     let issued = api.post("/v1/tokens", &json!({"name": "bob"})).await;
     assert!([200, 201].contains(&issued.status), "{}", issued.text);
@@ -141,10 +130,10 @@ async fn r5_2_a_skill_is_indexed_loaded_on_demand_and_changed_only_by_approval()
         "{system}"
     );
     assert!(!system.contains(BODY), "the body is loaded on demand only");
-    assert!(tool_result(&provider, 1, "v1").contains(BODY));
-    assert!(tool_result(&provider, 1, "v1").contains("notes.md"));
-    assert_eq!(tool_result(&provider, 1, "v2"), "NOTES-FILE");
-    assert!(tool_result(&provider, 1, "v3").contains("not a path inside"));
+    assert!(provider.tool_result(1, "v1").contains(BODY));
+    assert!(provider.tool_result(1, "v1").contains("notes.md"));
+    assert_eq!(provider.tool_result(1, "v2"), "NOTES-FILE");
+    assert!(provider.tool_result(1, "v3").contains("not a path inside"));
     let listed = api.get("/v1/skills").await;
     let deploy = listed.body["skills"]
         .as_array()
@@ -169,9 +158,9 @@ async fn r5_2_a_skill_is_indexed_loaded_on_demand_and_changed_only_by_approval()
     let adm = api.submit_accepted(&session, "Remember how to lint.").await;
     api.wait_terminal(&adm, BOUND).await;
     assert!(
-        tool_result(&provider, 3, "p1").contains("\"proposed\":true"),
+        provider.tool_result(3, "p1").contains("\"proposed\":true"),
         "{}",
-        tool_result(&provider, 3, "p1")
+        provider.tool_result(3, "p1")
     );
     assert_eq!(api.get("/v1/skills/lint").await.status, 404);
     let proposals = api.get("/v1/skills/proposals").await;
