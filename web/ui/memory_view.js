@@ -4,6 +4,7 @@
 // this file fetches, draws and acts. After every action the page reads all three lists again,
 // so it shows what the server has, whoever else changed it meanwhile.
 import { ApiError } from "./api.js";
+import { focusedKey, runAction, say } from "./actions.js";
 import { describe } from "./page.js";
 import { el, button, diffBlock, formatTime, preview, replaceKeepingFocus, sessionLink } from "./render.js";
 import { lineDiff } from "./diff.js";
@@ -26,12 +27,6 @@ const HISTORY_PAGE = 30;
 /** Rows of a textarea for `text`: its lines, between 2 and 12. */
 function rowsFor(text) {
   return Math.min(12, Math.max(2, String(text).split("\n").length + 1));
-}
-
-/** The key of the focused element of `root` (data-focus-key), or null. */
-function focusedKey(root) {
-  const a = document.activeElement;
-  return a && root.contains(a) && a.dataset ? a.dataset.focusKey || null : null;
 }
 
 export class MemoryView {
@@ -89,8 +84,7 @@ export class MemoryView {
 
   /** Says `text` to a screen reader. */
   say(text) {
-    this.status.textContent = "";
-    if (text) setTimeout(() => (this.status.textContent = text), 50);
+    say(this.status, text);
   }
 
   /**
@@ -98,26 +92,13 @@ export class MemoryView {
    * the page is read again. A failure is shown under what failed (`key`), as the refusal's
    * reason when the API refused the text, else as `what: <the error>`.
    */
-  async act(key, what, work, { done = "", after = null, focus = null } = {}) {
-    if (this.busy) return;
-    const focusKey = focus || focusedKey(this.root);
-    this.busy = true;
-    this.errors.delete(key);
-    for (const b of this.root.querySelectorAll("button")) b.disabled = true;
-    try {
-      await work();
+  act(key, what, work, { done = "", after = null, focus = null } = {}) {
+    const next = () => {
       if (after) after();
-      await this.reload(focusKey);
-      this.say(done);
-    } catch (e) {
-      if (this.closed || (e instanceof ApiError && e.status === 401)) return;
-      this.errors.set(key, this.explain(e, what));
-      // Something else changed it meanwhile: show what there is now.
-      if (e instanceof ApiError && (e.status === 404 || e.status === 409)) await this.reload(focusKey);
-      else this.draw(focusKey);
-    } finally {
-      this.busy = false;
-    }
+      return false;
+    };
+    const focusKey = focus || focusedKey(this.root);
+    return runAction(this, key, work, { done, next, focusKey, explain: (e) => this.explain(e, what) });
   }
 
   explain(e, what) {

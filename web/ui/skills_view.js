@@ -5,6 +5,7 @@
 // page read-only for this sign-in and says so. What it shows comes from skills_state.js and
 // skill_text.js; this file fetches, draws and acts.
 import { ApiError } from "./api.js";
+import { focusedKey, runAction, say } from "./actions.js";
 import { describe } from "./page.js";
 import { el, button, diffBlock, formatTime, preview, replaceKeepingFocus, sessionLink } from "./render.js";
 import { skillHref, SKILLS_HREF, NEW_SKILL_HREF } from "./route.js";
@@ -16,11 +17,6 @@ const readOnlyFor = new WeakSet();
 
 /** The draft key of the new skill's editor (no skill name is empty). */
 const NEW = "";
-
-function focusedKey(root) {
-  const a = document.activeElement;
-  return a && root.contains(a) && a.dataset ? a.dataset.focusKey || null : null;
-}
 
 export class SkillsView {
   /** Draws into `root` (the page's body), reading and writing through `apiClient`. */
@@ -115,8 +111,7 @@ export class SkillsView {
   }
 
   say(text) {
-    this.status.textContent = "";
-    if (text) setTimeout(() => (this.status.textContent = text), 50);
+    say(this.status, text);
   }
 
   /**
@@ -124,30 +119,15 @@ export class SkillsView {
    * everything again (unless `after` moved to another route, which reads what it shows). A
    * failure is shown under what failed (`key`); a 403 makes the page read-only.
    */
-  async act(key, what, work, { done = "", after = null, focus = null } = {}) {
-    if (this.busy) return;
+  act(key, what, work, { done = "", after = null, focus = null } = {}) {
     const focusKey = focus || focusedKey(this.root);
-    this.busy = true;
-    this.errors.delete(key);
-    for (const b of this.root.querySelectorAll("button")) b.disabled = true;
-    try {
-      const answer = await work();
-      const moved = after ? after(answer) : false;
-      if (!moved) await this.reload(focusKey);
-      this.say(done);
-    } catch (e) {
-      if (this.closed || (e instanceof ApiError && e.status === 401)) return;
-      if (e instanceof ApiError && e.status === 403) {
-        readOnlyFor.add(this.api);
-        this.draw("read-only");
-        return;
-      }
-      this.errors.set(key, explain(e, what));
-      if (e instanceof ApiError && (e.status === 404 || e.status === 409)) await this.reload(focusKey);
-      else this.draw(focusKey);
-    } finally {
-      this.busy = false;
-    }
+    const handled = (e) => {
+      if (!(e instanceof ApiError && e.status === 403)) return false;
+      readOnlyFor.add(this.api);
+      this.draw("read-only");
+      return true;
+    };
+    return runAction(this, key, work, { done, next: after, focusKey, explain: (e) => explain(e, what), handled });
   }
 
   errorNode(key) {
