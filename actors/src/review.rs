@@ -56,6 +56,8 @@ enum Outcome {
 
 /// What a review staged, and what its calls cost.
 struct Staged {
+    /// The session's principal, read by `work`: whose memory the writes go to.
+    scope: String,
     writes: ReviewWrites,
     /// The principal's entries as the staged writes left them: the bound is checked here.
     entries: Vec<(MemoryTarget, String)>,
@@ -82,6 +84,7 @@ pub async fn run(deps: Arc<Deps>, session: SessionId, cancel: CancellationToken)
     };
     deps.hub.publish(started);
     let mut staged = Staged {
+        scope: String::new(),
         writes: ReviewWrites {
             memory_pending: memory.write_approval,
             ..Default::default()
@@ -105,17 +108,15 @@ async fn end(deps: &Deps, review: &Review, staged: Staged, outcome: Outcome) {
     let session = review.session_id;
     let usage = &staged.writes.usage;
     let ended = match outcome {
-        Outcome::Done => match scope_of(deps, session).await {
-            Ok(scope) => deps
-                .store
-                .finish_review(review, &scope, &staged.writes)
-                .await
-                .map(|end| match end {
-                    ReviewEnd::Finished { events, .. } => events,
-                    ReviewEnd::NotRunning => Vec::new(),
-                }),
-            Err(e) => Err(e),
-        },
+        // `work` read the scope before it could end well.
+        Outcome::Done => deps
+            .store
+            .finish_review(review, &staged.scope, &staged.writes)
+            .await
+            .map(|end| match end {
+                ReviewEnd::Finished { events, .. } => events,
+                ReviewEnd::NotRunning => Vec::new(),
+            }),
         Outcome::Cancelled(reason) => deps
             .store
             .cancel_review(review, reason, usage)
@@ -151,10 +152,10 @@ async fn scope_of(deps: &Deps, session: SessionId) -> Result<String, StoreError>
 /// The review itself: asks the model, stages its calls, until it calls nothing.
 async fn work(deps: &Deps, review: &Review, staged: &mut Staged) -> Result<(), String> {
     let session = review.session_id;
-    let scope = scope_of(deps, session).await.map_err(|e| e.to_string())?;
+    staged.scope = scope_of(deps, session).await.map_err(|e| e.to_string())?;
     let entries = deps
         .store
-        .principal_memory(&scope)
+        .principal_memory(&staged.scope)
         .await
         .map_err(|e| e.to_string())?;
     staged.entries = entries.into_iter().map(|e| (e.target, e.text)).collect();

@@ -23,7 +23,10 @@ pub fn refusal(written: &MemoryWrite, target: MemoryTarget) -> Option<(&'static 
                  {needed} more). Replace or remove an entry first, or write it shorter."
             ),
         ),
-        MemoryWrite::NoMatch => ("no_match", format!("no entry of {store} matches")),
+        MemoryWrite::NoMatch => (
+            "no_match",
+            format!("no entry of {store} contains that `old_text`"),
+        ),
         MemoryWrite::Ambiguous { matches } => (
             "ambiguous",
             format!(

@@ -145,24 +145,10 @@ impl turnkey_tools::Tool for MemoryTool {
                     .to_string(),
                 )
             }
-            Ok(MemoryWrite::Full {
-                chars,
-                limit,
-                needed,
-            }) => ToolOutput::error(format!(
-                "not saved: {} is full ({chars} of {limit} characters used; this needs {needed} \
-                 more). Replace or remove an entry first, or write it shorter.",
-                target.as_str()
-            )),
-            Ok(MemoryWrite::NoMatch) => ToolOutput::error(format!(
-                "no entry of {} contains that `old_text`",
-                target.as_str()
-            )),
-            Ok(MemoryWrite::Ambiguous { matches }) => ToolOutput::error(format!(
-                "{matches} entries of {} contain that `old_text`: give a longer piece that only \
-                 one contains",
-                target.as_str()
-            )),
+            Ok(refused) => ToolOutput::error(
+                super::refusal(&refused, target)
+                    .map_or_else(|| "memory not changed".to_owned(), |(_, why)| why),
+            ),
             Err(e) => ToolOutput::error(format!("memory not changed: {e}")),
         }
     }

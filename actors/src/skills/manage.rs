@@ -128,9 +128,7 @@ fn scanned(text: &str) -> Result<(), String> {
 
 /// What proposal `p` does to the skills as they are now.
 pub async fn change_of(catalog: &Catalog, p: &NewSkillProposal) -> Result<SkillChange, Refused> {
-    if catalog.is_folder(&p.name).await {
-        return Err(Refused::Folder(p.name.clone()));
-    }
+    // A folder wins over a stored skill of its name: `get` answers it when there is one.
     let current = catalog.get(&p.name).await?;
     if let Some(c) = &current {
         if c.skill.source == Source::Dir {
