@@ -28,6 +28,41 @@ pub struct RuntimeConfig {
     pub memory: MemoryConfig,
     /// `[skills]`: procedures the agent can load on demand (SPEC R5.2).
     pub skills: SkillsConfig,
+    /// `[delegation]`: sub-agents started by `delegate_task` (SPEC R1.5).
+    pub delegation: DelegationConfig,
+}
+
+/// `[delegation]` (API.md "Sub-agents, background processes and agent schedules").
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DelegationConfig {
+    /// Children of one session that have not reported yet, at most.
+    pub max_children: u32,
+    /// How deep delegation goes: 1 lets a session delegate and its children not.
+    pub max_depth: u32,
+    /// A child's turn stops after this many model calls (instead of `agent.max_iterations`).
+    pub child_max_iterations: u32,
+}
+
+impl Default for DelegationConfig {
+    fn default() -> Self {
+        Self {
+            max_children: 5,
+            max_depth: 1,
+            child_max_iterations: 50,
+        }
+    }
+}
+
+/// What a graceful stop does with background processes (`tools.background_on_shutdown`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnShutdown {
+    /// End them with their process group; their report says `killed`.
+    #[default]
+    Stop,
+    /// Leave them running; the next start keeps watching them and reports their real exit.
+    Leave,
 }
 
 /// `[memory]` (API.md "Memory and skills"): the `memory` tool is offered when `enabled` and
@@ -217,6 +252,12 @@ pub struct ToolsConfig {
     pub fetch_allow: Vec<String>,
     /// `[[tools.mcp]]`: stdio MCP servers started at start-up; their tools are `NAME__TOOL`.
     pub mcp: Vec<McpServerConfig>,
+    /// Background processes (`terminal` with `background: true`) running per session, at most.
+    pub background_max: u32,
+    /// A background process's log is kept within this many bytes (its end is kept).
+    pub background_log_bytes: u64,
+    /// `stop` or `leave`: what a graceful stop does with background processes.
+    pub background_on_shutdown: OnShutdown,
 }
 
 impl Default for ToolsConfig {
@@ -233,6 +274,9 @@ impl Default for ToolsConfig {
                 "memory",
                 "skill_view",
                 "skill_manage",
+                "delegate_task",
+                "process",
+                "schedule",
             ]
             .map(String::from)
             .to_vec(),
@@ -243,6 +287,9 @@ impl Default for ToolsConfig {
             spill_bytes: 32 * 1024,
             fetch_allow: Vec::new(),
             mcp: Vec::new(),
+            background_max: 4,
+            background_log_bytes: 1024 * 1024,
+            background_on_shutdown: OnShutdown::Stop,
         }
     }
 }
@@ -428,6 +475,15 @@ impl RuntimeConfig {
                 "memory.review_provider",
                 "must name one of the [[providers]] (or be empty: the auxiliary, else the primary)",
             );
+        }
+        if self.delegation.max_children == 0 {
+            return bad("delegation.max_children", "must be greater than 0");
+        }
+        if self.delegation.child_max_iterations == 0 {
+            return bad("delegation.child_max_iterations", "must be greater than 0");
+        }
+        if self.tools.background_log_bytes < 4096 {
+            return bad("tools.background_log_bytes", "must be at least 4096");
         }
         if self.skills.enabled && self.skills.index_chars == 0 {
             return bad("skills.index_chars", "must be greater than 0");

@@ -47,6 +47,7 @@ pub mod tool_exec;
 pub mod toolbox;
 pub mod turn;
 pub mod wakeups;
+pub mod work;
 
 pub use config::RuntimeConfig;
 pub use delivery::EventHub;

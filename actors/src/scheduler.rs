@@ -154,6 +154,9 @@ async fn handle_one(
     s: &Schedule,
     watching_since: i64,
 ) -> Option<i64> {
+    if let Some(at) = s.once_at {
+        return handle_once(deps, admission, s, at).await;
+    }
     let cron = match CronSpec::parse(&s.cron) {
         Ok(c) => c,
         Err(reason) => {
@@ -193,6 +196,45 @@ async fn handle_one(
                 schedule = %s.id, due, reason = %e, code = e.code(),
                 "scheduled input not admitted; the due time stays open and is tried again"
             );
+            Some(now_ms() + RETRY_AFTER_MS)
+        }
+    }
+}
+
+/// A one-shot schedule (`in_s` of the `schedule` tool): admitted once at `at` (late if the
+/// process was down then: a reminder is still wanted), then deleted. The admission's request
+/// id makes a second firing (a crash before the delete, another replica) the same input.
+async fn handle_once(
+    deps: &Deps,
+    admission: &Addr<AdmissionActor>,
+    s: &Schedule,
+    at: i64,
+) -> Option<i64> {
+    if s.last_due_at.is_none() {
+        if now_ms() < at {
+            return Some(at);
+        }
+        match fire(deps, admission, s, at).await {
+            Ok(Some(receipt)) => {
+                tracing::info!(
+                    schedule = %s.id, due = at, admission = %receipt.admission_id,
+                    duplicate = receipt.duplicate, "one-shot scheduled input admitted"
+                );
+            }
+            Ok(None) => return None,
+            Err(e) => {
+                tracing::warn!(
+                    schedule = %s.id, due = at, reason = %e, code = e.code(),
+                    "one-shot scheduled input not admitted; tried again"
+                );
+                return Some(now_ms() + RETRY_AFTER_MS);
+            }
+        }
+    }
+    match deps.store.delete_schedule(s.id).await {
+        Ok(_) => None,
+        Err(e) => {
+            tracing::warn!(schedule = %s.id, error = %e, "cannot delete a fired one-shot schedule; trying again");
             Some(now_ms() + RETRY_AFTER_MS)
         }
     }
@@ -278,6 +320,7 @@ pub async fn start(
             text: c.text,
             missed: c.missed,
             source: ScheduleSource::Config,
+            once_at: None,
         });
     }
     let synced = deps.store.sync_config_schedules(wanted).await?;
@@ -322,6 +365,7 @@ pub async fn create(
             text,
             missed: req.missed,
             source: ScheduleSource::Api,
+            once_at: None,
         })
         .await?;
     tracing::info!(schedule = %made.id, session = %made.session_id, cron = %made.cron, "schedule created");
@@ -368,6 +412,9 @@ pub async fn delete(
 
 /// The next due time still to come for `s` at `now` (none when it never falls due again).
 pub fn next_due_at(s: &Schedule, now: i64) -> Option<i64> {
+    if let Some(at) = s.once_at {
+        return s.last_due_at.is_none().then_some(at);
+    }
     let handled_until = s.last_due_at.unwrap_or(s.created_at);
     CronSpec::parse(&s.cron)
         .ok()?

@@ -13,7 +13,14 @@ use turnkey_tools::mcp::{McpServer, McpServerConfig};
 use turnkey_tools::{Registry, Tool};
 
 /// Tools the gateway makes itself, named in `tools.enabled` like the built-ins.
-pub const GATEWAY_TOOLS: &[&str] = &["memory", "skill_view", "skill_manage"];
+pub const GATEWAY_TOOLS: &[&str] = &[
+    "memory",
+    "skill_view",
+    "skill_manage",
+    "delegate_task",
+    "process",
+    "schedule",
+];
 
 pub struct Toolbox {
     pub registry: Arc<Registry>,
@@ -31,9 +38,11 @@ fn config_error(key: impl Into<String>, reason: impl Into<String>) -> GatewayErr
 
 /// `own` are the gateway's tools that its configuration allows (`[memory] enabled`); each is
 /// offered when `tools.enabled` names it.
+/// The built-in `terminal` is wrapped to run `background: true` commands (`work::process`).
 pub async fn build(
     config: &RuntimeConfig,
     own: Vec<Arc<dyn Tool>>,
+    handles: &crate::work::Handles,
 ) -> Result<Toolbox, GatewayError> {
     let ws = &config.tools.workspace;
     std::fs::create_dir_all(ws).map_err(|e| {
@@ -63,6 +72,12 @@ pub async fn build(
         let reason = text.strip_prefix(&format!("{key}: ")).unwrap_or(&text);
         config_error(key, reason)
     })?;
+    if let Some(terminal) = registry.get("terminal") {
+        registry.register(Arc::new(crate::work::process::BackgroundTerminal::new(
+            terminal,
+            handles.clone(),
+        )));
+    }
     for tool in own {
         if enabled.iter().any(|n| n == tool.name()) {
             registry.register(tool);

@@ -20,6 +20,7 @@ mod m20261209_000001_resume_attempts;
 mod m20261210_000001_session_display;
 mod m20261211_000001_memory;
 mod m20261212_000001_skills_and_reviews;
+mod m20261213_000001_work;
 
 pub struct Migrator;
 
@@ -45,6 +46,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261210_000001_session_display::Migration),
             Box::new(m20261211_000001_memory::Migration),
             Box::new(m20261212_000001_skills_and_reviews::Migration),
+            Box::new(m20261213_000001_work::Migration),
         ]
     }
 }

@@ -87,6 +87,14 @@ uuid_id!(
     /// One post-delivery review (SPEC R10.4).
     ReviewId
 );
+uuid_id!(
+    /// One task delegated to a child session (SPEC R1.5).
+    TaskId
+);
+uuid_id!(
+    /// One command running in the background (SPEC R1.5).
+    ProcessId
+);
 
 /// A per-session event sequence number: unique and increasing, without gaps.
 #[derive(

@@ -19,6 +19,9 @@ pub use store::{
     Author, ChangedBy, MemoryChange, MemoryEdit, MemoryEntry, MemoryTarget, MemoryWrite,
 };
 pub use store::{
+    BackgroundProcess, NewBackgroundProcess, NewSubagentTask, ProcessEnd, SubagentTask,
+};
+pub use store::{
     ClaimAs, Compaction, CompactionDone, Inbound, InterruptRequest, InterruptStatus, LeaseClaim,
     Replaced, Rotation, RotationDone, Store, StoreError,
 };

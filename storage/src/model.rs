@@ -58,10 +58,24 @@ pub enum EventKind {
     /// (its owner died; it is not run again).
     #[serde(rename = "review.cancelled")]
     ReviewCancelled,
+    /// A task was delegated to a child session (SPEC R1.5): `{task_id, child_session_id, goal}`.
+    #[serde(rename = "subagent.started")]
+    SubagentStarted,
+    /// A child's report was admitted into this session: `{task_id, status, admission_id}`.
+    #[serde(rename = "subagent.finished")]
+    SubagentFinished,
+    /// A command started in the background: `{process_id, command}`.
+    #[serde(rename = "process.started")]
+    ProcessStarted,
+    /// A background command's end was admitted into this session as a report:
+    /// `{process_id, exit_code, status, admission_id}`; `status` is `exited`, `killed` or
+    /// `unknown` (no exit code).
+    #[serde(rename = "process.exited")]
+    ProcessExited,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 20] = [
+    pub const ALL: [EventKind; 24] = [
         Self::AdmissionQueued,
         Self::TurnStarted,
         Self::MessageDelta,
@@ -82,6 +96,10 @@ impl EventKind {
         Self::ReviewStarted,
         Self::ReviewFinished,
         Self::ReviewCancelled,
+        Self::SubagentStarted,
+        Self::SubagentFinished,
+        Self::ProcessStarted,
+        Self::ProcessExited,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -106,6 +124,10 @@ impl EventKind {
             Self::ReviewStarted => "review.started",
             Self::ReviewFinished => "review.finished",
             Self::ReviewCancelled => "review.cancelled",
+            Self::SubagentStarted => "subagent.started",
+            Self::SubagentFinished => "subagent.finished",
+            Self::ProcessStarted => "process.started",
+            Self::ProcessExited => "process.exited",
         }
     }
 

@@ -4,6 +4,7 @@
 use async_trait::async_trait;
 
 mod args;
+pub mod background;
 pub mod builtin;
 pub mod checkpoint;
 mod edit;

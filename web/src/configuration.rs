@@ -44,6 +44,8 @@ pub struct Settings {
     pub memory: turnkey_actors::config::MemoryConfig,
     /// `[skills]`: procedures the agent loads on demand, shared by all principals (SPEC R5.2).
     pub skills: turnkey_actors::config::SkillsConfig,
+    /// `[delegation]`: sub-agents started by `delegate_task` (SPEC R1.5).
+    pub delegation: turnkey_actors::config::DelegationConfig,
     /// `[telemetry]`: OpenTelemetry traces over OTLP/HTTP, off unless `otlp_endpoint` is set.
     pub telemetry: TelemetrySettings,
 }
@@ -192,6 +194,7 @@ impl Settings {
             platforms: self.platforms.clone(),
             memory: self.memory.clone(),
             skills: self.skills.clone(),
+            delegation: self.delegation.clone(),
         }
     }
 

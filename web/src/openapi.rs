@@ -6,7 +6,7 @@ pub mod mirrors;
 use crate::error::ErrorBody;
 use crate::routes::{
     admissions, events, health, memory, metrics, openai, outbox, schedules, sessions, skills,
-    submissions, tokens, tools, ui, webhooks, ws,
+    submissions, tokens, tools, ui, webhooks, work, ws,
 };
 use actix_web::HttpResponse;
 use std::sync::OnceLock;
@@ -39,6 +39,8 @@ pub const BEARER: &str = "bearer";
         sessions::get,
         sessions::update,
         sessions::messages,
+        work::subagents,
+        work::processes,
         submissions::submit,
         submissions::interrupt,
         events::events,

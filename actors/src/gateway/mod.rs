@@ -9,6 +9,7 @@ pub mod memory;
 mod schedules;
 mod sessions;
 mod submissions;
+mod work;
 
 use crate::admission::AdmissionActor;
 use crate::compressor::CompressionActor;
@@ -56,6 +57,8 @@ pub struct Gateway {
     outbox: Option<OutboxSender>,
     /// Wakes this process on other replicas' notices (SPEC R13.6).
     _notifier: Addr<Notifier>,
+    /// Sub-agents, background processes and agent schedules (SPEC R1.5).
+    work: crate::work::Wired,
 }
 
 impl Gateway {
@@ -86,6 +89,16 @@ impl Gateway {
                 config.memory.clone(),
             )));
         }
+        let handles = crate::work::Handles::default();
+        own.push(Arc::new(crate::work::subagent::DelegateTask::new(
+            handles.clone(),
+        )));
+        own.push(Arc::new(crate::work::process::ProcessTool::new(
+            handles.clone(),
+        )));
+        own.push(Arc::new(crate::work::schedule_tool::ScheduleTool::new(
+            handles.clone(),
+        )));
         let skills = Catalog::new(config.skills.clone(), store.clone());
         if config.skills.enabled {
             own.push(Arc::new(SkillView::new(skills.clone(), store.clone())));
@@ -97,7 +110,7 @@ impl Gateway {
                 )));
             }
         }
-        let toolbox = toolbox::build(&config, own).await?;
+        let toolbox = toolbox::build(&config, own, &handles).await?;
         let workspace = toolbox.workspace.clone();
         let delivery = DeliveryActor::new(store.clone(), hub.clone()).start();
         let compressor = CompressionActor::new(store.clone(), hub.clone()).start();
@@ -136,8 +149,21 @@ impl Gateway {
         let admission = AdmissionActor::new(deps.clone(), registry.clone()).start();
         let notifier = Notifier::start(deps.clone(), registry.clone(), origin, notices);
         recovery::recover_at_start(&deps, &registry).await?;
-        recovery::spawn_sweeper(deps.clone(), registry.clone());
         let scheduler = scheduler::start(deps.clone(), admission.clone()).await?;
+        let work = crate::work::Wired {
+            deps: deps.clone(),
+            admission: admission.clone(),
+            registry: registry.clone(),
+            scheduler: scheduler.clone(),
+            processes: Default::default(),
+            children: Default::default(),
+        };
+        handles.set(work.clone());
+        crate::work::subagent::spawn_watch(work.clone());
+        // Reports a stopped gateway left unadmitted, goals never admitted, processes whose
+        // watcher died: before new input, so nothing waits for the first sweep.
+        crate::work::sweep(&work).await;
+        recovery::spawn_sweeper(deps.clone(), registry.clone(), work.clone());
         let outbox = OutboxSender::start(deps.clone()).await;
         Ok(Self {
             deps,
@@ -147,6 +173,7 @@ impl Gateway {
             scheduler,
             outbox,
             _notifier: notifier,
+            work,
         })
     }
 
@@ -202,6 +229,7 @@ impl Gateway {
                 tracing::error!("turns did not settle after the interrupt; stopping anyway");
             }
         }
+        crate::work::process::stop_all(&self.work).await;
         // Platform messages being sent finish, so none is left `sending` (thus `unknown`).
         if let Some(outbox) = &self.outbox {
             outbox.drain(OUTBOX_DRAIN).await;

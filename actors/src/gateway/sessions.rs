@@ -225,7 +225,16 @@ impl Gateway {
         // Any id of a rotated lineage acts on the lineage (SPEC R6.4).
         let session = self.authorize(principal, session).await?.lineage();
         let reason = reason.unwrap_or_else(|| "user_interrupt".into());
-        remote_interrupt::interrupt(&self.deps, &self.registry, session, reason).await
+        let done = remote_interrupt::interrupt(&self.deps, &self.registry, session, reason).await?;
+        // Its sub-agents stop with it, and report `interrupted` (SPEC R1.5).
+        crate::work::subagent::interrupt_children(
+            &self.deps,
+            &self.registry,
+            session,
+            "interrupted",
+        )
+        .await;
+        Ok(done)
     }
 
     /// Puts back the files a turn of `session` changed (its checkpoints); refused while a

@@ -66,6 +66,8 @@ pub struct Batch {
     pub tool_progress: ToolProgress,
     /// The tool of the turn's call before this round's first, for `tool_progress: new`.
     pub previous_tool: Option<String>,
+    /// Tools registered but not offered to this session (a sub-agent's): answered as unknown.
+    pub withheld: &'static [&'static str],
 }
 
 /// A result could not be made durable: the turn ends, and the in-memory result is not sent to
@@ -221,7 +223,8 @@ async fn run_batch(inner: Arc<Inner>, batch: Batch) -> Result<Vec<Option<Message
 /// Runs call `i` to a persisted result row (`None`: left for the next process, see `park`).
 async fn run_call(round: &Round, i: usize) -> Result<Option<Message>, NotPersisted> {
     let call = &round.batch.calls[i];
-    let Some(tool) = round.inner.registry.get(&call.name) else {
+    let offered = !round.batch.withheld.contains(&call.name.as_str());
+    let Some(tool) = round.inner.registry.get(&call.name).filter(|_| offered) else {
         // SPEC R9.3: an unknown name is answered, never dispatched.
         let text = format!(
             "unknown tool: {:?} is not available in this session",

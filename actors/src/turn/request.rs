@@ -133,6 +133,21 @@ fn wire_row(m: &Message) -> ChatMessage {
     }
 }
 
+/// The tool schemas offered to this turn's model: all of them, but for a sub-agent's session
+/// the ones children do not get (SPEC R1.5).
+fn offered(models: Models<'_>, ctx: &TurnContext) -> Vec<turnkey_providers::ToolSchema> {
+    if !crate::work::subagent::is_child(&ctx.session) {
+        return models.tool_schemas.to_vec();
+    }
+    let withheld = crate::work::subagent::withheld(models.config);
+    models
+        .tool_schemas
+        .iter()
+        .filter(|s| !withheld.contains(&s.name.as_str()))
+        .cloned()
+        .collect()
+}
+
 pub fn build_request(
     models: Models<'_>,
     ctx: &TurnContext,
@@ -146,7 +161,7 @@ pub fn build_request(
             .clone()
             .unwrap_or_else(|| provider.model().to_owned()),
         messages,
-        tools: models.tool_schemas.to_vec(),
+        tools: offered(models, ctx),
         stream: stream && models.config.agent.streaming,
         max_tokens: None,
         temperature: None,

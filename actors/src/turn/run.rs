@@ -175,6 +175,11 @@ async fn drive(
         record: deps.record(),
         executor: &deps.tools,
         repeat_guard: deps.config.agent.repeat_guard,
+        withheld: if crate::work::subagent::is_child(&ctx.session) {
+            crate::work::subagent::withheld(&deps.config)
+        } else {
+            &[]
+        },
     };
     // The primary, or the first healthy fallback (SPEC R8.4).
     let mut chain = fallback::Chain::new(models);
@@ -190,12 +195,18 @@ async fn drive(
         control,
         streamed,
     };
+    // A sub-agent's turn has its own, usually lower, limit (SPEC R1.5).
+    let max_iterations = if crate::work::subagent::is_child(&ctx.session) {
+        cfg.delegation.child_max_iterations
+    } else {
+        cfg.agent.max_iterations
+    };
     loop {
         // begin_iteration
         if let Some(r) = control.stop_reason() {
             return Err(TurnFailure::Stopped(r));
         }
-        if iterations >= cfg.agent.max_iterations {
+        if iterations >= max_iterations {
             return Err(TurnFailure::MaxIterations);
         }
         if budget == 0 {

@@ -44,6 +44,8 @@ pub struct Tools<'a> {
     pub record: Record<'a>,
     pub executor: &'a Addr<ToolExecActor>,
     pub repeat_guard: u32,
+    /// Registered tools this session is not offered (a sub-agent's, SPEC R1.5).
+    pub withheld: &'static [&'static str],
 }
 
 pub async fn run(
@@ -165,7 +167,7 @@ pub async fn execute_pending(
     if pending.is_empty() {
         return Ok(());
     }
-    let (batch, link) = batch(ctx, control, pending);
+    let (batch, link) = batch(ctx, control, pending, tools.withheld);
     let results = tools.executor.send(ExecuteBatch(batch)).await;
     link.abort();
     let rows = results
@@ -186,6 +188,7 @@ fn batch(
     ctx: &TurnContext,
     control: &TurnControl,
     pending: Vec<PendingCall>,
+    withheld: &'static [&'static str],
 ) -> (Batch, tokio::task::JoinHandle<()>) {
     let stop = CancellationToken::new();
     let link = {
@@ -220,6 +223,7 @@ fn batch(
         park,
         tool_progress: ctx.display.tool_progress,
         previous_tool,
+        withheld,
     };
     (batch, link)
 }

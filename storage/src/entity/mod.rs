@@ -3,6 +3,7 @@
 pub mod admission;
 pub mod api_token;
 pub mod approval;
+pub mod background_process;
 pub mod chat_session;
 pub mod compression_lock;
 pub mod event;
@@ -22,5 +23,6 @@ pub mod session_key;
 pub mod skill;
 pub mod skill_proposal;
 pub mod skill_use;
+pub mod subagent_task;
 pub mod tool_run;
 pub mod usage;

@@ -18,6 +18,8 @@ pub struct Model {
     pub created_at: i64,
     /// The last due time handled (admitted, or skipped as missed); null before the first.
     pub last_due_at: Option<i64>,
+    /// A one-shot schedule's one due time (its `cron` is empty); null for a cron schedule.
+    pub once_at: Option<i64>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

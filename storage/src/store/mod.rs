@@ -25,11 +25,15 @@ mod skills;
 pub use skills::{
     NewSkillProposal, ProposalDecided, SkillChange, SkillProposal, SkillUse, StoredSkill,
 };
+mod processes;
+pub use processes::{BackgroundProcess, NewBackgroundProcess, ProcessEnd};
 mod rotation;
 pub use rotation::{Rotation, RotationDone};
 mod schedules;
 pub use schedules::{ConfigSchedulesSynced, MissedPolicy, NewSchedule, Schedule, ScheduleSource};
 mod sessions;
+mod subagents;
+pub use subagents::{NewSubagentTask, SubagentTask};
 mod tail;
 mod tokens;
 mod tool_runs;

@@ -52,6 +52,8 @@ pub enum ScheduleSource {
     Api,
     /// A `[[schedules]]` table; removed when the table leaves the configuration.
     Config,
+    /// The `schedule` tool, on the calling session; removed by the tool or the API.
+    Agent,
 }
 
 impl ScheduleSource {
@@ -59,6 +61,7 @@ impl ScheduleSource {
         match self {
             Self::Api => "api",
             Self::Config => "config",
+            Self::Agent => "agent",
         }
     }
 
@@ -66,6 +69,7 @@ impl ScheduleSource {
         match s {
             "api" => Some(Self::Api),
             "config" => Some(Self::Config),
+            "agent" => Some(Self::Agent),
             _ => None,
         }
     }
@@ -86,6 +90,8 @@ pub struct Schedule {
     pub created_at: i64,
     /// The last due time handled (admitted, or passed over as missed), ms since the epoch.
     pub last_due_at: Option<i64>,
+    /// A one-shot schedule's one due time (its `cron` is empty); `None` for a cron schedule.
+    pub once_at: Option<i64>,
 }
 
 /// A schedule to insert; its `created_at` is the time of the insert.
@@ -98,6 +104,8 @@ pub struct NewSchedule {
     pub text: String,
     pub missed: MissedPolicy,
     pub source: ScheduleSource,
+    /// A one-shot schedule's due time (`cron` then empty).
+    pub once_at: Option<i64>,
 }
 
 /// What synchronizing the configuration's schedules changed.
@@ -119,6 +127,7 @@ fn active(new: NewSchedule, created_at: i64) -> schedule::ActiveModel {
         source: Set(new.source.as_str().to_owned()),
         created_at: Set(created_at),
         last_due_at: Set(None),
+        once_at: Set(new.once_at),
     }
 }
 
@@ -135,6 +144,7 @@ fn convert(m: schedule::Model) -> Result<Schedule> {
         text: m.text,
         created_at: m.created_at,
         last_due_at: m.last_due_at,
+        once_at: m.once_at,
     })
 }
 

@@ -17,6 +17,7 @@ fn new_schedule(session: SessionId, owner: &str, source: ScheduleSource) -> NewS
         text: "tick".into(),
         missed: MissedPolicy::RunOnce,
         source,
+        once_at: None,
     }
 }
 

@@ -32,6 +32,7 @@ mod r1_2_chat_cli;
 mod r1_3_webhooks;
 mod r1_4_chat_commands;
 mod r1_5_schedules;
+mod r1_5_work;
 mod r2_2_input_limits;
 mod r2_4_graceful_shutdown;
 mod r2_4_unknown_turns;

@@ -16,6 +16,7 @@ pub mod tokens;
 pub mod tools;
 pub mod ui;
 pub mod webhooks;
+pub mod work;
 pub mod ws;
 
 use crate::error::ApiError;
@@ -95,6 +96,14 @@ pub fn table() -> Vec<Mount> {
         Mount::api(
             "/v1/sessions/{id}/messages",
             vec![(M::GET, web::to(sessions::messages))],
+        ),
+        Mount::api(
+            "/v1/sessions/{id}/subagents",
+            vec![(M::GET, web::to(work::subagents))],
+        ),
+        Mount::api(
+            "/v1/sessions/{id}/processes",
+            vec![(M::GET, web::to(work::processes))],
         ),
         Mount::api(
             "/v1/sessions/{id}/submissions",

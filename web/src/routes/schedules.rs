@@ -78,13 +78,17 @@ impl ToSchema for MissedName {
 pub struct SourceName;
 
 impl SourceName {
-    pub const VALUES: [ScheduleSource; 2] = [ScheduleSource::Api, ScheduleSource::Config];
+    pub const VALUES: [ScheduleSource; 3] = [
+        ScheduleSource::Api,
+        ScheduleSource::Config,
+        ScheduleSource::Agent,
+    ];
 
     #[allow(dead_code)]
     fn exhaustive(s: ScheduleSource) {
         // A new variant must be added to VALUES: this match stops compiling until it is.
         match s {
-            ScheduleSource::Api | ScheduleSource::Config => {}
+            ScheduleSource::Api | ScheduleSource::Config | ScheduleSource::Agent => {}
         }
     }
 }
@@ -95,7 +99,8 @@ impl PartialSchema for SourceName {
         string_enum(
             &values,
             "`api`: made with `POST /v1/schedules`; `config`: a `[[schedules]]` table of the \
-             configuration (removed by removing the table).",
+             configuration (removed by removing the table); `agent`: made by the agent's \
+             `schedule` tool on its own session.",
         )
     }
 }
@@ -114,8 +119,11 @@ pub struct ScheduleView {
     pub id: ScheduleId,
     #[schema(value_type = uuid::Uuid)]
     pub session_id: SessionId,
+    /// Empty for a one-shot schedule (`once_at`).
     #[schema(example = "0 8 * * *")]
     pub cron: String,
+    /// A one-shot schedule's one due time (UTC), made by the `schedule` tool's `in_s`.
+    pub once_at: Option<String>,
     pub text: String,
     #[schema(value_type = MissedName)]
     pub missed: &'static str,
@@ -133,6 +141,7 @@ impl ScheduleView {
         Self {
             next_due_at: next_due_at(&s, now).map(rfc3339),
             last_due_at: s.last_due_at.map(rfc3339),
+            once_at: s.once_at.map(rfc3339),
             created_at: rfc3339(s.created_at),
             missed: s.missed.as_str(),
             source: s.source.as_str(),
@@ -398,7 +407,7 @@ mod tests {
             );
         }
         let sources = values(SourceName::schema());
-        assert_eq!(sources, ["api", "config"]);
+        assert_eq!(sources, ["api", "config", "agent"]);
         for s in &sources {
             assert_eq!(
                 ScheduleSource::parse(s).map(ScheduleSource::as_str),

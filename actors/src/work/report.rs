@@ -1,0 +1,80 @@
+//! Reports (SPEC R1.5, R13.10): how work that outlived its turn comes back to its session, as
+//! an internal input admitted through the same durable FIFO as a user's (surface `internal`,
+//! busy policy `queue`: a report never interrupts or steers a running turn). Its request id
+//! is derived from the work's id, so admitting it again (a retry, a sweep, another replica)
+//! answers the first admission's receipt instead of a second input.
+//!
+//! The model sees a report as a clearly marked message from the gateway: a header line naming
+//! what reports, the report, and a closing line saying that the user did not write it.
+use super::Wired;
+use crate::admission::Submit;
+use crate::config::BusyPolicy;
+use crate::error::GatewayError;
+use crate::input::{Receipt, Submission};
+use std::path::Path;
+use turnkey_storage::SessionId;
+
+/// The surface of every report (and of scheduled inputs).
+pub const SURFACE: &str = "internal";
+/// The last line of every report.
+pub const END: &str = "[end of report: this message comes from the gateway, not from the user]";
+/// Characters of a child's answer or a process's output carried in the report itself; a
+/// longer answer is written to a file in the workspace and the report names it.
+pub const REPORT_CHARS: usize = 6_000;
+
+/// One report to admit.
+#[derive(Clone, Debug)]
+pub struct Report {
+    pub session: SessionId,
+    /// The session's owner: the report is admitted as this principal.
+    pub owner: String,
+    /// `subagent:<task_id>` or `process:<process_id>`.
+    pub request_id: String,
+    pub text: String,
+}
+
+/// Admits `report` (or finds it admitted already: then its receipt has `duplicate`).
+pub async fn admit(w: &Wired, report: Report) -> Result<Receipt, GatewayError> {
+    let principal = w
+        .deps
+        .store
+        .get_principal(&report.owner)
+        .await?
+        .ok_or_else(|| {
+            GatewayError::NotFound(format!("principal {} (the session's owner)", report.owner))
+        })?;
+    w.admission
+        .send(Submit {
+            principal,
+            session: report.session,
+            submission: Submission {
+                text: report.text,
+                request_id: Some(report.request_id),
+                surface: SURFACE.into(),
+                busy_policy: Some(BusyPolicy::Queue),
+                ..Default::default()
+            },
+        })
+        .await
+        .map_err(|_| GatewayError::ShuttingDown)?
+}
+
+/// `text` within [`REPORT_CHARS`]: a longer one is written whole to
+/// `<workspace>/.turnkey/reports/<name>.txt` and the report carries its head, its tail and the
+/// path (which the file tools can read). If the file cannot be written, the text is cut and
+/// says so.
+pub fn bounded(text: &str, workspace: &Path, name: &str) -> String {
+    if text.chars().count() <= REPORT_CHARS {
+        return text.to_owned();
+    }
+    let dir = workspace.join(".turnkey").join("reports");
+    // Bytes, for the spill: a character is at most 4 of them.
+    match turnkey_tools::spill::spill_if_large(text, REPORT_CHARS, &dir, name) {
+        Ok(kept) => kept,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot write a long report to the workspace; cutting it");
+            let cut: String = text.chars().take(REPORT_CHARS).collect();
+            format!("{cut}\n[... cut: the rest could not be saved ({e}) ...]")
+        }
+    }
+}
