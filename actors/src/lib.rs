@@ -9,17 +9,18 @@
 //! prefix of its path.
 //!
 //! 1. leaves: `error`, `display`, `stages`, `instance`, `wakeups`, `failpoints`, `provider_health`, `memory::scan`, `skills::document`, `platforms::chat`, `platforms::client`, `platforms::config`, `platforms::format`, `platforms::split`
-//! 2. settings: `limits`, `schedule`, `config`, `input`, `toolbox`, `platforms`, `platforms::telegram`, `platforms::slack`, `platforms::webhook`, `platforms::send`
+//! 2. settings: `limits`, `schedule`, `config`, `delegation`, `input`, `toolbox`, `platforms`, `platforms::telegram`, `platforms::slack`, `platforms::webhook`, `platforms::send`
 //! 3. plumbing: `delivery`, `compressor`, `tool_exec`, `deps`, `memory`, `skills`
 //! 4. ownership: `lease`, `busy_policy`
 //! 5. turn: `turn`, `review`
 //! 6. sessions: `session`, `recovery`, `remote_interrupt`, `notifier`
-//! 7. doors: `admission`, `scheduler`, `outbox_sender`, `platforms::drafts`
+//! 7. doors: `admission`, `scheduler`, `outbox_sender`, `platforms::drafts`, `work`
 //! 8. gateway: `gateway`
 pub mod admission;
 pub mod busy_policy;
 pub mod compressor;
 pub mod config;
+pub mod delegation;
 pub mod delivery;
 pub mod deps;
 pub mod display;

@@ -1,6 +1,6 @@
 //! Recovery (SPEC R2.4, R2.5, R12): at start-up and then periodically, `started` admissions
-//! whose owner is gone become `unknown` (never re-run, never invented as done), sessions
-//! with queued input are drained, and work that outlived its turn is carried on (`work::sweep`).
+//! whose owner is gone become `unknown` (never re-run, never invented as done), and sessions
+//! with queued input are drained.
 use crate::deps::Deps;
 use crate::lease::{mark, owner_is_gone, resumable};
 use crate::session::registry::SessionRegistry;
@@ -31,7 +31,7 @@ pub async fn recover_at_start(
 /// lease must be retried. It runs on the actix arbiter (not `tokio::spawn`): it may start
 /// session actors, which only an arbiter can, and a failed start there froze the process
 /// (the registry's map stayed locked while the half-started actor removed itself).
-pub fn spawn_sweeper(deps: Arc<Deps>, registry: SessionRegistry, work: crate::work::Wired) {
+pub fn spawn_sweeper(deps: Arc<Deps>, registry: SessionRegistry) {
     let every = Duration::from_secs(deps.config.lease.refresh_s.clamp(1, 30));
     actix::spawn(async move {
         loop {
@@ -46,7 +46,6 @@ pub fn spawn_sweeper(deps: Arc<Deps>, registry: SessionRegistry, work: crate::wo
                 Ok(sessions) => sessions.into_iter().for_each(|s| registry.drain(s)),
                 Err(e) => tracing::warn!(error = %e, "queue sweep failed"),
             }
-            crate::work::sweep(&work).await;
         }
     });
 }

@@ -38,11 +38,11 @@ fn config_error(key: impl Into<String>, reason: impl Into<String>) -> GatewayErr
 
 /// `own` are the gateway's tools that its configuration allows (`[memory] enabled`); each is
 /// offered when `tools.enabled` names it.
-/// The built-in `terminal` is wrapped to run `background: true` commands (`work::process`).
+/// A tool of `own` named like a built-in takes its place (the gateway's `terminal`, which adds
+/// `background: true` to the built-in's).
 pub async fn build(
     config: &RuntimeConfig,
     own: Vec<Arc<dyn Tool>>,
-    handles: &crate::work::Handles,
 ) -> Result<Toolbox, GatewayError> {
     let ws = &config.tools.workspace;
     std::fs::create_dir_all(ws).map_err(|e| {
@@ -72,12 +72,6 @@ pub async fn build(
         let reason = text.strip_prefix(&format!("{key}: ")).unwrap_or(&text);
         config_error(key, reason)
     })?;
-    if let Some(terminal) = registry.get("terminal") {
-        registry.register(Arc::new(crate::work::process::BackgroundTerminal::new(
-            terminal,
-            handles.clone(),
-        )));
-    }
     for tool in own {
         if enabled.iter().any(|n| n == tool.name()) {
             registry.register(tool);

@@ -99,6 +99,12 @@ impl Gateway {
         own.push(Arc::new(crate::work::schedule_tool::ScheduleTool::new(
             handles.clone(),
         )));
+        if let Some(terminal) = crate::work::process::builtin_terminal() {
+            own.push(Arc::new(crate::work::process::BackgroundTerminal::new(
+                terminal,
+                handles.clone(),
+            )));
+        }
         let skills = Catalog::new(config.skills.clone(), store.clone());
         if config.skills.enabled {
             own.push(Arc::new(SkillView::new(skills.clone(), store.clone())));
@@ -110,7 +116,7 @@ impl Gateway {
                 )));
             }
         }
-        let toolbox = toolbox::build(&config, own, &handles).await?;
+        let toolbox = toolbox::build(&config, own).await?;
         let workspace = toolbox.workspace.clone();
         let delivery = DeliveryActor::new(store.clone(), hub.clone()).start();
         let compressor = CompressionActor::new(store.clone(), hub.clone()).start();
@@ -163,7 +169,8 @@ impl Gateway {
         // Reports a stopped gateway left unadmitted, goals never admitted, processes whose
         // watcher died: before new input, so nothing waits for the first sweep.
         crate::work::sweep(&work).await;
-        recovery::spawn_sweeper(deps.clone(), registry.clone(), work.clone());
+        recovery::spawn_sweeper(deps.clone(), registry.clone());
+        crate::work::spawn_sweeper(work.clone());
         let outbox = OutboxSender::start(deps.clone()).await;
         Ok(Self {
             deps,

@@ -136,10 +136,10 @@ fn wire_row(m: &Message) -> ChatMessage {
 /// The tool schemas offered to this turn's model: all of them, but for a sub-agent's session
 /// the ones children do not get (SPEC R1.5).
 fn offered(models: Models<'_>, ctx: &TurnContext) -> Vec<turnkey_providers::ToolSchema> {
-    if !crate::work::subagent::is_child(&ctx.session) {
+    if !crate::delegation::is_child(&ctx.session) {
         return models.tool_schemas.to_vec();
     }
-    let withheld = crate::work::subagent::withheld(models.config);
+    let withheld = crate::delegation::withheld(models.config);
     models
         .tool_schemas
         .iter()

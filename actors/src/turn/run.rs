@@ -175,8 +175,8 @@ async fn drive(
         record: deps.record(),
         executor: &deps.tools,
         repeat_guard: deps.config.agent.repeat_guard,
-        withheld: if crate::work::subagent::is_child(&ctx.session) {
-            crate::work::subagent::withheld(&deps.config)
+        withheld: if crate::delegation::is_child(&ctx.session) {
+            crate::delegation::withheld(&deps.config)
         } else {
             &[]
         },
@@ -196,7 +196,7 @@ async fn drive(
         streamed,
     };
     // A sub-agent's turn has its own, usually lower, limit (SPEC R1.5).
-    let max_iterations = if crate::work::subagent::is_child(&ctx.session) {
+    let max_iterations = if crate::delegation::is_child(&ctx.session) {
         cfg.delegation.child_max_iterations
     } else {
         cfg.agent.max_iterations

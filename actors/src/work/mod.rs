@@ -55,8 +55,22 @@ impl Handles {
 
 /// Everything each kind of work left unfinished, looked at once: reports not yet admitted,
 /// children whose goal was never admitted, processes whose watcher died. Run at start-up and
-/// by every recovery sweep.
+/// then as often as the recovery sweep (`lease.refresh_s`, at most 30 s).
 pub async fn sweep(w: &Wired) {
     subagent::sweep(w).await;
     process::sweep(w).await;
+}
+
+/// Sweeps every so often, on the actix arbiter (a report admission may start session actors).
+pub fn spawn_sweeper(w: Wired) {
+    let every = std::time::Duration::from_secs(w.deps.config.lease.refresh_s.clamp(1, 30));
+    actix::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = w.deps.shutdown.cancelled() => return,
+                _ = tokio::time::sleep(every) => {}
+            }
+            sweep(&w).await;
+        }
+    });
 }

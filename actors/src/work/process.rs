@@ -53,6 +53,17 @@ fn files_of(p: &BackgroundProcess) -> ProcessFiles {
     ProcessFiles::new(PathBuf::from(&p.dir))
 }
 
+/// The built-in `terminal`, to wrap; `None` if the tools crate has none.
+pub fn builtin_terminal() -> Option<Arc<dyn Tool>> {
+    let config = turnkey_tools::BuiltinConfig {
+        enabled: vec!["terminal".into()],
+        fetch_allow: Vec::new(),
+    };
+    turnkey_tools::builtin_registry(&config)
+        .ok()?
+        .get("terminal")
+}
+
 /// `terminal`, with `background: true` added: the built-in runs everything else.
 pub struct BackgroundTerminal {
     inner: Arc<dyn Tool>,

@@ -15,7 +15,6 @@
 //! `delegation.child_max_iterations`. An interrupt of the parent stops its children.
 use super::report::{self, Report, END};
 use super::Wired;
-use crate::config::RuntimeConfig;
 use crate::deps::Deps;
 use crate::error::GatewayError;
 use crate::input::{NewSessionRequest, Submission};
@@ -31,28 +30,14 @@ use turnkey_storage::{
 };
 use turnkey_tools::{Tool, ToolContext, ToolOutput};
 
-/// The platform of a child session: how a turn knows it runs a child.
-pub const PLATFORM: &str = "subagent";
+pub use crate::delegation::{is_child, withheld, PLATFORM};
+
 /// The longest goal or context, in characters.
 const MAX_GOAL_CHARS: usize = 20_000;
 
 /// The request id of a task's goal (in the child) and of its report (in the parent).
 pub fn request_id(task: TaskId) -> String {
     format!("subagent:{task}")
-}
-
-/// Whether `session` is a child session.
-pub fn is_child(session: &turnkey_storage::Session) -> bool {
-    session.platform == PLATFORM
-}
-
-/// The tools a child is not offered (and is refused if it calls them anyway).
-pub fn withheld(config: &RuntimeConfig) -> &'static [&'static str] {
-    if config.delegation.max_depth > 1 {
-        &["memory", "schedule"]
-    } else {
-        &["memory", "schedule", "delegate_task"]
-    }
 }
 
 /// Children whose report this process still waits for, by child session: a turn end of one
@@ -621,15 +606,5 @@ mod tests {
                 Err(e) => assert!(e.contains(why), "{bad}: {e}"),
             }
         }
-    }
-
-    #[test]
-    fn r1_5_children_do_not_get_memory_schedule_or_delegation_at_the_limit() {
-        let mut cfg = RuntimeConfig::default();
-        assert!(withheld(&cfg).contains(&"delegate_task"));
-        assert!(withheld(&cfg).contains(&"memory"));
-        cfg.delegation.max_depth = 2;
-        assert!(!withheld(&cfg).contains(&"delegate_task"));
-        assert!(withheld(&cfg).contains(&"schedule"));
     }
 }

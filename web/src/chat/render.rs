@@ -116,6 +116,32 @@ impl Renderer {
                 self.streamed.clear();
                 unknown_lines(d).into_iter().map(Out::Line).collect()
             }
+            "subagent.started" => vec![Out::Line(format!(
+                "[sub-agent {}] started: {}",
+                short_id(str_of(d, "task_id")),
+                one_line(str_of(d, "goal"), ONE_LINE)
+            ))],
+            "subagent.finished" => vec![Out::Line(format!(
+                "[sub-agent {}] {}: its report follows",
+                short_id(str_of(d, "task_id")),
+                str_of(d, "status")
+            ))],
+            "process.started" => vec![Out::Line(format!(
+                "[background {}] started: {}",
+                short_id(str_of(d, "process_id")),
+                one_line(str_of(d, "command"), ONE_LINE)
+            ))],
+            "process.exited" => {
+                let how = match (str_of(d, "status"), d["exit_code"].as_i64()) {
+                    ("exited", Some(code)) => format!("exited with code {code}"),
+                    ("killed", _) => "killed".to_owned(),
+                    _ => "ended; its outcome is unknown".to_owned(),
+                };
+                vec![Out::Line(format!(
+                    "[background {}] {how}: its report follows",
+                    short_id(str_of(d, "process_id"))
+                ))]
+            }
             // admission.queued, status and kinds of later versions show nothing.
             _ => Vec::new(),
         }
@@ -321,6 +347,11 @@ pub fn transcript(messages: &[Message], limit: usize) -> Vec<String> {
     lines
 }
 
+/// The first 8 characters of an id: enough to tell a session's tasks apart on screen.
+fn short_id(id: &str) -> &str {
+    id.get(..8).unwrap_or(id)
+}
+
 fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
     v[key].as_str().unwrap_or_default()
 }
@@ -504,6 +535,50 @@ mod tests {
                 Out::Line("[tool] terminal: still running".into()),
                 Out::Line("[tool] terminal ok in 1.5 s: a b".into()),
                 Out::Inline("Done.".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn r1_5_sub_agents_and_background_processes_get_a_line_each() {
+        let mut r = Renderer::default();
+        let task = "01a24bba-d89b-768e-90e1-b77864cf08a9";
+        let out = shown(
+            &mut r,
+            &[
+                ev(
+                    "subagent.started",
+                    json!({"task_id": task, "child_session_id": "c", "goal": "count\nfiles"}),
+                ),
+                ev(
+                    "subagent.finished",
+                    json!({"task_id": task, "status": "completed"}),
+                ),
+                ev(
+                    "process.started",
+                    json!({"process_id": task, "command": "make test"}),
+                ),
+                ev(
+                    "process.exited",
+                    json!({"process_id": task, "status": "exited", "exit_code": 2}),
+                ),
+                ev(
+                    "process.exited",
+                    json!({"process_id": task, "status": "unknown", "exit_code": null}),
+                ),
+            ],
+        );
+        assert_eq!(
+            out,
+            vec![
+                Out::Line("[sub-agent 01a24bba] started: count files".into()),
+                Out::Line("[sub-agent 01a24bba] completed: its report follows".into()),
+                Out::Line("[background 01a24bba] started: make test".into()),
+                Out::Line("[background 01a24bba] exited with code 2: its report follows".into()),
+                Out::Line(
+                    "[background 01a24bba] ended; its outcome is unknown: its report follows"
+                        .into()
+                ),
             ]
         );
     }
