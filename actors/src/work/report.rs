@@ -61,7 +61,7 @@ pub async fn admit(w: &Wired, report: Report) -> Result<Receipt, GatewayError> {
 
 /// `text` within [`REPORT_CHARS`]: a longer one is written whole to
 /// `<workspace>/.turnkey/reports/<name>.txt` and the report carries its head, its tail and the
-/// path (which the file tools can read). If the file cannot be written, the text is cut and
+/// path relative to the workspace (which the file tools read). If the file cannot be written, the text is cut and
 /// says so.
 pub fn bounded(text: &str, workspace: &Path, name: &str) -> String {
     if text.chars().count() <= REPORT_CHARS {
@@ -70,11 +70,30 @@ pub fn bounded(text: &str, workspace: &Path, name: &str) -> String {
     let dir = workspace.join(".turnkey").join("reports");
     // Bytes, for the spill: a character is at most 4 of them.
     match turnkey_tools::spill::spill_if_large(text, REPORT_CHARS, &dir, name) {
-        Ok(kept) => kept,
+        // The file tools take paths relative to the workspace.
+        Ok(kept) => kept.replace(&format!("{}/", workspace.display()), ""),
         Err(e) => {
             tracing::warn!(error = %e, "cannot write a long report to the workspace; cutting it");
             let cut: String = text.chars().take(REPORT_CHARS).collect();
             format!("{cut}\n[... cut: the rest could not be saved ({e}) ...]")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn r1_5_a_long_report_is_saved_in_the_workspace_and_named_relative_to_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert_eq!(bounded("short", dir.path(), "t"), "short");
+        let long = format!("HEAD{}TAIL", "x".repeat(REPORT_CHARS * 2));
+        let kept = bounded(&long, dir.path(), "subagent-1");
+        assert!(kept.starts_with("HEAD") && kept.ends_with("TAIL"), "{}", &kept[..40]);
+        assert!(kept.contains("full output: .turnkey/reports/subagent-1.txt"), "{kept}");
+        let saved = std::fs::read_to_string(dir.path().join(".turnkey/reports/subagent-1.txt"))
+            .expect("saved");
+        assert_eq!(saved, long);
     }
 }

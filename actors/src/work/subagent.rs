@@ -132,23 +132,21 @@ impl Tool for DelegateTask {
     }
 
     fn description(&self) -> &str {
-        "Delegate work to sub-agents that run in parallel, each in a session of its own with \
-         your tools. Give one `goal` (with optional `context`), or several `tasks`. Returns at \
-         once with task ids; each sub-agent's report arrives later as a separate message from \
-         the gateway (not from the user), and you answer then. Do not wait or poll for it. \
-         Goals must be self-contained: a sub-agent sees nothing of this conversation but its \
-         goal and context."
+        "Start sub-agents: each works on one task in a session of its own, with your tools, \
+         and they run in parallel. Returns at once with task ids. Each report arrives later as \
+         a message from the gateway, not from the user; answer then, and do not poll. A goal \
+         must stand alone: a sub-agent sees only its goal and context."
     }
 
     fn parameters(&self) -> Value {
         json!({
             "type": "object",
             "properties": {
-                "goal": {"type": "string", "description": "What the sub-agent is to do, self-contained."},
-                "context": {"type": "string", "description": "Facts the sub-agent needs (it sees nothing else)."},
+                "goal": {"type": "string", "description": "The task."},
+                "context": {"type": "string", "description": "Facts the sub-agent needs."},
                 "tasks": {
                     "type": "array",
-                    "description": "Several tasks, one sub-agent each, run in parallel.",
+                    "description": "Several tasks, one sub-agent each.",
                     "items": {
                         "type": "object",
                         "properties": {

@@ -31,6 +31,7 @@ mod r1_1_web_ui_memory_skills;
 mod r1_2_chat_cli;
 mod r1_3_webhooks;
 mod r1_4_chat_commands;
+mod r1_5_real_model_delegation;
 mod r1_5_schedules;
 mod r1_5_work;
 mod r2_2_input_limits;

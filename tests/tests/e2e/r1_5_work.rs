@@ -840,3 +840,71 @@ async fn r1_5_a_one_shot_agent_schedule_fires_once() {
         .count();
     assert_eq!(pings, 1, "fired once");
 }
+
+// ---------------------------------------------------------------------------------------
+// A graceful stop and background processes.
+
+async fn graceful_stop(on_shutdown: &str) -> (Vec<Value>, String) {
+    let provider = ScriptedProvider::start();
+    provider.on_user_text(PROCESS_REPORT, Reply::text("noted"));
+    starts_in_background(
+        &provider,
+        "Run until stopped",
+        "echo still-here; sleep 3; echo finished-late; exit 4",
+    );
+    let extra = format!("background_on_shutdown = \"{on_shutdown}\"\n");
+    let mut tk = start(&provider, None, &extra).await;
+    let api = tk.api();
+    let session = api.create_session_id().await;
+    api.wait_terminal(
+        &api.submit_accepted(&session, "Run until stopped").await,
+        BOUND,
+    )
+    .await;
+    let status = tk.terminate(Duration::from_secs(30)).await.expect("exits");
+    assert!(status.success(), "{status:?}");
+    tk.restart().await;
+    let api = tk.api();
+    let exited = wait_events(&api, &session, "process.exited", 1).await;
+    (exited, session)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r1_5_a_graceful_stop_ends_background_processes_and_the_next_start_reports_them() {
+    let (exited, _) = graceful_stop("stop").await;
+    assert_eq!(exited.len(), 1);
+    assert_eq!(exited[0]["data"]["status"], "killed", "{exited:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r1_5_a_graceful_stop_can_leave_background_processes_running() {
+    let (exited, _) = graceful_stop("leave").await;
+    assert_eq!(exited.len(), 1);
+    assert_eq!(exited[0]["data"]["status"], "exited", "{exited:?}");
+    assert_eq!(exited[0]["data"]["exit_code"], 4, "its real exit, seen by the next start");
+}
+
+// ---------------------------------------------------------------------------------------
+// A chat platform gets one reply per report, through the outbox.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r1_5_a_chat_gets_one_reply_per_report() {
+    use turnkey_tests::webhooks::{generic_message, Webhooks, GENERIC_SECRET};
+    use turnkey_tests::FakePlatform;
+    let provider = ScriptedProvider::start();
+    provider.on_user_text(PROCESS_REPORT, Reply::text("Your backup finished (code 0)."));
+    starts_in_background(&provider, "back me up", "echo backed-up; exit 0");
+    let chat = FakePlatform::webhook(GENERIC_SECRET);
+    let tk = start(&provider, None, &format!("\n{}", chat.config_toml(""))).await;
+    let hooks = Webhooks::new(&tk.url);
+    let (r, _) = hooks
+        .generic(&generic_message("room-9", "m-1", "alice", "back me up"))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let replies = chat.wait_accepted(&["reply"], 2, BOUND).await.unwrap();
+    let texts: Vec<&str> = replies.iter().map(|c| c.body["text"].as_str().unwrap_or("")).collect();
+    assert_eq!(texts, ["started in the background", "Your backup finished (code 0)."]);
+    // Nothing more comes: one reply for the report.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(chat.accepted(&["reply"]).len(), 2);
+}
