@@ -146,6 +146,16 @@ export class Api {
     );
   }
 
+  /** `{subagents: [...]}`: the sub-agents the session started, oldest first. */
+  subagents(id) {
+    return this.get(`/v1/sessions/${encodeURIComponent(id)}/subagents`);
+  }
+
+  /** `{processes: [...]}`: the background processes the session started. */
+  processes(id) {
+    return this.get(`/v1/sessions/${encodeURIComponent(id)}/processes`);
+  }
+
   admission(admissionId) {
     return this.get(`/v1/admissions/${encodeURIComponent(admissionId)}`);
   }

@@ -91,7 +91,11 @@ async function refreshSessions() {
         "a",
         { href: `#/s/${s.id}`, class: "session-link", "aria-current": s.id === current ? "page" : null },
         el("span", { class: "session-title" }, s.title || "Untitled session"),
-        el("span", { class: "session-meta" }, `${s.state === "running" ? "running · " : ""}${formatTime(s.created_at)}`),
+        el(
+          "span",
+          { class: "session-meta" },
+          `${s.platform === "subagent" ? "sub-agent · " : ""}${s.state === "running" ? "running · " : ""}${formatTime(s.created_at)}`,
+        ),
       );
       link.addEventListener("click", hideSidebar);
       return el("li", {}, link);

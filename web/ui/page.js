@@ -20,6 +20,7 @@ export const ui = {
   usage: $("usage"),
   interrupt: $("interrupt"),
   banners: $("banners"),
+  work: $("work"),
   transcript: $("transcript"),
   empty: $("empty"),
   composer: $("composer"),

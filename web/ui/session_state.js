@@ -2,6 +2,7 @@
 // text blocks, tool cards and notes, approvals, banners and the session's state. Pure: no DOM,
 // no fetch, no timers; each function answers a new state and leaves the one it was given alone
 // (structural sharing: what did not change is the same object). app.js draws the page from it.
+import { parseReport } from "./work_state.js";
 
 /** What a turn's note says where a turn closed without its answer. */
 export const BOUNDARY = {
@@ -19,10 +20,14 @@ export function initialState() {
   return {
     lastSeq: 0,
     nextKey: 1,
-    /** The transcript's rows in order: `{key, type: "user" | "turn" | "system", …}`. */
+    /**
+     * The transcript's rows in order: `{key, type: "user" | "turn" | "system" | "report", …}`;
+     * a report (a user-role row the gateway admitted: work_state.js parseReport) is
+     * `{type: "report", report, turnId}`.
+     */
     entries: [],
     /**
-     * `{id, items, spent}`; an item is `{key, type: "text", text, live}`, `{key, type: "tool",
+     * `{id, admissionId, items, spent}`; an item is `{key, type: "text", text, live}`, `{key, type: "tool",
      * callId}` or `{key, type: "note", text, kind}`; `spent` is `{usage, cost}` once finished.
      */
     turns: {},
@@ -143,6 +148,37 @@ export function addMessages(state, messages) {
   return s;
 }
 
+/**
+ * Reports among `messages` (`GET …/messages`) not shown yet, each put right before the turn
+ * that answered it (or last): how a report admitted while the page is open gets its row.
+ */
+export function addReportMessages(state, messages) {
+  const s = draft(state);
+  for (const m of messages) {
+    if (m.role !== "user" || s.messageIds[m.id]) continue;
+    const report = parseReport(m.content);
+    if (!report) continue;
+    own(s, "messageIds")[m.id] = true;
+    const row = { key: `r${nextKey(s)}`, type: "report", report, turnId: m.turn_id || null };
+    const entries = own(s, "entries");
+    const at = m.turn_id ? entries.findIndex((r) => r.type === "turn" && r.turnKey === turnKey(m.turn_id)) : -1;
+    if (at >= 0) entries.splice(at, 0, row);
+    else entries.push(row);
+  }
+  return s;
+}
+
+/**
+ * The turns that answer one of `admissions` (admission id → true: the reports announced) and
+ * have no report row yet: the page reads the transcript for those.
+ */
+export function turnsMissingReports(state, admissions) {
+  const shown = new Set(state.entries.filter((r) => r.type === "report" && r.turnId).map((r) => r.turnId));
+  return Object.values(state.turns)
+    .filter((t) => t.id && t.admissionId && admissions[t.admissionId] && !shown.has(t.id))
+    .map((t) => t.id);
+}
+
 /** An input this page is sending, shown before the server has taken it. */
 export function sendStarted(state, sentId, text) {
   const s = draft(state);
@@ -231,8 +267,11 @@ const turnKey = (turnId) => turnId || "none";
 /** The turn's row, made on first sight: right after the input that started it, if shown. */
 function ensureTurn(s, turnId, admissionId) {
   const key = turnKey(turnId);
-  if (s.turns[key]) return;
-  own(s, "turns")[key] = { id: turnId || null, items: [], spent: null };
+  if (s.turns[key]) {
+    if (admissionId && !s.turns[key].admissionId) own(s, "turns")[key] = { ...s.turns[key], admissionId };
+    return;
+  }
+  own(s, "turns")[key] = { id: turnId || null, admissionId: admissionId || null, items: [], spent: null };
   const row = { key: `turn:${key}`, type: "turn", turnKey: key };
   const entries = own(s, "entries");
   const after = admissionId ? entries.findIndex((r) => r.type === "user" && r.admissionId === admissionId) : -1;
@@ -397,7 +436,9 @@ function addMessage(s, m) {
   if (s.messageIds[m.id]) return;
   own(s, "messageIds")[m.id] = true;
   if (m.role === "user") {
-    addEntry(s, { type: "user", text: m.content || "", pending: false, admissionId: null });
+    const report = parseReport(m.content);
+    if (report) addEntry(s, { type: "report", report, turnId: m.turn_id || null });
+    else addEntry(s, { type: "user", text: m.content || "", pending: false, admissionId: null });
   } else if (m.role === "assistant") {
     ensureTurn(s, m.turn_id);
     if (m.content) editTurn(s, m.turn_id, (t) => withText(s, t, m.content));

@@ -26,7 +26,10 @@ import {
   sendFailed,
   resolveApproval,
   dropBanner,
+  addReportMessages,
+  turnsMissingReports,
 } from "./session_state.js";
+import { WorkView, reportNode } from "./work_view.js";
 
 /** Pages of 500 events read backwards at most, to find where a running turn began. */
 const BACKFILL_PAGES = 8;
@@ -58,11 +61,17 @@ export class SessionView {
     this.follower = null;
     this.closed = false;
     this.session = null;
+    /** The sub-agents and background processes the session started (work_view.js). */
+    this.work = new WorkView(apiClient, id, ui.work);
+    /** Turn id → reads of the transcript made for its report row (at most two). */
+    this.reportReads = new Map();
+    this.readingReports = false;
     this.ticker = setInterval(() => this.tick(), 1000);
   }
 
   close() {
     this.closed = true;
+    this.work.close();
     clearInterval(this.ticker);
     if (this.follower) this.follower.stop();
   }
@@ -110,6 +119,8 @@ export class SessionView {
     ui.title.textContent = session.title || "Untitled session";
     ui.usage.textContent = session.usage ? usageText(session.usage, session.usage.cost_usd) : "";
     this.update(applySession(this.state, session, since));
+    await this.work.open(session);
+    if (this.closed) return;
     await this.findUnknownTurns(messages, upTo);
     if (this.closed) return;
     this.follower = follow(this.api, this.id, since, {
@@ -158,8 +169,34 @@ export class SessionView {
   onEvent(e) {
     if (this.closed) return;
     this.update(applyEvent(this.state, e));
+    this.work.onEvent(e);
     if (e.kind === "turn.finished") this.refreshUsage();
+    this.findReports();
     this.scroll(false);
+  }
+
+  /**
+   * A report admitted while the page is open has no event that carries its text: once its
+   * turn is known, the transcript is read for its row (twice at most per turn).
+   */
+  async findReports() {
+    const missing = turnsMissingReports(this.state, this.work.state.reportAdmissions).filter(
+      (t) => (this.reportReads.get(t) || 0) < 2,
+    );
+    if (missing.length === 0 || this.readingReports) return;
+    this.readingReports = true;
+    for (const t of missing) this.reportReads.set(t, (this.reportReads.get(t) || 0) + 1);
+    try {
+      const { messages } = await this.api.messages(this.id);
+      if (!this.closed) this.update(addReportMessages(this.state, messages));
+    } catch {
+      // Tried again on the next event.
+    } finally {
+      this.readingReports = false;
+    }
+    if (!this.closed && turnsMissingReports(this.state, this.work.state.reportAdmissions).length > 0) {
+      setTimeout(() => !this.closed && this.findReports(), 1500);
+    }
   }
 
   connection(status) {
@@ -223,7 +260,9 @@ export class SessionView {
     const nodes = entries.map((r) => {
       if (r.type === "turn") return this.turnView(r.turnKey).node;
       let node = this.rows.get(r.key);
-      if (!node && r.type === "user") {
+      if (!node && r.type === "report") {
+        node = reportNode(r.report);
+      } else if (!node && r.type === "user") {
         node = el("li", { class: "msg user" }, el("span", { class: "who" }, "you"), el("div", { class: "plain" }, r.text));
       } else if (!node) {
         node = el("li", { class: "msg system" }, r.text);
@@ -331,8 +370,9 @@ export class SessionView {
     }
   }
 
-  /** The countdown of each open approval. */
+  /** The countdown of each open approval, the children's too. */
   tick() {
+    this.work.tick();
     for (const [id, box] of this.boxes) {
       const a = this.state.approvals[id];
       if (box.resolved || !a || a.decision) continue;

@@ -28,6 +28,7 @@ mod r1_1_openai_endpoint;
 mod r1_1_security_headers;
 mod r1_1_web_ui;
 mod r1_1_web_ui_memory_skills;
+mod r1_1_web_ui_work;
 mod r1_2_chat_cli;
 mod r1_3_webhooks;
 mod r1_4_chat_commands;

@@ -55,6 +55,8 @@ const ASSETS: &[Asset] = &[
     asset!("skill_text.js", JS),
     asset!("skills_state.js", JS),
     asset!("skills_view.js", JS),
+    asset!("work_state.js", JS),
+    asset!("work_view.js", JS),
 ];
 
 /// The ETag of each file, in the order of [`ASSETS`].
