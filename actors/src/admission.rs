@@ -181,6 +181,25 @@ pub async fn authorize(
     }
 }
 
+/// The principal that owns sessions as `owner`, for an input the gateway admits on the owner's
+/// behalf (a schedule's due time, a report): a stored principal (the operator, an API token's),
+/// or a platform chat, which is its own principal and is not stored (its id is the chat's key).
+pub async fn principal_of_owner(store: &Store, owner: &str) -> Result<Principal, GatewayError> {
+    if let Some(p) = store.get_principal(owner).await? {
+        return Ok(p);
+    }
+    match crate::platforms::chat::ChatTarget::parse(owner) {
+        Some(_) => Ok(Principal {
+            id: owner.to_owned(),
+            name: owner.to_owned(),
+            kind: "platform".into(),
+        }),
+        None => Err(GatewayError::NotFound(format!(
+            "principal {owner} (the session's owner)"
+        ))),
+    }
+}
+
 /// What the queue holds: the server's understanding of the input (SPEC R2.2), never the raw
 /// body. The author comes from the authenticated principal, not from the payload. Every field
 /// is checked against its documented limit (`limits`) first.

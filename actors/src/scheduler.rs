@@ -256,9 +256,7 @@ async fn fire(
     if deps.store.get_schedule(s.id).await?.is_none() {
         return Ok(None);
     }
-    let principal = deps.store.get_principal(&s.owner).await?.ok_or_else(|| {
-        GatewayError::NotFound(format!("principal {} (the session's owner)", s.owner))
-    })?;
+    let principal = crate::admission::principal_of_owner(&deps.store, &s.owner).await?;
     let submitted = admission
         .send(Submit {
             principal,

@@ -35,14 +35,7 @@ pub struct Report {
 
 /// Admits `report` (or finds it admitted already: then its receipt has `duplicate`).
 pub async fn admit(w: &Wired, report: Report) -> Result<Receipt, GatewayError> {
-    let principal = w
-        .deps
-        .store
-        .get_principal(&report.owner)
-        .await?
-        .ok_or_else(|| {
-            GatewayError::NotFound(format!("principal {} (the session's owner)", report.owner))
-        })?;
+    let principal = crate::admission::principal_of_owner(&w.deps.store, &report.owner).await?;
     w.admission
         .send(Submit {
             principal,
@@ -90,8 +83,15 @@ mod tests {
         assert_eq!(bounded("short", dir.path(), "t"), "short");
         let long = format!("HEAD{}TAIL", "x".repeat(REPORT_CHARS * 2));
         let kept = bounded(&long, dir.path(), "subagent-1");
-        assert!(kept.starts_with("HEAD") && kept.ends_with("TAIL"), "{}", &kept[..40]);
-        assert!(kept.contains("full output: .turnkey/reports/subagent-1.txt"), "{kept}");
+        assert!(
+            kept.starts_with("HEAD") && kept.ends_with("TAIL"),
+            "{}",
+            &kept[..40]
+        );
+        assert!(
+            kept.contains("full output: .turnkey/reports/subagent-1.txt"),
+            "{kept}"
+        );
         let saved = std::fs::read_to_string(dir.path().join(".turnkey/reports/subagent-1.txt"))
             .expect("saved");
         assert_eq!(saved, long);

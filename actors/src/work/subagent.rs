@@ -238,11 +238,7 @@ async fn delegate(w: &Wired, parent: &str, asked: Vec<Asked>) -> Result<Value, S
     }
     Ok(json!({
         "task_ids": started.iter().map(|t| t.task_id).collect::<Vec<_>>(),
-        "tasks": started.iter().map(|t| json!({
-            "task_id": t.task_id, "child_session_id": t.child_session_id, "goal": t.goal,
-        })).collect::<Vec<_>>(),
-        "note": "Started. Each report arrives later as a message from the gateway; answer the \
-                 user now if there is something to say, and do not poll.",
+        "note": "Started. Each report arrives later as a message from the gateway; do not poll.",
     }))
 }
 
@@ -313,12 +309,7 @@ fn goal_text(task: &SubagentTask) -> String {
 
 /// Admits the task's goal into its child (idempotent: its request id is the task's).
 async fn admit_goal(w: &Wired, task: &SubagentTask) -> Result<(), GatewayError> {
-    let principal = w
-        .deps
-        .store
-        .get_principal(&task.owner)
-        .await?
-        .ok_or_else(|| GatewayError::NotFound(format!("principal {}", task.owner)))?;
+    let principal = crate::admission::principal_of_owner(&w.deps.store, &task.owner).await?;
     w.admission
         .send(crate::admission::Submit {
             principal,

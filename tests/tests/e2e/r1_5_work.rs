@@ -881,7 +881,10 @@ async fn r1_5_a_graceful_stop_can_leave_background_processes_running() {
     let (exited, _) = graceful_stop("leave").await;
     assert_eq!(exited.len(), 1);
     assert_eq!(exited[0]["data"]["status"], "exited", "{exited:?}");
-    assert_eq!(exited[0]["data"]["exit_code"], 4, "its real exit, seen by the next start");
+    assert_eq!(
+        exited[0]["data"]["exit_code"], 4,
+        "its real exit, seen by the next start"
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -892,7 +895,10 @@ async fn r1_5_a_chat_gets_one_reply_per_report() {
     use turnkey_tests::webhooks::{generic_message, Webhooks, GENERIC_SECRET};
     use turnkey_tests::FakePlatform;
     let provider = ScriptedProvider::start();
-    provider.on_user_text(PROCESS_REPORT, Reply::text("Your backup finished (code 0)."));
+    provider.on_user_text(
+        PROCESS_REPORT,
+        Reply::text("Your backup finished (code 0)."),
+    );
     starts_in_background(&provider, "back me up", "echo backed-up; exit 0");
     let chat = FakePlatform::webhook(GENERIC_SECRET);
     let tk = start(&provider, None, &format!("\n{}", chat.config_toml(""))).await;
@@ -902,9 +908,54 @@ async fn r1_5_a_chat_gets_one_reply_per_report() {
         .await;
     assert_eq!(r.status, 200, "{}", r.text);
     let replies = chat.wait_accepted(&["reply"], 2, BOUND).await.unwrap();
-    let texts: Vec<&str> = replies.iter().map(|c| c.body["text"].as_str().unwrap_or("")).collect();
-    assert_eq!(texts, ["started in the background", "Your backup finished (code 0)."]);
+    let texts: Vec<&str> = replies
+        .iter()
+        .map(|c| c.body["text"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "started in the background",
+            "Your backup finished (code 0)."
+        ]
+    );
     // Nothing more comes: one reply for the report.
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(chat.accepted(&["reply"]).len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r1_5_an_agent_schedule_made_in_a_chat_reminds_the_chat() {
+    use turnkey_tests::webhooks::{generic_message, Webhooks, GENERIC_SECRET};
+    use turnkey_tests::FakePlatform;
+    let provider = ScriptedProvider::start();
+    provider.on_user_text("ROOM-REMINDER", Reply::text("Reminder: stand-up now."));
+    provider.on_tool_result("remind the room", Reply::text("Will do."));
+    provider.on_user_text(
+        "remind the room",
+        Reply::tool_call(
+            "s1",
+            "schedule",
+            json!({"action": "create", "in_s": 1, "text": "ROOM-REMINDER: stand-up"}),
+        ),
+    );
+    let chat = FakePlatform::webhook(GENERIC_SECRET);
+    let tk = start(&provider, None, &format!("\n{}", chat.config_toml(""))).await;
+    let hooks = Webhooks::new(&tk.url);
+    let (r, _) = hooks
+        .generic(&generic_message(
+            "room-7",
+            "m-1",
+            "alice",
+            "remind the room in a second",
+        ))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    // The chat is its own principal (not a stored one): the due time is admitted as it.
+    let replies = chat.wait_accepted(&["reply"], 2, BOUND).await.unwrap();
+    let texts: Vec<&str> = replies
+        .iter()
+        .map(|c| c.body["text"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(texts, ["Will do.", "Reminder: stand-up now."]);
 }
