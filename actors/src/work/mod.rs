@@ -15,7 +15,9 @@ use crate::deps::Deps;
 use crate::scheduler::SchedulerActor;
 use crate::session::registry::SessionRegistry;
 use actix::Addr;
+use serde_json::Value;
 use std::sync::{Arc, OnceLock};
+use turnkey_storage::{Session, SessionId};
 
 pub mod process;
 pub mod report;
@@ -50,6 +52,35 @@ impl Handles {
         self.0
             .get()
             .ok_or_else(|| "the gateway is still starting; try again in a moment".to_owned())
+    }
+}
+
+/// A store failure as a tool's error result says it.
+pub(crate) fn store_err(e: turnkey_storage::StoreError) -> String {
+    format!("the store failed: {e}")
+}
+
+/// The session a tool call runs for (`caller`, the calling turn's session id), read.
+pub(crate) async fn caller_session(w: &Wired, caller: &str) -> Result<Session, String> {
+    let id: SessionId = caller
+        .parse()
+        .map_err(|_| format!("the calling session {caller:?} is not a session id"))?;
+    w.deps
+        .store
+        .get_session(id)
+        .await
+        .map_err(store_err)?
+        .ok_or_else(|| format!("session {id} not found"))
+}
+
+/// Refuses arguments other than `allowed` (the schemas say `additionalProperties: false`).
+pub(crate) fn only_known(args: &Value, allowed: &[&str]) -> Result<(), String> {
+    match args
+        .as_object()
+        .and_then(|o| o.keys().find(|k| !allowed.contains(&k.as_str())))
+    {
+        Some(extra) => Err(format!("unknown argument `{extra}`")),
+        None => Ok(()),
     }
 }
 

@@ -154,24 +154,13 @@ impl Tool for BackgroundTerminal {
 /// Writes the row, starts the wrapper, records its pid, and sets a watcher on it.
 async fn start(w: &Wired, ctx: &ToolContext, command: &str) -> Result<BackgroundProcess, String> {
     let deps = &w.deps;
-    let store_err = |e: turnkey_storage::StoreError| format!("the store failed: {e}");
-    let session: SessionId = ctx
-        .caller
-        .session_id
-        .parse()
-        .map_err(|_| "the calling session is not a session id".to_owned())?;
-    let row = deps
-        .store
-        .get_session(session)
-        .await
-        .map_err(store_err)?
-        .ok_or_else(|| format!("session {session} not found"))?;
+    let row = super::caller_session(w, &ctx.caller.session_id).await?;
     let session = row.lineage();
     let running = deps
         .store
         .running_background_count(session)
         .await
-        .map_err(store_err)?;
+        .map_err(super::store_err)?;
     let max = deps.config.tools.background_max;
     if running >= u64::from(max) {
         return Err(format!(
@@ -195,7 +184,7 @@ async fn start(w: &Wired, ctx: &ToolContext, command: &str) -> Result<Background
             watcher: deps.instance.owner.clone(),
         })
         .await
-        .map_err(store_err)?;
+        .map_err(super::store_err)?;
     let files = files_of(&p);
     let started = match bg::start(command, &ctx.workspace, &files) {
         Ok(s) => s,
@@ -521,34 +510,22 @@ impl Tool for ProcessTool {
 }
 
 async fn process_call(w: &Wired, args: &Value, ctx: &ToolContext) -> Result<Value, String> {
-    if let Some(extra) = args.as_object().and_then(|o| {
-        o.keys()
-            .find(|k| !["action", "process_id"].contains(&k.as_str()))
-    }) {
-        return Err(format!("invalid arguments: unknown argument `{extra}`"));
-    }
+    super::only_known(args, &["action", "process_id"]).map_err(|e| format!("invalid arguments: {e}"))?;
     let action = args.get("action").and_then(Value::as_str).unwrap_or("");
     let id: ProcessId = args
         .get("process_id")
         .and_then(Value::as_str)
         .and_then(|s| s.trim().parse().ok())
         .ok_or("invalid arguments: `process_id` is required: an id terminal returned")?;
-    let store_err = |e: turnkey_storage::StoreError| format!("the store failed: {e}");
-    let session: SessionId = ctx
-        .caller
-        .session_id
-        .parse()
-        .map_err(|_| "the calling session is not a session id".to_owned())?;
-    let lineage = match w.deps.store.get_session(session).await.map_err(store_err)? {
-        Some(s) => s.lineage(),
-        None => session,
-    };
+    let lineage = super::caller_session(w, &ctx.caller.session_id)
+        .await?
+        .lineage();
     let p = w
         .deps
         .store
         .get_background_process(id)
         .await
-        .map_err(store_err)?
+        .map_err(super::store_err)?
         .filter(|p| p.session_id == lineage)
         .ok_or_else(|| format!("no background process {id} in this session"))?;
     let files = files_of(&p);

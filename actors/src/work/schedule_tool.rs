@@ -113,23 +113,10 @@ fn view(s: &Schedule) -> Value {
 }
 
 async fn run(w: &Wired, args: &Value, caller: &str) -> Result<Value, String> {
-    if let Some(extra) = args.as_object().and_then(|o| {
-        o.keys()
-            .find(|k| !["action", "in_s", "cron", "text", "id"].contains(&k.as_str()))
-    }) {
-        return Err(format!("invalid arguments: unknown argument `{extra}`"));
-    }
+    super::only_known(args, &["action", "in_s", "cron", "text", "id"]).map_err(|e| format!("invalid arguments: {e}"))?;
     let deps = &w.deps;
-    let store_err = |e: turnkey_storage::StoreError| format!("the store failed: {e}");
-    let session: SessionId = caller
-        .parse()
-        .map_err(|_| "the calling session is not a session id".to_owned())?;
-    let row = deps
-        .store
-        .get_session(session)
-        .await
-        .map_err(store_err)?
-        .ok_or_else(|| format!("session {session} not found"))?;
+    let store_err = super::store_err;
+    let row = super::caller_session(w, caller).await?;
     let session = row.lineage();
     let mine = |s: &Schedule| s.session_id == session;
     match args.get("action").and_then(Value::as_str) {

@@ -85,12 +85,7 @@ fn text_arg(v: &Value, key: &str, what: &str) -> Result<Option<String>, String> 
 
 /// The tasks a call asks for: `tasks`, or the one `goal`.
 fn asked(args: &Value) -> Result<Vec<Asked>, String> {
-    if let Some(extra) = args.as_object().and_then(|o| {
-        o.keys()
-            .find(|k| !["goal", "context", "tasks"].contains(&k.as_str()))
-    }) {
-        return Err(format!("unknown argument `{extra}`"));
-    }
+    super::only_known(args, &["goal", "context", "tasks"])?;
     let mut out = Vec::new();
     match args.get("tasks") {
         None | Some(Value::Null) => {}
@@ -182,16 +177,8 @@ impl Tool for DelegateTask {
 async fn delegate(w: &Wired, parent: &str, asked: Vec<Asked>) -> Result<Value, String> {
     let deps = &w.deps;
     let cfg = &deps.config.delegation;
-    let parent: SessionId = parent
-        .parse()
-        .map_err(|_| format!("the calling session {parent:?} is not a session id"))?;
-    let store_err = |e: turnkey_storage::StoreError| format!("the store failed: {e}");
-    let session = deps
-        .store
-        .get_session(parent)
-        .await
-        .map_err(store_err)?
-        .ok_or_else(|| format!("session {parent} not found"))?;
+    let store_err = super::store_err;
+    let session = super::caller_session(w, parent).await?;
     let parent = session.lineage();
     let depth = match deps
         .store

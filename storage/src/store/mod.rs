@@ -245,6 +245,19 @@ const EVENT_ROWS_PER_INSERT: usize = 256;
 pub(crate) type SessionBumpFn<'a> =
     dyn Fn(UpdateMany<session::Entity>) -> UpdateMany<session::Entity> + Sync + 'a;
 
+/// Commits `tx` with `event` if `moved` rows were changed by it, else rolls it back: a change
+/// made (and announced) once, whoever tries. Answers the committed event.
+pub(crate) async fn announce_once(tx: WriteTx, moved: u64, event: NewEvent) -> Result<Option<Event>> {
+    if moved == 0 {
+        tx.rollback().await?;
+        return Ok(None);
+    }
+    let mut evs = insert_events(&tx, &[event]).await?;
+    tx.commit().await?;
+    Ok(evs.pop())
+}
+
+
 /// Appends `evs` inside `db`'s transaction, each session's in their order, with two statements
 /// per session however many there are: one `UPDATE … RETURNING` moves the session's seq on
 /// by their count, one multi-row `INSERT` writes them. Answers the events in `evs`'s order.

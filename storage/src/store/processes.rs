@@ -4,7 +4,7 @@
 //! end is recorded once (`running` → `exited`, `killed` or `unknown`, with the exit code and
 //! the output's tail: the durable report), then admitted into the session under the request
 //! id `process:<process_id>`, and only then marked reported, with `process.exited`, once.
-use super::{insert_events, Result, Store, StoreError};
+use super::{announce_once, insert_events, Result, Store, StoreError};
 use crate::entity::background_process as bp;
 use crate::ids::{now_ms, parse_id, AdmissionId, InstanceId, ProcessId, SessionId};
 use crate::model::{Event, EventKind, NewEvent, Owner};
@@ -232,28 +232,20 @@ impl Store {
             .filter(bp::Column::Id.eq(p.process_id.to_string()))
             .filter(bp::Column::ReportedAt.is_null())
             .exec(&tx)
-            .await?;
-        if moved.rows_affected == 0 {
-            tx.rollback().await?;
-            return Ok(None);
-        }
+            .await?
+            .rows_affected;
         let data = serde_json::json!({
             "process_id": p.process_id, "exit_code": p.exit_code, "status": p.status,
             "admission_id": admission,
         });
-        let mut evs = insert_events(
-            &tx,
-            &[NewEvent {
-                session_id: p.session_id,
-                kind: EventKind::ProcessExited,
-                turn_id: None,
-                admission_id: Some(admission),
-                data,
-            }],
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(evs.pop())
+        let event = NewEvent {
+            session_id: p.session_id,
+            kind: EventKind::ProcessExited,
+            turn_id: None,
+            admission_id: Some(admission),
+            data,
+        };
+        announce_once(tx, moved, event).await
     }
 }
 

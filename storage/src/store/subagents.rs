@@ -6,7 +6,7 @@
 //! same request id, and only then is the task marked reported, with `subagent.finished` on the
 //! parent, in one commit that happens once.
 use super::sessions::insert_session;
-use super::{insert_events, Result, Store, StoreError};
+use super::{announce_once, insert_events, Result, Store, StoreError};
 use crate::entity::{session, subagent_task};
 use crate::ids::{now_ms, parse_id, AdmissionId, SessionId, TaskId};
 use crate::model::{Event, EventKind, NewEvent, NewSession};
@@ -207,28 +207,20 @@ impl Store {
             .filter(subagent_task::Column::Id.eq(task.task_id.to_string()))
             .filter(subagent_task::Column::ReportedAt.is_null())
             .exec(&tx)
-            .await?;
-        if moved.rows_affected == 0 {
-            tx.rollback().await?;
-            return Ok(None);
-        }
+            .await?
+            .rows_affected;
         let data = serde_json::json!({
             "task_id": task.task_id, "status": task.status, "admission_id": admission,
             "child_session_id": task.child_session_id,
         });
-        let mut evs = insert_events(
-            &tx,
-            &[NewEvent {
-                session_id: task.parent_session_id,
-                kind: EventKind::SubagentFinished,
-                turn_id: None,
-                admission_id: Some(admission),
-                data,
-            }],
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(evs.pop())
+        let event = NewEvent {
+            session_id: task.parent_session_id,
+            kind: EventKind::SubagentFinished,
+            turn_id: None,
+            admission_id: Some(admission),
+            data,
+        };
+        announce_once(tx, moved, event).await
     }
 }
 

@@ -20,4 +20,5 @@ mod skills_reviews;
 mod store;
 mod tool_runs;
 mod unknown;
+mod work;
 mod writer;
