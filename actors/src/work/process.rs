@@ -510,7 +510,8 @@ impl Tool for ProcessTool {
 }
 
 async fn process_call(w: &Wired, args: &Value, ctx: &ToolContext) -> Result<Value, String> {
-    super::only_known(args, &["action", "process_id"]).map_err(|e| format!("invalid arguments: {e}"))?;
+    super::only_known(args, &["action", "process_id"])
+        .map_err(|e| format!("invalid arguments: {e}"))?;
     let action = args.get("action").and_then(Value::as_str).unwrap_or("");
     let id: ProcessId = args
         .get("process_id")

@@ -9,9 +9,7 @@ use crate::schedule;
 use crate::scheduler::SchedulesChanged;
 use async_trait::async_trait;
 use serde_json::{json, Value};
-use turnkey_storage::{
-    now_ms, MissedPolicy, NewSchedule, Schedule, ScheduleId, ScheduleSource, SessionId,
-};
+use turnkey_storage::{now_ms, MissedPolicy, NewSchedule, Schedule, ScheduleId, ScheduleSource};
 use turnkey_tools::{Tool, ToolContext, ToolOutput};
 
 /// The furthest a one-shot schedule may be: a year.
@@ -113,7 +111,8 @@ fn view(s: &Schedule) -> Value {
 }
 
 async fn run(w: &Wired, args: &Value, caller: &str) -> Result<Value, String> {
-    super::only_known(args, &["action", "in_s", "cron", "text", "id"]).map_err(|e| format!("invalid arguments: {e}"))?;
+    super::only_known(args, &["action", "in_s", "cron", "text", "id"])
+        .map_err(|e| format!("invalid arguments: {e}"))?;
     let deps = &w.deps;
     let store_err = super::store_err;
     let row = super::caller_session(w, caller).await?;

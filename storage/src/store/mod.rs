@@ -247,7 +247,11 @@ pub(crate) type SessionBumpFn<'a> =
 
 /// Commits `tx` with `event` if `moved` rows were changed by it, else rolls it back: a change
 /// made (and announced) once, whoever tries. Answers the committed event.
-pub(crate) async fn announce_once(tx: WriteTx, moved: u64, event: NewEvent) -> Result<Option<Event>> {
+pub(crate) async fn announce_once(
+    tx: WriteTx,
+    moved: u64,
+    event: NewEvent,
+) -> Result<Option<Event>> {
     if moved == 0 {
         tx.rollback().await?;
         return Ok(None);
@@ -256,7 +260,6 @@ pub(crate) async fn announce_once(tx: WriteTx, moved: u64, event: NewEvent) -> R
     tx.commit().await?;
     Ok(evs.pop())
 }
-
 
 /// Appends `evs` inside `db`'s transaction, each session's in their order, with two statements
 /// per session however many there are: one `UPDATE … RETURNING` moves the session's seq on

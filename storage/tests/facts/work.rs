@@ -52,7 +52,11 @@ async fn r1_5_a_task_is_born_with_its_child_settled_once_and_reported_once(s: St
     assert_eq!(child.parent_session_id, Some(parent));
     assert_eq!(child.platform, "subagent");
     assert_eq!(
-        s.subagent_task_of_child(child.id).await.unwrap().unwrap().task_id,
+        s.subagent_task_of_child(child.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .task_id,
         task.task_id
     );
     assert_eq!(s.open_subagent_count(parent).await.unwrap(), 1);
@@ -135,21 +139,35 @@ async fn r13_10_a_process_ends_once_is_taken_over_once_and_reported_once(s: Stor
         tail: "out".into(),
     };
     let ended = s.end_background_process(p.process_id, &end).await.unwrap();
-    assert_eq!((ended.status.as_str(), ended.exit_code), ("exited", Some(3)));
+    assert_eq!(
+        (ended.status.as_str(), ended.exit_code),
+        ("exited", Some(3))
+    );
     assert_eq!(ended.pid, Some(4242));
     let other = ProcessEnd {
         status: "unknown".into(),
         exit_code: None,
         tail: String::new(),
     };
-    let again = s.end_background_process(p.process_id, &other).await.unwrap();
+    let again = s
+        .end_background_process(p.process_id, &other)
+        .await
+        .unwrap();
     assert_eq!(again.exit_code, Some(3), "ended once");
     assert_eq!(s.running_background_count(session).await.unwrap(), 0);
 
     let admission = AdmissionId::new();
     let ev = s.record_process_report(&again, admission).await.unwrap();
     assert_eq!(ev.expect("recorded").data["exit_code"], 3);
-    assert!(s.record_process_report(&again, admission).await.unwrap().is_none());
-    assert!(s.unreported_background_processes().await.unwrap().is_empty());
+    assert!(s
+        .record_process_report(&again, admission)
+        .await
+        .unwrap()
+        .is_none());
+    assert!(s
+        .unreported_background_processes()
+        .await
+        .unwrap()
+        .is_empty());
     assert_eq!(s.background_processes(session).await.unwrap().len(), 1);
 }

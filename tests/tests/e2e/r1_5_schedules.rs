@@ -181,7 +181,10 @@ async fn api_and_auth(database: Option<&str>) {
     );
     assert_eq!(daily["session_id"], mine.as_str());
     assert_eq!(daily["cron"], "0 8 * * *");
-    assert!(daily["once_at"].is_null(), "a cron schedule has no one due time");
+    assert!(
+        daily["once_at"].is_null(),
+        "a cron schedule has no one due time"
+    );
     assert_eq!(daily["text"], "good morning");
     assert_eq!(daily["missed"], "run_once", "the default");
     assert_eq!(daily["source"], "api");
