@@ -165,7 +165,6 @@ impl Gateway {
             children: Default::default(),
         };
         handles.set(work.clone());
-        crate::work::subagent::spawn_watch(work.clone());
         // Reports a stopped gateway left unadmitted, goals never admitted, processes whose
         // watcher died: before new input, so nothing waits for the first sweep.
         crate::work::sweep(&work).await;

@@ -33,6 +33,7 @@ pub struct Wired {
     pub registry: SessionRegistry,
     pub scheduler: Addr<SchedulerActor>,
     pub processes: process::Watched,
+    /// The children this process follows, each by a task on its session's events.
     pub children: subagent::Children,
 }
 

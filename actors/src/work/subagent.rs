@@ -7,8 +7,8 @@
 //! the report's text (the durable report), the report is admitted into the parent under the
 //! same request id, and `subagent.finished` is committed on the parent once. A child marked
 //! `unknown` (cut after a side effect, or cut twice) reports `unknown`, once: it is not run
-//! again. This module watches committed events for the turn ends of children, and the
-//! recovery sweep catches what no process watched (a dead gateway, another replica).
+//! again. Each child's session events are followed for the ends of its turns, and the sweep
+//! catches what no process followed (a dead gateway, another replica).
 //!
 //! Children run the parent's tools minus `memory` and `schedule` (they speak for nobody) and,
 //! at the depth limit, `delegate_task`; their model calls stop after
@@ -40,8 +40,8 @@ pub fn request_id(task: TaskId) -> String {
     format!("subagent:{task}")
 }
 
-/// Children whose report this process still waits for, by child session: a turn end of one
-/// of them is looked at at once.
+/// The children this process follows (by child session), each by a task on its session's
+/// events: a turn end there is looked at at once.
 #[derive(Clone, Default)]
 pub struct Children(Arc<DashMap<SessionId, TaskId>>);
 
@@ -271,7 +271,8 @@ async fn start_one(
         })
         .await?;
     deps.hub.publish(event);
-    w.children.0.insert(task.child_session_id, task.task_id);
+    // Watched before its goal is admitted: its turn's end cannot pass unseen.
+    watch_child(w, &task);
     tracing::info!(task = %task.task_id, %parent, child = %task.child_session_id, depth, "sub-agent started");
     admit_goal(w, &task).await?;
     Ok(task)
@@ -392,8 +393,9 @@ fn report_text(task: &SubagentTask, status: &str, body: &str) -> String {
 }
 
 /// Brings `task` one step closer to reported: admits its goal if that never happened, or
-/// settles, admits and announces its report once its goal admission is terminal.
-pub async fn advance(w: &Wired, task: &SubagentTask) -> Result<(), GatewayError> {
+/// settles, admits and announces its report once its goal admission is terminal. Answers
+/// whether its report is in (nothing more to do for it).
+pub async fn advance(w: &Wired, task: &SubagentTask) -> Result<bool, GatewayError> {
     let deps = &w.deps;
     let rid = request_id(task.task_id);
     let goal = deps
@@ -403,13 +405,13 @@ pub async fn advance(w: &Wired, task: &SubagentTask) -> Result<(), GatewayError>
     let task = match goal {
         None if task.status == "running" => {
             tracing::info!(task = %task.task_id, "admitting a sub-agent's goal that was never admitted");
-            return admit_goal(w, task).await;
+            return admit_goal(w, task).await.map(|()| false);
         }
         None => task.clone(),
         Some(a) => {
             if task.status == "running" {
                 let Some((status, body)) = outcome_of(deps, &a).await else {
-                    return Ok(());
+                    return Ok(false);
                 };
                 let workspace = &deps.config.tools.workspace;
                 let body = report::bounded(&body, workspace, &format!("subagent-{}", task.task_id));
@@ -449,11 +451,11 @@ pub async fn advance(w: &Wired, task: &SubagentTask) -> Result<(), GatewayError>
             admission = %receipt.admission_id, "sub-agent report admitted"
         );
     }
-    w.children.0.remove(&task.child_session_id);
-    Ok(())
+    Ok(true)
 }
 
-/// Every task not yet reported, advanced; the watched children refreshed from the store.
+/// Every task not yet reported, advanced, and watched by this process from now on (after a
+/// restart, or when another replica started it).
 pub async fn sweep(w: &Wired) {
     let tasks = match w.deps.store.unreported_subagent_tasks().await {
         Ok(t) => t,
@@ -463,49 +465,54 @@ pub async fn sweep(w: &Wired) {
         }
     };
     for task in tasks {
-        w.children.0.insert(task.child_session_id, task.task_id);
+        watch_child(w, &task);
         if let Err(e) = advance(w, &task).await {
             tracing::warn!(task = %task.task_id, error = %e, code = e.code(), "sub-agent report not admitted yet; the sweep tries again");
         }
     }
 }
 
-/// Watches this process's committed events for the turn ends of children and reports them at
-/// once (the sweep catches the rest).
-pub fn spawn_watch(w: Wired) {
-    let mut events = w.deps.hub.subscribe_all();
+/// Follows the events of `task`'s child session on this process's hub and advances the task
+/// at each end of a turn there, until its report is in; one watcher per child and process.
+/// Only the children's own channels are followed, so no other session's event costs anything
+/// (a child whose turns run on another replica is advanced by the sweep).
+fn watch_child(w: &Wired, task: &SubagentTask) {
+    use dashmap::mapref::entry::Entry;
+    use tokio::sync::broadcast::error::RecvError;
+    match w.children.0.entry(task.child_session_id) {
+        Entry::Occupied(_) => return,
+        Entry::Vacant(v) => {
+            v.insert(task.task_id);
+        }
+    }
+    let mut events = w.deps.hub.subscribe(task.child_session_id);
+    let (w, id, child) = (w.clone(), task.task_id, task.child_session_id);
     actix::spawn(async move {
         loop {
             let ev = tokio::select! {
-                _ = w.deps.shutdown.cancelled() => return,
+                _ = w.deps.shutdown.cancelled() => break,
                 ev = events.recv() => ev,
             };
-            let ev = match ev {
-                Ok(ev) => ev,
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                    sweep(&w).await;
-                    continue;
-                }
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-            };
-            if !matches!(ev.kind, EventKind::TurnFinished | EventKind::TurnUnknown) {
-                continue;
+            match ev {
+                Ok(ev) if matches!(ev.kind, EventKind::TurnFinished | EventKind::TurnUnknown) => {}
+                Ok(_) => continue,
+                // Events were missed: look at the task anyway.
+                Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => break,
             }
-            let Some(task) = w.children.0.get(&ev.session_id).map(|t| *t) else {
-                continue;
-            };
-            match w.deps.store.get_subagent_task(task).await {
-                Ok(Some(task)) if task.reported_at.is_none() => {
-                    if let Err(e) = advance(&w, &task).await {
-                        tracing::warn!(task = %task.task_id, error = %e, "sub-agent report not admitted yet; the sweep tries again");
+            match w.deps.store.get_subagent_task(id).await {
+                Ok(Some(task)) if task.reported_at.is_none() => match advance(&w, &task).await {
+                    Ok(true) => break,
+                    Ok(false) => {}
+                    Err(e) => {
+                        tracing::warn!(task = %id, error = %e, code = e.code(), "sub-agent report not admitted yet; the sweep tries again");
                     }
-                }
-                Ok(_) => {
-                    w.children.0.remove(&ev.session_id);
-                }
-                Err(e) => tracing::warn!(%task, error = %e, "cannot read a sub-agent task"),
+                },
+                Ok(_) => break,
+                Err(e) => tracing::warn!(task = %id, error = %e, "cannot read a sub-agent task"),
             }
         }
+        w.children.0.remove(&child);
     });
 }
 
