@@ -29,7 +29,7 @@ pub(crate) async fn sign_in(b: &Browser, tk: &Turnkey) {
 }
 
 /// Creates a session from the page and waits until its composer is shown.
-async fn new_session(b: &Browser) -> String {
+pub(crate) async fn new_session(b: &Browser) -> String {
     b.click("#new-session").await;
     b.wait_visible("#composer", PAGE_WAIT).await;
     let hash = b
@@ -42,7 +42,7 @@ async fn new_session(b: &Browser) -> String {
     hash.as_str().unwrap().to_owned()
 }
 
-async fn send(b: &Browser, text: &str) {
+pub(crate) async fn send(b: &Browser, text: &str) {
     b.type_into("#input", text).await;
     b.click("#send").await;
 }

@@ -10,7 +10,7 @@
 //! unless `TURNKEY_REQUIRE_BROWSER=1` (CI).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::r1_1_web_ui::{sign_in, SERIAL};
+use crate::r1_1_web_ui::{new_session, send, sign_in, SERIAL};
 use serde_json::{json, Value};
 use std::time::Duration;
 use turnkey_tests::browser::{Browser, DESKTOP, PAGE_WAIT, PHONE};
@@ -21,25 +21,6 @@ const SUBAGENT_REPORT: &str = "[turnkey:subagent-report";
 const PROCESS_REPORT: &str = "[turnkey:process-report";
 const SUBAGENT_CARD: &str = "#work .work-card.subagent";
 const PROCESS_CARD: &str = "#work .work-card.process";
-
-/// Creates a session from the page and answers its id once its composer is shown.
-async fn new_session(b: &Browser) -> String {
-    b.click("#new-session").await;
-    b.wait_visible("#composer", PAGE_WAIT).await;
-    let hash = b
-        .wait_js(
-            "the session in the address",
-            PAGE_WAIT,
-            "return /^#\\/s\\/[0-9a-f-]{36}$/.test(location.hash) ? location.hash.slice(4) : null;",
-        )
-        .await;
-    hash.as_str().unwrap().to_owned()
-}
-
-async fn send(b: &Browser, text: &str) {
-    b.type_into("#input", text).await;
-    b.click("#send").await;
-}
 
 /// Waits until `session` has an event of `kind`, and answers it.
 async fn wait_event(api: &Api, session: &str, kind: &str) -> Value {

@@ -45,6 +45,26 @@ async fn wait_events(api: &Api, session: &str, kind: &str, n: usize) -> Vec<Valu
     .await
 }
 
+/// The child session of `session`'s first sub-agent, once it started.
+async fn first_child(api: &Api, session: &str) -> String {
+    let started = wait_events(api, session, "subagent.started", 1).await;
+    started[0]["data"]["child_session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// The content of `session`'s first tool result row.
+async fn first_tool_result(api: &Api, session: &str) -> String {
+    let row = api
+        .messages(session)
+        .await
+        .into_iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap_or_else(|| panic!("no tool result in {session}"));
+    row["content"].as_str().unwrap().to_owned()
+}
+
 async fn subagents(api: &Api, session: &str) -> Vec<Value> {
     let r = api.get(&format!("/v1/sessions/{session}/subagents")).await;
     assert_eq!(r.status, 200, "{}", r.text);
@@ -318,24 +338,10 @@ async fn r1_5_the_depth_limit_holds() {
     let api = tk.api();
     let parent = api.create_session_id().await;
     api.submit_accepted(&parent, "Go deep").await;
-    let started = wait_events(&api, &parent, "subagent.started", 1).await;
-    let child = started[0]["data"]["child_session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let grand_started = wait_events(&api, &child, "subagent.started", 1).await;
-    let grand = grand_started[0]["data"]["child_session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let child = first_child(&api, &parent).await;
+    let grand = first_child(&api, &child).await;
     wait_events(&api, &child, "subagent.finished", 1).await;
-    let grand_tool = api
-        .messages(&grand)
-        .await
-        .into_iter()
-        .find(|m| m["role"] == "tool")
-        .expect("the grandchild's tool result");
-    let text = grand_tool["content"].as_str().unwrap();
+    let text = first_tool_result(&api, &grand).await;
     assert!(text.contains("depth limit"), "{text}");
     assert!(
         subagents(&api, &grand).await.is_empty(),
@@ -364,19 +370,9 @@ async fn r1_5_at_the_default_depth_a_child_cannot_delegate() {
     let api = tk.api();
     let parent = api.create_session_id().await;
     api.submit_accepted(&parent, "Stay flat").await;
-    let started = wait_events(&api, &parent, "subagent.started", 1).await;
-    let child = started[0]["data"]["child_session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let child = first_child(&api, &parent).await;
     wait_events(&api, &parent, "subagent.finished", 1).await;
-    let tool = api
-        .messages(&child)
-        .await
-        .into_iter()
-        .find(|m| m["role"] == "tool")
-        .expect("the child's tool result");
-    let text = tool["content"].as_str().unwrap();
+    let text = first_tool_result(&api, &child).await;
     assert!(text.contains("unknown tool"), "{text}");
     assert!(subagents(&api, &child).await.is_empty());
     assert!(!provider.asked().iter().any(|t| t.contains("FLAT-GRAND")));
