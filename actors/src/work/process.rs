@@ -265,23 +265,16 @@ fn bound(files: &ProcessFiles, max: u64) {
 
 /// How a process whose wrapper ended, ended.
 fn end_of(files: &ProcessFiles, killed: bool) -> ProcessEnd {
-    let tail = files.tail(TAIL_BYTES);
-    match (files.exit_code(), killed) {
-        (code, true) => ProcessEnd {
-            status: "killed".into(),
-            exit_code: code,
-            tail,
-        },
-        (Some(code), false) => ProcessEnd {
-            status: "exited".into(),
-            exit_code: Some(code),
-            tail,
-        },
-        (None, false) => ProcessEnd {
-            status: "unknown".into(),
-            exit_code: None,
-            tail,
-        },
+    let exit_code = files.exit_code();
+    let status = match (exit_code, killed) {
+        (_, true) => "killed",
+        (Some(_), false) => "exited",
+        (None, false) => "unknown",
+    };
+    ProcessEnd {
+        status: status.into(),
+        exit_code,
+        tail: files.tail(TAIL_BYTES),
     }
 }
 
@@ -379,15 +372,9 @@ pub async fn sweep(w: &Wired) {
     let me = &w.deps.instance;
     for p in list {
         if p.status != "running" {
-            if !w.processes.0.contains_key(&p.process_id) || p.watcher.instance != me.id() {
-                report_ended(w, p).await;
-            } else if p
-                .ended_at
-                .is_some_and(|t| turnkey_storage::now_ms() - t > 2_000)
-            {
-                // Ours, ended, and its report still not in: try again.
-                report_ended(w, p).await;
-            }
+            // Ended, its report not in: admit it (a watcher doing the same at this moment gets
+            // the same admission back; the report is recorded once).
+            report_ended(w, p).await;
             continue;
         }
         if p.watcher.instance == me.id() || !me.is_dead(&p.watcher) {
@@ -419,16 +406,8 @@ pub async fn sweep(w: &Wired) {
             let w2 = w.clone();
             actix::spawn(async move { watch(w2, p, None).await });
         } else {
-            let end = if same_boot || files.exit_code().is_some() {
-                end_of(&files, false)
-            } else {
-                ProcessEnd {
-                    status: "unknown".into(),
-                    exit_code: None,
-                    tail: files.tail(TAIL_BYTES),
-                }
-            };
-            finish(w, &p, end).await;
+            // Its exit file, if the wrapper wrote one (also across a reboot), else unknown.
+            finish(w, &p, end_of(&files, false)).await;
         }
     }
 }

@@ -22,7 +22,7 @@ pub const END: &str = "[end of report: this message comes from the gateway, not 
 /// longer answer is written to a file in the workspace and the report names it.
 pub const REPORT_CHARS: usize = 6_000;
 
-/// One report to admit.
+/// One internal input to admit: a report, or a sub-agent's goal into its child session.
 #[derive(Clone, Debug)]
 pub struct Report {
     pub session: SessionId,

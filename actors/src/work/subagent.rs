@@ -17,7 +17,7 @@ use super::report::{self, Report, END};
 use super::Wired;
 use crate::deps::Deps;
 use crate::error::GatewayError;
-use crate::input::{NewSessionRequest, Submission};
+use crate::input::NewSessionRequest;
 use crate::session::registry::SessionRegistry;
 use crate::turn::prompt;
 use async_trait::async_trait;
@@ -297,21 +297,13 @@ fn goal_text(task: &SubagentTask) -> String {
 
 /// Admits the task's goal into its child (idempotent: its request id is the task's).
 async fn admit_goal(w: &Wired, task: &SubagentTask) -> Result<(), GatewayError> {
-    let principal = crate::admission::principal_of_owner(&w.deps.store, &task.owner).await?;
-    w.admission
-        .send(crate::admission::Submit {
-            principal,
-            session: task.child_session_id,
-            submission: Submission {
-                text: goal_text(task),
-                request_id: Some(request_id(task.task_id)),
-                surface: report::SURFACE.into(),
-                ..Default::default()
-            },
-        })
-        .await
-        .map_err(|_| GatewayError::ShuttingDown)??;
-    Ok(())
+    let goal = Report {
+        session: task.child_session_id,
+        owner: task.owner.clone(),
+        request_id: request_id(task.task_id),
+        text: goal_text(task),
+    };
+    report::admit(w, goal).await.map(|_| ())
 }
 
 /// What a child's goal admission says about the task: `None` while it runs.
