@@ -72,10 +72,14 @@ pub enum EventKind {
     /// `unknown` (no exit code).
     #[serde(rename = "process.exited")]
     ProcessExited,
+    /// A queued input was cancelled before it ran (its parent was interrupted, SPEC R1.5):
+    /// `{admission_id, reason}`; its receipt is `terminal` with `outcome.result = cancelled`.
+    #[serde(rename = "admission.cancelled")]
+    AdmissionCancelled,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 24] = [
+    pub const ALL: [EventKind; 25] = [
         Self::AdmissionQueued,
         Self::TurnStarted,
         Self::MessageDelta,
@@ -100,6 +104,7 @@ impl EventKind {
         Self::SubagentFinished,
         Self::ProcessStarted,
         Self::ProcessExited,
+        Self::AdmissionCancelled,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -128,6 +133,7 @@ impl EventKind {
             Self::SubagentFinished => "subagent.finished",
             Self::ProcessStarted => "process.started",
             Self::ProcessExited => "process.exited",
+            Self::AdmissionCancelled => "admission.cancelled",
         }
     }
 

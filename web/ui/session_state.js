@@ -104,11 +104,13 @@ export function applyEvent(state, e) {
       if (d.status === "unknown") unknownToolRun(s, d.call_id, d.name);
       else removeBanner(s, `tool:${d.call_id}`);
       break;
+    // A sub-agent's approval relayed here (`session_id` names the child) is the Work
+    // section's to show.
     case "approval.requested":
-      approval(s, d, e.turn_id);
+      if (!d.session_id) approval(s, d, e.turn_id);
       break;
     case "approval.resolved":
-      resolve(s, d.approval_id, d.decision);
+      if (!d.session_id) resolve(s, d.approval_id, d.decision);
       break;
     case "compression.completed":
       addEntry(s, {

@@ -21,8 +21,11 @@ import {
   parseReport,
 } from "./work_state.js";
 
-/** How often a running child's pending approvals are read, and how many children at most. */
-const POLL_MS = 3000;
+/**
+ * A child's approvals are read when its `approval.requested`/`approval.resolved` is relayed
+ * into this session's events; this slow round is only a safety net. How many children at most.
+ */
+const POLL_MS = 15000;
 const POLL_CHILDREN = 5;
 
 const childHref = (id) => `#/s/${encodeURIComponent(id)}`;
@@ -38,6 +41,7 @@ export class WorkView {
     this.cards = new Map();
     this.closed = false;
     this.polling = false;
+    this.pollAgain = false;
     this.refreshing = null;
     /** Approvals decided from this page: a read begun before the decision does not bring them back. */
     this.decided = new Set();
@@ -79,6 +83,8 @@ export class WorkView {
       this.root.hidden = false;
     }
     await this.refresh();
+    // Approvals asked before this page opened.
+    await this.poll();
   }
 
   /** Reads `GET …/subagents` and `GET …/processes` again and merges what they say. */
@@ -105,6 +111,11 @@ export class WorkView {
   /** One event of the session; an ended sub-agent or process is read again for its report. */
   onEvent(e) {
     if (this.closed) return;
+    const relayed = e.data && e.data.session_id && e.data.session_id !== this.id;
+    if (relayed && (e.kind === "approval.requested" || e.kind === "approval.resolved")) {
+      this.poll();
+      return;
+    }
     const next = applyWorkEvent(this.state, e);
     if (next === this.state) return;
     this.update(next);
@@ -114,7 +125,12 @@ export class WorkView {
 
   /** Reads the pending approvals of the running children (a few at most), one round at a time. */
   async poll() {
-    if (this.closed || this.polling) return;
+    if (this.closed) return;
+    if (this.polling) {
+      // An approval relayed while a round reads: read once more after it.
+      this.pollAgain = true;
+      return;
+    }
     const children = runningChildren(this.state).slice(0, POLL_CHILDREN);
     if (children.length === 0) return;
     this.polling = true;
@@ -132,6 +148,10 @@ export class WorkView {
       );
     } finally {
       this.polling = false;
+    }
+    if (this.pollAgain) {
+      this.pollAgain = false;
+      this.poll();
     }
   }
 

@@ -17,7 +17,18 @@ impl Gateway {
     ) -> Result<Approval, GatewayError> {
         // Any id of a rotated lineage acts on the lineage (SPEC R6.4).
         let session = self.authorize(principal, session).await?.lineage();
-        let (approval, event) = self
+        // A sub-agent's approval may be decided through the session that delegated it, whose
+        // log relays it (SPEC R1.5).
+        let session = match self.deps.store.get_approval(id).await? {
+            Some(a)
+                if a.session_id != session
+                    && self.deps.store.delegating_session(a.session_id).await? == Some(session) =>
+            {
+                a.session_id
+            }
+            _ => session,
+        };
+        let (approval, events) = self
             .deps
             .store
             .decide_approval(session, id, decision, &principal.id)
@@ -29,7 +40,9 @@ impl Gateway {
                 },
                 other => other.into(),
             })?;
-        self.deps.hub.publish(event);
+        for ev in events {
+            self.deps.hub.publish(ev);
+        }
         self.deps.wakeups.wake(session);
         Ok(approval)
     }

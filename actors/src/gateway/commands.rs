@@ -418,7 +418,7 @@ async fn decide_by_command(
     if let Some(id) = id.as_deref().and_then(|s| s.parse::<ApprovalId>().ok()) {
         return decide(gw, msg, id, decision).await;
     }
-    let pending = gw.store().pending_approvals(session).await?;
+    let pending = pending_with_subagents(gw, session).await?;
     let matching: Vec<&Approval> = match id.as_deref() {
         None => pending.iter().collect(),
         Some(prefix) if prefix.chars().count() < MIN_ID_PREFIX => {
@@ -448,6 +448,28 @@ async fn decide_by_command(
             Ok(lines.join("\n"))
         }
     }
+}
+
+/// The pending approvals of `session` and of its running sub-agents (theirs are asked in this
+/// chat too, SPEC R1.5), oldest first.
+async fn pending_with_subagents(
+    gw: &Gateway,
+    session: SessionId,
+) -> Result<Vec<Approval>, GatewayError> {
+    let mut pending = Vec::new();
+    let mut sessions = vec![session];
+    // Depth is bounded by `delegation.max_depth`; this bound only guards a corrupt tree.
+    for _ in 0..32 {
+        let Some(at) = sessions.pop() else { break };
+        pending.extend(gw.store().pending_approvals(at).await?);
+        for task in gw.store().subagent_tasks(at).await? {
+            if task.status == "running" {
+                sessions.push(task.child_session_id);
+            }
+        }
+    }
+    pending.sort_by_key(|a| a.created_at);
+    Ok(pending)
 }
 
 /// Decides approval `id` for the chat of `msg`: it must belong to a session of this chat (its

@@ -89,7 +89,7 @@ async fn ask_approval(
         "args": args,
         "reason": approval_reason(inner.config.approval, &call.name),
     });
-    let (approval, event) = inner
+    let (approval, events) = inner
         .store
         .request_approval(
             &round.batch.fence,
@@ -100,7 +100,7 @@ async fn ask_approval(
         )
         .await
         .map_err(|e| NotPersisted(e.to_string()))?;
-    if let Some(ev) = event {
+    for ev in events {
         inner.hub.publish(ev);
     }
     // Subscribed before the first read: a decision committed in between still wakes us.
@@ -125,8 +125,10 @@ async fn ask_approval(
                 .expire_approval(&round.batch.fence, approval.id)
                 .await
                 .map_err(|e| NotPersisted(e.to_string()))?;
-            if let Some((_, ev)) = expired {
-                inner.hub.publish(ev);
+            if let Some((_, events)) = expired {
+                for ev in events {
+                    inner.hub.publish(ev);
+                }
                 return Ok(Approval::TimedOut);
             }
             // Decided in the same instant: read it again.

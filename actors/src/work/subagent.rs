@@ -347,10 +347,15 @@ async fn outcome_of(deps: &Deps, a: &Admission) -> Option<(&'static str, String)
             }
         }
     }
-    let why = outcome
-        .get("failure_message")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
+    let cancelled = outcome.get("result").and_then(Value::as_str) == Some("cancelled");
+    let why = if cancelled {
+        Some("it was cancelled before it began, because its parent was interrupted".to_owned())
+    } else {
+        outcome
+            .get("failure_message")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
     let mut body = String::new();
     match (status, &answer) {
         ("completed", Some(text)) => body.push_str(text),
@@ -486,7 +491,13 @@ fn watch_child(w: &Wired, task: &SubagentTask) {
                 ev = events.recv() => ev,
             };
             match ev {
-                Ok(ev) if matches!(ev.kind, EventKind::TurnFinished | EventKind::TurnUnknown) => {}
+                Ok(ev)
+                    if matches!(
+                        ev.kind,
+                        EventKind::TurnFinished
+                            | EventKind::TurnUnknown
+                            | EventKind::AdmissionCancelled
+                    ) => {}
                 Ok(_) => continue,
                 // Events were missed: look at the task anyway.
                 Err(RecvError::Lagged(_)) => {}
@@ -524,6 +535,13 @@ pub async fn interrupt_children(
     };
     for t in tasks.into_iter().filter(|t| t.status == "running") {
         let child = t.child_session_id;
+        match cancel_queued_goal(deps, &t, reason).await {
+            Ok(true) => continue,
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(task = %t.task_id, %child, error = %e, "cannot cancel a sub-agent's queued goal")
+            }
+        }
         let r = Box::pin(crate::remote_interrupt::interrupt(
             deps,
             registry,
@@ -542,6 +560,40 @@ pub async fn interrupt_children(
         // And theirs (max_depth > 1).
         Box::pin(interrupt_children(deps, registry, child, reason)).await;
     }
+}
+
+/// Cancels the goal of `task` if it is still queued (its child has not begun): its watcher
+/// or the sweep then reports the task `interrupted`. `false` when the goal is not queued
+/// (its turn runs or ran: that is interrupted instead).
+async fn cancel_queued_goal(
+    deps: &Deps,
+    task: &SubagentTask,
+    reason: &str,
+) -> Result<bool, GatewayError> {
+    let child = task.child_session_id;
+    let Some(goal) = deps
+        .store
+        .find_admission_by_request(child, &request_id(task.task_id))
+        .await?
+    else {
+        return Ok(false);
+    };
+    if goal.status != AdmissionStatus::Queued {
+        return Ok(false);
+    }
+    let why = format!("parent_{reason}");
+    let Some(events) = deps
+        .store
+        .cancel_queued_admission(child, goal.id, &why)
+        .await?
+    else {
+        return Ok(false);
+    };
+    for ev in events {
+        deps.hub.publish(ev);
+    }
+    tracing::info!(task = %task.task_id, %child, "sub-agent's queued goal cancelled with its parent");
+    Ok(true)
 }
 
 /// The tasks a session delegated, for `GET /v1/sessions/{id}/subagents`.

@@ -171,3 +171,150 @@ async fn r13_10_a_process_ends_once_is_taken_over_once_and_reported_once(s: Stor
         .is_empty());
     assert_eq!(s.background_processes(session).await.unwrap().len(), 1);
 }
+
+on_both!(r1_5_a_queued_goal_is_cancelled_once_and_a_claimed_one_is_not);
+async fn r1_5_a_queued_goal_is_cancelled_once_and_a_claimed_one_is_not(s: Store) {
+    let child = common::session(&s).await;
+    let goal = s
+        .admit(common::new_adm(child, "subagent:1", "goal"))
+        .await
+        .unwrap()
+        .admission;
+    let events = s
+        .cancel_queued_admission(child, goal.id, "parent_interrupted")
+        .await
+        .unwrap()
+        .expect("a queued goal is cancelled");
+    let kinds: Vec<_> = events.iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, [EventKind::AdmissionCancelled, EventKind::Status]);
+    assert_eq!(events[0].data["reason"], "parent_interrupted");
+    assert_eq!(events[1].data["queue_depth"], 0);
+    let settled = s.get_admission(goal.id).await.unwrap().unwrap();
+    assert_eq!(settled.status, AdmissionStatus::Terminal);
+    let outcome = settled.outcome.unwrap();
+    assert_eq!(outcome["result"], "cancelled");
+    assert!(outcome["final_response"].is_null());
+    assert!(
+        s.cancel_queued_admission(child, goal.id, "again")
+            .await
+            .unwrap()
+            .is_none(),
+        "cancelled once"
+    );
+
+    // A goal a turn claimed first is not cancelled: the turn is interrupted instead.
+    let other = common::session(&s).await;
+    let adm = s
+        .admit(common::new_adm(other, "subagent:2", "goal"))
+        .await
+        .unwrap()
+        .admission;
+    let (_fence, _turn, claimed) = common::take_and_claim(&s, other, &owner(), 60_000).await;
+    assert_eq!(claimed.unwrap().admission.id, adm.id);
+    assert!(s
+        .cancel_queued_admission(other, adm.id, "late")
+        .await
+        .unwrap()
+        .is_none());
+    assert_eq!(
+        s.get_admission(adm.id).await.unwrap().unwrap().status,
+        AdmissionStatus::Started
+    );
+    // Nor one of another session.
+    let third = common::session(&s).await;
+    let mine = s
+        .admit(common::new_adm(third, "subagent:3", "goal"))
+        .await
+        .unwrap()
+        .admission;
+    assert!(s
+        .cancel_queued_admission(other, mine.id, "wrong session")
+        .await
+        .unwrap()
+        .is_none());
+}
+
+on_both!(r1_5_a_childs_approval_is_relayed_to_the_session_that_delegated_it);
+async fn r1_5_a_childs_approval_is_relayed_to_the_session_that_delegated_it(s: Store) {
+    let parent = common::session(&s).await;
+    let (task, _) = s
+        .create_subagent_task(NewSubagentTask {
+            id: TaskId::new(),
+            parent_session_id: parent,
+            goal: "write a file".into(),
+            context: None,
+            depth: 1,
+            child: child_session(),
+        })
+        .await
+        .unwrap();
+    let child = task.child_session_id;
+    assert_eq!(s.delegating_session(child).await.unwrap(), Some(parent));
+    assert_eq!(s.delegating_session(parent).await.unwrap(), None);
+
+    let o = owner();
+    let fence = common::lease(&s, child, &o, 60_000).await.unwrap();
+    let a = s
+        .admit(common::new_adm(child, "subagent:x", "go"))
+        .await
+        .unwrap()
+        .admission;
+    let turn_id = TurnId::new();
+    s.claim(&fence, a.id, &o, turn_id).await.unwrap();
+    let turn = TurnRef {
+        session_id: child,
+        turn_id,
+        admission_id: a.id,
+    };
+    let assistant = NewMessage {
+        id: MessageId::new(),
+        role: Some(MessageRole::Assistant),
+        tool_calls: Some(serde_json::json!([{"id": "c1", "name": "terminal", "arguments": "{}"}])),
+        turn_id: Some(turn_id),
+        ..Default::default()
+    };
+    let runs = [NewToolRun {
+        call_id: "c1".into(),
+        tool: "terminal".into(),
+        args: "{}".into(),
+        idx: 0,
+    }];
+    s.append_tool_calls(&fence, &turn, &assistant, &runs)
+        .await
+        .unwrap();
+    let req = serde_json::json!({"name": "terminal", "args": {}, "reason": "why"});
+    let (approval, events) = s
+        .request_approval(&fence, &turn, "c1", &req, now_ms() + 60_000)
+        .await
+        .unwrap();
+    let at: Vec<_> = events.iter().map(|e| (e.session_id, e.kind)).collect();
+    assert_eq!(
+        at,
+        [
+            (child, EventKind::ApprovalRequested),
+            (parent, EventKind::ApprovalRequested)
+        ]
+    );
+    assert_eq!(events[1].data["session_id"], child.to_string());
+    assert_eq!(events[1].data["approval_id"], approval.id.to_string());
+    assert_eq!(events[1].data["turn_id"], turn_id.to_string());
+
+    let (_, resolved) = s
+        .decide_approval(child, approval.id, ApprovalDecision::Approve, "op")
+        .await
+        .unwrap();
+    let at: Vec<_> = resolved.iter().map(|e| (e.session_id, e.kind)).collect();
+    assert_eq!(
+        at,
+        [
+            (child, EventKind::ApprovalResolved),
+            (parent, EventKind::ApprovalResolved)
+        ]
+    );
+    assert_eq!(resolved[1].data["decision"], "approve");
+    assert_eq!(resolved[1].data["session_id"], child.to_string());
+    // Both are in the parent's log, where its people read them.
+    let parent_kinds = kinds(&s, parent).await;
+    assert!(parent_kinds.contains(&EventKind::ApprovalRequested));
+    assert!(parent_kinds.contains(&EventKind::ApprovalResolved));
+}

@@ -480,6 +480,99 @@ async fn approvals_from_the_chat(database: Option<&str>) {
     assert!(!workspace.join(denied_file).exists());
 }
 
+/// A sub-agent's approval is its people's (SPEC R1.5): it is asked in the chat of the session
+/// that delegated it, with buttons; `/approve` there decides it; the child runs the command and
+/// its report comes back and is answered. The parent's log relays both approval events, naming
+/// the child.
+async fn subagent_approval_in_the_chat(database: Option<&str>) {
+    let provider = ScriptedProvider::start();
+    // Earlier rules win: the report (which quotes the goal) before the child's goal.
+    provider.on_user_text(
+        "[turnkey:subagent-report",
+        Reply::text("The helper wrote it."),
+    );
+    provider.on_tool_result("CHILD-WRITE", Reply::text("child wrote the file"));
+    provider.on_user_text(
+        "CHILD-WRITE",
+        Reply::tool_call(
+            "w1",
+            "terminal",
+            json!({"command": "echo yes > from-child"}),
+        ),
+    );
+    provider.on_tool_result("delegate the write", Reply::text("delegated"));
+    provider.on_user_text(
+        "delegate the write",
+        Reply::tool_call("d1", "delegate_task", json!({"goal": "CHILD-WRITE"})),
+    );
+    let tk = start(
+        &provider,
+        database,
+        "\n[tools]\napproval = \"dangerous\"\napproval_timeout_s = 120\n",
+    )
+    .await;
+    let api = tk.api();
+    let hooks = Webhooks::new(&tk.url);
+    let rows = Rows::connect(&tk.database_url).await;
+    let workspace = tk.dir.path().join("workspace");
+
+    let asked = say(&hooks, 500, "delegate the write").await;
+    let parent = session_id(&asked);
+    let relayed = wait_event(&api, &parent, "approval.requested").await;
+    let child = relayed["data"]["session_id"].as_str().unwrap().to_owned();
+    assert_ne!(child, parent, "{relayed}");
+    assert_eq!(relayed["data"]["name"], "terminal", "{relayed}");
+    let id = relayed["data"]["approval_id"].as_str().unwrap().to_owned();
+    let row = rows.wait_outbox(&format!("approval:{id}"), BOUND).await;
+    assert_eq!(row.kind, "approval");
+    assert_eq!(
+        row.chat_key,
+        format!("telegram:{ALICE}"),
+        "asked in the parent's chat"
+    );
+    assert_eq!(row.session_id.as_deref(), Some(parent.as_str()));
+    assert!(
+        !workspace.join("from-child").exists(),
+        "not before approval"
+    );
+
+    let approved = say(&hooks, 501, "/approve").await;
+    assert_eq!(
+        answer(&approved, "approve"),
+        "✅ Approved terminal (by Testusername)."
+    );
+    let resolved = wait_event(&api, &parent, "approval.resolved").await;
+    assert_eq!(resolved["data"]["session_id"], child.as_str());
+    assert_eq!(resolved["data"]["decision"], "approve");
+    let finished = wait_event(&api, &parent, "subagent.finished").await;
+    assert_eq!(finished["data"]["status"], "completed", "{finished}");
+    assert!(workspace.join("from-child").exists());
+    eventually(BOUND, "the parent's answer to the report", || async {
+        api.messages(&parent)
+            .await
+            .iter()
+            .any(|m| m["role"] == "assistant" && m["content"] == "The helper wrote it.")
+            .then_some(())
+    })
+    .await;
+    // The child's approval is the child's: its own log has it, without a relay mark.
+    let own = wait_event(&api, &child, "approval.requested").await;
+    assert!(own["data"].get("session_id").is_none(), "{own}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r1_5_a_subagents_approval_is_asked_and_decided_in_the_parents_chat_sqlite() {
+    subagent_approval_in_the_chat(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r1_5_a_subagents_approval_is_asked_and_decided_in_the_parents_chat_postgres() {
+    let Some(db) = pg::fresh_database().await else {
+        return;
+    };
+    subagent_approval_in_the_chat(Some(db.url())).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn r1_4_approve_commands_and_buttons_unblock_a_turn_waiting_on_approval_sqlite() {
     approvals_from_the_chat(None).await;

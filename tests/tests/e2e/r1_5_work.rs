@@ -955,3 +955,54 @@ async fn r1_5_an_agent_schedule_made_in_a_chat_reminds_the_chat() {
         .collect();
     assert_eq!(texts, ["Will do.", "Reminder: stand-up now."]);
 }
+
+// ---------------------------------------------------------------------------------------
+// A child's approval is relayed into its parent's events and decided through the parent.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r1_5_a_childs_approval_is_decided_through_its_parent() {
+    let provider = ScriptedProvider::start();
+    provider.on_user_text(SUBAGENT_REPORT, Reply::text("noted"));
+    provider.on_tool_result("CHILD-ASKS", Reply::text("child done"));
+    provider.on_user_text(
+        "CHILD-ASKS",
+        Reply::tool_call("w1", "terminal", json!({"command": "echo hi > asked"})),
+    );
+    parent_delegates(
+        &provider,
+        "Delegate and approve",
+        json!([{"goal": "CHILD-ASKS"}]),
+        "delegated",
+    );
+    let tk = Turnkey::start(
+        TurnkeyOptions::new(&provider).extra_toml("[tools]\napproval = \"dangerous\"\n"),
+    )
+    .await;
+    let api = tk.api();
+    let parent = api.create_session_id().await;
+    api.submit_accepted(&parent, "Delegate and approve").await;
+    let asked = wait_events(&api, &parent, "approval.requested", 1).await;
+    let child = first_child(&api, &parent).await;
+    assert_eq!(asked[0]["data"]["session_id"], child.as_str());
+    let id = asked[0]["data"]["approval_id"].as_str().unwrap();
+    // Decided through the parent's own route, as a client that only knows the parent does.
+    let r = api
+        .post(
+            &format!("/v1/sessions/{parent}/approvals/{id}"),
+            &json!({"decision": "approve"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let finished = wait_events(&api, &parent, "subagent.finished", 1).await;
+    assert_eq!(finished[0]["data"]["status"], "completed", "{finished:?}");
+    assert!(tk.dir.path().join("workspace").join("asked").exists());
+    // A session that did not delegate it cannot decide it.
+    let stranger = api.create_session_id().await;
+    let r = api
+        .post(
+            &format!("/v1/sessions/{stranger}/approvals/{id}"),
+            &json!({"decision": "deny"}),
+        )
+        .await;
+    assert_eq!(r.status, 404, "{}", r.text);
+}

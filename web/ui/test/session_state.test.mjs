@@ -124,6 +124,14 @@ test("an approval is asked on its card, then decided once", () => {
   assert.equal(denied.tools.c2.status, "denied");
 });
 
+test("a sub-agent's approval relayed into the session is left to the Work section", () => {
+  const relayed = { approval_id: "ap9", call_id: "c1", name: "terminal", args: {}, reason: "r", session_id: "child-1", turn_id: "turn-child" };
+  const s = play([ev("turn.started"), ev("approval.requested", relayed), ev("approval.resolved", { approval_id: "ap9", call_id: "c1", decision: "approve", session_id: "child-1" })]);
+  assert.deepEqual(s.approvals, {});
+  assert.deepEqual(blocks(s), []);
+  assert.equal(s.tools.c1, undefined);
+});
+
 test("an interrupted turn stops streaming, says so and shows what it spent", () => {
   const s = play([
     ev("turn.started"),

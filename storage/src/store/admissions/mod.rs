@@ -3,6 +3,7 @@
 //! allows (`status::move_status`), committed with the event that announces it: a claim and
 //! a resumed owner in `claim`, inputs a running turn carries in `carry`, a dead owner's
 //! turn in `unknown`, the `status` event and queue counts in `status`.
+mod cancel;
 mod carry;
 mod claim;
 mod status;
