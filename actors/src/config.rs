@@ -30,6 +30,24 @@ pub struct RuntimeConfig {
     pub skills: SkillsConfig,
     /// `[delegation]`: sub-agents started by `delegate_task` (SPEC R1.5).
     pub delegation: DelegationConfig,
+    /// `[security]`: the audit log's retention (SPEC R13.8).
+    pub security: SecurityConfig,
+}
+
+/// `[security]` (API.md "Tenancy and security").
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SecurityConfig {
+    /// Audit entries older than this many days are deleted (checked hourly).
+    pub audit_retention_days: u32,
+}
+
+impl Default for SecurityConfig {
+    fn default() -> Self {
+        Self {
+            audit_retention_days: 90,
+        }
+    }
 }
 
 /// `[delegation]` (API.md "Sub-agents, background processes and agent schedules").
@@ -475,6 +493,9 @@ impl RuntimeConfig {
                 "memory.review_provider",
                 "must name one of the [[providers]] (or be empty: the auxiliary, else the primary)",
             );
+        }
+        if self.security.audit_retention_days == 0 {
+            return bad("security.audit_retention_days", "must be greater than 0");
         }
         if self.delegation.max_children == 0 {
             return bad("delegation.max_children", "must be greater than 0");

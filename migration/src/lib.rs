@@ -21,6 +21,7 @@ mod m20261210_000001_session_display;
 mod m20261211_000001_memory;
 mod m20261212_000001_skills_and_reviews;
 mod m20261213_000001_work;
+mod m20261214_000001_tenancy;
 
 pub struct Migrator;
 
@@ -47,6 +48,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261211_000001_memory::Migration),
             Box::new(m20261212_000001_skills_and_reviews::Migration),
             Box::new(m20261213_000001_work::Migration),
+            Box::new(m20261214_000001_tenancy::Migration),
         ]
     }
 }

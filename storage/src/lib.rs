@@ -16,6 +16,9 @@ pub use status::{
     ToolRunStatus, TurnResult,
 };
 pub use store::{
+    hash_token, ApiToken, AuditEntry, NewAudit, NewToken, TokenGrant, LAST_USED_GRAIN_MS,
+};
+pub use store::{
     Author, ChangedBy, MemoryChange, MemoryEdit, MemoryEntry, MemoryTarget, MemoryWrite,
 };
 pub use store::{

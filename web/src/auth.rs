@@ -3,7 +3,7 @@
 use crate::error::ApiError;
 use crate::startup::AppState;
 use actix_web::dev::Payload;
-use actix_web::http::header;
+use actix_web::http::{header, Method};
 use actix_web::{web, FromRequest, HttpRequest};
 use futures::future::LocalBoxFuture;
 use rand::RngCore;
@@ -44,13 +44,115 @@ pub fn tokens_match(given: &str, expected: &str) -> bool {
         == 0
 }
 
-/// The authenticated caller of a request.
+/// What a bearer token grants beyond its principal (the operator's grants everything).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Grant {
+    /// The API token's id; `None` for the operator's token.
+    pub token_id: Option<String>,
+    /// A read-only token: anything that writes is 403 `read_only`.
+    pub read_only: bool,
+    /// When the token stops working (ms); an open stream ends then.
+    pub expires_at: Option<i64>,
+}
+
+impl Grant {
+    /// Whether an open stream of this token must end now (expired); revocation is told by
+    /// [`TokenWatch`].
+    pub fn expired(&self, now_ms: i64) -> bool {
+        self.expires_at.is_some_and(|at| at <= now_ms)
+    }
+}
+
+/// The authenticated caller of a request, and what its token grants.
 #[derive(Clone, Debug)]
-pub struct AuthPrincipal(pub Principal);
+pub struct AuthPrincipal(pub Principal, pub Grant);
 
 impl AuthPrincipal {
     pub fn is_operator(&self) -> bool {
         is_operator(&self.0)
+    }
+}
+
+/// The 403 a read-only token gets for anything that writes.
+pub fn read_only_refusal() -> ApiError {
+    ApiError::new(
+        actix_web::http::StatusCode::FORBIDDEN,
+        "read_only",
+        "this token is read-only",
+    )
+}
+
+/// Tokens seen in this process: when each was last noted as used (so `last_used_at` is written
+/// at most once a minute per token), and a channel that tells open streams a token was revoked
+/// here (a stream also asks the store again at each keep-alive, for revocations on other
+/// replicas and expiry).
+#[derive(Debug)]
+pub struct TokenWatch {
+    touched: dashmap::DashMap<String, i64>,
+    revoked: tokio::sync::broadcast::Sender<String>,
+}
+
+impl Default for TokenWatch {
+    fn default() -> Self {
+        Self {
+            touched: dashmap::DashMap::new(),
+            revoked: tokio::sync::broadcast::channel(64).0,
+        }
+    }
+}
+
+impl TokenWatch {
+    /// Tells every open stream of this process that token `id` was revoked.
+    pub fn revoked(&self, id: &str) {
+        self.touched.remove(id);
+        // No receiver: no stream is open.
+        if self.revoked.send(id.to_owned()).is_err() {
+            tracing::debug!(token = %id, "no open stream to end");
+        }
+    }
+
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<String> {
+        self.revoked.subscribe()
+    }
+
+    /// Notes a use of token `id` now; the store is written (in the background) only when the
+    /// last note is older than [`turnkey_storage::LAST_USED_GRAIN_MS`].
+    fn used(&self, state: &AppState, id: &str) {
+        let now = turnkey_storage::now_ms();
+        let due = match self.touched.get(id) {
+            Some(at) => now - *at >= turnkey_storage::LAST_USED_GRAIN_MS,
+            None => true,
+        };
+        if !due {
+            return;
+        }
+        self.touched.insert(id.to_owned(), now);
+        let store = state.gateway.store().clone();
+        let id = id.to_owned();
+        actix_web::rt::spawn(async move {
+            if let Err(e) = store.touch_token(&id, now).await {
+                tracing::warn!(token = %id, error = %e, "cannot note when a token was last used");
+            }
+        });
+    }
+}
+
+/// Whether the token behind `grant` still works: not expired, and (asked of the store)
+/// not revoked. The operator's always does.
+pub async fn still_live(state: &AppState, grant: &Grant) -> bool {
+    let Some(id) = &grant.token_id else {
+        return true;
+    };
+    if grant.expired(turnkey_storage::now_ms()) {
+        return false;
+    }
+    match state.gateway.store().token_is_live(id).await {
+        Ok(live) => live,
+        Err(e) => {
+            // The store cannot say: keep the stream; the next look asks again.
+            tracing::warn!(token = %id, error = %e, "cannot check a stream's token");
+            true
+        }
     }
 }
 
@@ -80,6 +182,7 @@ impl FromRequest for AuthPrincipal {
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let token = bearer(req);
+        let method = req.method().clone();
         let state = req.app_data::<web::Data<AppState>>().cloned();
         Box::pin(async move {
             let token = token?;
@@ -90,19 +193,35 @@ impl FromRequest for AuthPrincipal {
                     "application state is missing",
                 )
             })?;
-            authenticate(&state, &token).await.map(Self)
+            let (principal, grant) = authenticate(&state, &token).await?;
+            let reads = matches!(method, Method::GET | Method::HEAD | Method::OPTIONS);
+            if grant.read_only && !reads {
+                return Err(read_only_refusal());
+            }
+            Ok(Self(principal, grant))
         })
     }
 }
 
-/// The principal a bearer token stands for: the operator, or the owner of an API token.
-/// Every door authenticates through here (HTTP headers, the WebSocket's `auth` message).
-pub async fn authenticate(state: &AppState, token: &str) -> Result<Principal, ApiError> {
+/// The principal a bearer token stands for, and what it grants: the operator, or the owner of
+/// a live API token (a revoked or expired one is 401 at once). Every door authenticates
+/// through here (HTTP headers, the WebSocket's `auth` message).
+pub async fn authenticate(state: &AppState, token: &str) -> Result<(Principal, Grant), ApiError> {
     if tokens_match(token, &state.operator_token) {
-        return Ok(operator_principal());
+        return Ok((operator_principal(), Grant::default()));
     }
     match state.gateway.store().principal_for_token(token).await {
-        Ok(Some(p)) => Ok(p),
+        Ok(Some(g)) => {
+            state.tokens.used(state, &g.token_id);
+            Ok((
+                g.principal,
+                Grant {
+                    token_id: Some(g.token_id),
+                    read_only: g.read_only,
+                    expires_at: g.expires_at,
+                },
+            ))
+        }
         Ok(None) => Err(ApiError::unauthorized("the token is not valid")),
         Err(e) => Err(ApiError::store(&e)),
     }
@@ -122,7 +241,11 @@ pub async fn authenticate_request(req: &HttpRequest) -> Result<AuthPrincipal, Ap
                 "application state is missing",
             )
         })?;
-    authenticate(&state, &token).await.map(AuthPrincipal)
+    let (principal, grant) = authenticate(&state, &token).await?;
+    if grant.read_only && req.method() != Method::GET {
+        return Err(read_only_refusal());
+    }
+    Ok(AuthPrincipal(principal, grant))
 }
 
 #[cfg(test)]

@@ -46,6 +46,8 @@ pub struct Settings {
     pub skills: turnkey_actors::config::SkillsConfig,
     /// `[delegation]`: sub-agents started by `delegate_task` (SPEC R1.5).
     pub delegation: turnkey_actors::config::DelegationConfig,
+    /// `[security]`: the audit log's retention (SPEC R13.8).
+    pub security: turnkey_actors::config::SecurityConfig,
     /// `[telemetry]`: OpenTelemetry traces over OTLP/HTTP, off unless `otlp_endpoint` is set.
     pub telemetry: TelemetrySettings,
 }
@@ -195,6 +197,7 @@ impl Settings {
             memory: self.memory.clone(),
             skills: self.skills.clone(),
             delegation: self.delegation.clone(),
+            security: self.security.clone(),
         }
     }
 

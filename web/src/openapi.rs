@@ -5,8 +5,8 @@ pub mod mirrors;
 
 use crate::error::ErrorBody;
 use crate::routes::{
-    admissions, events, health, memory, metrics, openai, outbox, schedules, sessions, skills,
-    submissions, tokens, tools, ui, webhooks, work, ws,
+    admissions, audit, events, health, memory, metrics, openai, outbox, schedules, sessions,
+    skills, submissions, tokens, tools, ui, webhooks, work, ws,
 };
 use actix_web::HttpResponse;
 use std::sync::OnceLock;
@@ -34,6 +34,9 @@ pub const BEARER: &str = "bearer";
         metrics::metrics,
         openapi_json,
         tokens::create,
+        tokens::list,
+        tokens::revoke,
+        audit::list,
         sessions::create,
         sessions::list,
         sessions::get,

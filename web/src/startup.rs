@@ -69,6 +69,8 @@ pub struct AppState {
     pub keepalive: Duration,
     /// `server.cors_origins`, read by the security middleware.
     pub cors: Arc<CorsPolicy>,
+    /// API tokens' last use and revocations, for open streams.
+    pub tokens: Arc<crate::auth::TokenWatch>,
     shutdown: watch::Sender<bool>,
 }
 
@@ -81,6 +83,7 @@ impl AppState {
             max_body_bytes,
             keepalive: DEFAULT_KEEPALIVE,
             cors: Arc::new(CorsPolicy::default()),
+            tokens: Arc::new(crate::auth::TokenWatch::default()),
             shutdown: watch::channel(false).0,
         }
     }

@@ -7,6 +7,7 @@ use crate::error::GatewayError;
 use crate::memory::{refusal, scan};
 use crate::skills::catalog::{Skill, SkillText};
 use crate::skills::{document, manage};
+use serde_json::json;
 use turnkey_storage::*;
 
 /// One of a principal's two stores, as the API shows it.
@@ -64,7 +65,21 @@ impl Gateway {
             .edit_memory(&principal.id, target, edit, limit, &author)
             .await?;
         match (refusal(&written, target), written) {
-            (_, MemoryWrite::Done { entry, .. }) => Ok(entry),
+            (_, MemoryWrite::Done { entry, .. }) => {
+                let action = match edit {
+                    MemoryEdit::Add { .. } => "memory.added",
+                    MemoryEdit::ReplaceId { .. } => "memory.replaced",
+                    _ => "memory.removed",
+                };
+                self.audit(
+                    &principal.id,
+                    action,
+                    &entry.id.to_string(),
+                    json!({"target": target.as_str()}),
+                )
+                .await;
+                Ok(entry)
+            }
             (_, MemoryWrite::NoMatch) => Err(GatewayError::NotFound("memory entry".into())),
             (Some((code, message)), _) => Err(unprocessable(code, message)),
             (None, _) => Err(GatewayError::Io(
@@ -125,10 +140,17 @@ impl Gateway {
                 if let Some(ev) = event {
                     self.deps.hub.publish(*ev);
                 }
+                self.audit_pending(principal, id, "approve").await;
                 Ok("approved")
             }
-            PendingDecided::Applied(_) => Ok("approved"),
-            PendingDecided::Denied => Ok("denied"),
+            PendingDecided::Applied(_) => {
+                self.audit_pending(principal, id, "approve").await;
+                Ok("approved")
+            }
+            PendingDecided::Denied => {
+                self.audit_pending(principal, id, "deny").await;
+                Ok("denied")
+            }
             PendingDecided::Refused(w, target) => {
                 let (code, message) = refusal(&w, target)
                     .unwrap_or(("memory_full", "the store refused the write".into()));
@@ -139,6 +161,16 @@ impl Gateway {
                 message: format!("this write was {status} already"),
             }),
         }
+    }
+
+    async fn audit_pending(&self, principal: &Principal, id: MemoryPendingId, decision: &str) {
+        self.audit(
+            &principal.id,
+            "memory.pending_decided",
+            &id.to_string(),
+            json!({"decision": decision}),
+        )
+        .await;
     }
 
     /// `GET /v1/skills`.

@@ -4,6 +4,7 @@
 //! platforms' `commands`. Reads go straight to the store; every write goes through an actor.
 //! This file holds the start, the accessors and the graceful stop.
 mod approvals;
+mod audit;
 pub mod commands;
 pub mod memory;
 mod schedules;
@@ -170,6 +171,7 @@ impl Gateway {
         crate::work::sweep(&work).await;
         recovery::spawn_sweeper(deps.clone(), registry.clone());
         crate::work::spawn_sweeper(work.clone());
+        audit::spawn_pruner(deps.clone());
         let outbox = OutboxSender::start(deps.clone()).await;
         Ok(Self {
             deps,

@@ -11,6 +11,9 @@ pub struct Model {
     pub label: Option<String>,
     pub created_at: i64,
     pub revoked_at: Option<i64>,
+    pub expires_at: Option<i64>,
+    pub last_used_at: Option<i64>,
+    pub read_only: bool,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -3,6 +3,7 @@
 pub mod admission;
 pub mod api_token;
 pub mod approval;
+pub mod audit_entry;
 pub mod background_process;
 pub mod chat_session;
 pub mod compression_lock;

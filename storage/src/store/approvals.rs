@@ -191,6 +191,22 @@ impl Store {
         }
         let a = approval_in(&tx, id).await?;
         let events = resolved_events(&tx, &a, decision).await?;
+        if let Some(by) = decided_by {
+            super::audit::insert_audit(
+                &tx,
+                &super::audit::NewAudit {
+                    principal: by.to_owned(),
+                    action: "approval.decided".into(),
+                    target: id.to_string(),
+                    detail: json!({
+                        "decision": decision,
+                        "session_id": a.session_id,
+                        "tool": a.request.get("name"),
+                    }),
+                },
+            )
+            .await?;
+        }
         crate::notify::send(&tx, crate::notify::NoticeKind::Decision, session, None);
         tx.commit().await?;
         Ok((a, events))

@@ -2,6 +2,8 @@
 //! write goes through. Each submodule owns one family of facts.
 mod admissions;
 mod approvals;
+mod audit;
+pub use audit::{AuditEntry, NewAudit};
 mod chats;
 pub use chats::Inbound;
 mod compression;
@@ -36,6 +38,7 @@ mod subagents;
 pub use subagents::{NewSubagentTask, SubagentTask};
 mod tail;
 mod tokens;
+pub use tokens::{hash_token, ApiToken, NewToken, TokenGrant, LAST_USED_GRAIN_MS};
 mod tool_runs;
 mod turn_end;
 mod writer;

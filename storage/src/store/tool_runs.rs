@@ -207,6 +207,16 @@ impl Store {
             .one(&tx)
             .await?
             .ok_or_else(|| StoreError::NotFound(format!("tool run {call_id}")))?;
+        super::audit::insert_audit(
+            &tx,
+            &super::audit::NewAudit {
+                principal: decided_by.to_owned(),
+                action: "tool_run.decided".into(),
+                target: format!("{session}/{call_id}"),
+                detail: serde_json::json!({"decision": decision.as_str(), "tool": row.tool}),
+            },
+        )
+        .await?;
         crate::notify::send(&tx, crate::notify::NoticeKind::Decision, session, None);
         tx.commit().await?;
         convert::tool_run(row)

@@ -1,7 +1,7 @@
 //! A session's event log: `GET /v1/sessions/{id}/events?since=SEQ` as a JSON page, or as a
 //! gap-free, duplicate-free SSE stream (`Accept: text/event-stream`, honours `Last-Event-ID`).
 use super::id::Id;
-use crate::auth::AuthPrincipal;
+use crate::auth::{still_live, AuthPrincipal, Grant};
 use crate::error::{ApiError, ErrorBody};
 use crate::follow::{EventFollower, PAGE};
 use crate::openapi::mirrors::EventSchema;
@@ -121,7 +121,7 @@ pub async fn events(
     };
     if wants_sse(&req) {
         let cursor = last_event_id(&req)?.unwrap_or(since);
-        return Ok(stream(state, session, cursor));
+        return Ok(stream(state, session, cursor, who.1));
     }
     let (events, next_since) = page(&state, session, since, query.limit).await?;
     Ok(HttpResponse::Ok().json(EventsPage { events, next_since }))
@@ -151,10 +151,15 @@ pub async fn page(
     Ok((events, next_since))
 }
 
-fn stream(state: web::Data<AppState>, session: SessionId, cursor: Seq) -> HttpResponse {
+fn stream(
+    state: web::Data<AppState>,
+    session: SessionId,
+    cursor: Seq,
+    grant: Grant,
+) -> HttpResponse {
     let (tx, rx) = mpsc::channel(STREAM_BUFFER);
     let follower = EventFollower::start(state.clone(), session, cursor);
-    actix_web::rt::spawn(pump(state, follower, tx));
+    actix_web::rt::spawn(pump(state, follower, tx, grant));
     sse_response(rx)
 }
 
@@ -187,19 +192,30 @@ pub fn keepalive_timer(every: Duration) -> Interval {
     t
 }
 
-/// Writes the follower's events as frames until the client goes or the server stops; an idle
-/// stream gets a keep-alive comment, which is also how a vanished client is noticed (actix-web
-/// drops a pending streaming body only when a write fails, actix/actix-web#1313).
+/// Writes the follower's events as frames until the client goes, the server stops or the
+/// token is revoked (told at once in this process; asked of the store at each keep-alive, for
+/// another replica's revocation and for expiry); an idle stream gets a keep-alive comment,
+/// which is also how a vanished client is noticed (actix-web drops a pending streaming body
+/// only when a write fails, actix/actix-web#1313).
 async fn pump(
     state: web::Data<AppState>,
     mut follower: EventFollower,
     tx: mpsc::Sender<Result<Bytes, Infallible>>,
+    grant: Grant,
 ) {
+    use tokio::sync::broadcast::error::RecvError;
     let _open = state.metrics.open_event_stream();
     let mut keepalive = keepalive_timer(state.keepalive);
+    let mut recheck = keepalive_timer(state.keepalive);
+    let mut revoked = state.tokens.subscribe();
     loop {
         tokio::select! {
             () = tx.closed() => return,
+            id = revoked.recv(), if grant.token_id.is_some() => match id {
+                Ok(id) if grant.token_id.as_deref() == Some(id.as_str()) => return,
+                Err(RecvError::Lagged(_)) if !still_live(&state, &grant).await => return,
+                _ => {}
+            },
             batch = follower.next() => {
                 let Some(batch) = batch else { return };
                 for ev in &batch {
@@ -208,6 +224,12 @@ async fn pump(
                     }
                 }
                 keepalive.reset();
+            }
+            // Not reset by events: a busy stream is checked as often as an idle one.
+            _ = recheck.tick(), if grant.token_id.is_some() => {
+                if !still_live(&state, &grant).await {
+                    return;
+                }
             }
             _ = keepalive.tick() => {
                 if tx.send(Ok(Bytes::from_static(KEEPALIVE_FRAME))).await.is_err() {

@@ -1,6 +1,7 @@
 //! The HTTP routes of API.md, one module per resource, and the small request-parsing rules they
 //! share: ids parsed once at the edge, privileged body fields refused, JSON errors for misses.
 pub mod admissions;
+pub mod audit;
 pub mod events;
 pub mod health;
 pub mod id;
@@ -137,7 +138,18 @@ pub fn table() -> Vec<Mount> {
             "/v1/admissions/{admission_id}/retry",
             vec![(M::POST, web::to(admissions::retry))],
         ),
-        Mount::api("/v1/tokens", vec![(M::POST, web::to(tokens::create))]),
+        Mount::api(
+            "/v1/tokens",
+            vec![
+                (M::POST, web::to(tokens::create)),
+                (M::GET, web::to(tokens::list)),
+            ],
+        ),
+        Mount::api(
+            "/v1/tokens/{id}",
+            vec![(M::DELETE, web::to(tokens::revoke))],
+        ),
+        Mount::api("/v1/audit", vec![(M::GET, web::to(audit::list))]),
         Mount::api(
             "/v1/schedules",
             vec![

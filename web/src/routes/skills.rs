@@ -211,6 +211,10 @@ pub async fn put(
         .and_then(Value::as_str)
         .ok_or_else(|| ApiError::bad_request("invalid_skill", "content is required: a SKILL.md"))?;
     let skill = state.gateway.put_skill(&name, content).await?;
+    state
+        .gateway
+        .audit(&who.0.id, "skill.put", &name, serde_json::json!({}))
+        .await;
     Ok(HttpResponse::Ok().json(SkillBody::from(skill)))
 }
 
@@ -238,6 +242,10 @@ pub async fn delete(
 ) -> Result<HttpResponse, ApiError> {
     operator_only(&who, "change skills")?;
     state.gateway.delete_skill(&name).await?;
+    state
+        .gateway
+        .audit(&who.0.id, "skill.deleted", &name, serde_json::json!({}))
+        .await;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -294,5 +302,14 @@ pub async fn decide(
     let approve = decision(&body)?;
     let id = path.into_inner().into_inner();
     let status = state.gateway.decide_skill_proposal(id, approve).await?;
+    state
+        .gateway
+        .audit(
+            &who.0.id,
+            "skill.proposal_decided",
+            &id.to_string(),
+            serde_json::json!({"decision": status}),
+        )
+        .await;
     Ok(HttpResponse::Ok().json(Decided { id: id.0, status }))
 }

@@ -80,6 +80,14 @@ pub async fn connect(
     Ok(res)
 }
 
+/// The methods that write: refused (`read_only`) to a read-only token.
+const WRITE_METHODS: &[&str] = &[
+    "session.create",
+    "prompt.submit",
+    "approval.respond",
+    "turn.interrupt",
+];
+
 /// Why the connection closes.
 struct Close(CloseCode, String);
 
@@ -87,6 +95,10 @@ struct Connection {
     state: std::sync::Arc<AppState>,
     ws: actix_ws::Session,
     who: Option<Principal>,
+    /// What the authenticating token grants (read-only, expiry).
+    grant: crate::auth::Grant,
+    /// API tokens revoked in this process: the connection of a revoked one closes.
+    revoked: tokio::sync::broadcast::Receiver<String>,
     subscriptions: HashMap<SessionId, JoinHandle<()>>,
     /// The last seq written per subscribed session (where a client resumes).
     delivered: HashMap<SessionId, Seq>,
@@ -111,10 +123,13 @@ impl Connection {
         let (feed_tx, feed_rx) = mpsc::channel(EVENT_QUEUE);
         // Each subscription reports at most one overflow, and there are at most this many.
         let (overflow_tx, overflow_rx) = mpsc::channel(MAX_SUBSCRIPTIONS);
+        let revoked = state.tokens.subscribe();
         Self {
             state,
             ws,
             who: None,
+            grant: crate::auth::Grant::default(),
+            revoked,
             subscriptions: HashMap::new(),
             delivered: HashMap::new(),
             feed_tx,
@@ -153,10 +168,28 @@ impl Connection {
                 _ = ping.tick() => {
                     if last_seen.elapsed() > every * MISSED_PINGS {
                         Err(Some(Close(CloseCode::Away, "no answer to pings".into())))
+                    } else if self.who.is_some() && !crate::auth::still_live(&self.state, &self.grant).await {
+                        // Revoked on another replica, or expired.
+                        Err(Some(Close(CloseCode::Policy, "the token was revoked or has expired".into())))
                     } else {
                         self.write_ping().await
                     }
                 }
+                revoked = self.revoked.recv() => match revoked {
+                    Ok(id) if self.grant.token_id.as_deref() == Some(id.as_str()) => {
+                        Err(Some(Close(CloseCode::Policy, "the token was revoked".into())))
+                    }
+                    Ok(_) => Ok(()),
+                    // Missed some: ask the store.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        if self.who.is_some() && !crate::auth::still_live(&self.state, &self.grant).await {
+                            Err(Some(Close(CloseCode::Policy, "the token was revoked".into())))
+                        } else {
+                            Ok(())
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => Ok(()),
+                },
                 () = &mut auth_deadline, if self.who.is_none() => {
                     Err(Some(Close(CloseCode::Policy, "authenticate first: auth {token}".into())))
                 }
@@ -264,12 +297,14 @@ impl Connection {
             Err(e) => Err(e),
         };
         match principal {
-            Ok(p) => {
+            Ok((p, grant)) => {
                 let result = json!({
                     "principal_id": p.id,
                     "operator": crate::auth::is_operator(&p),
+                    "read_only": grant.read_only,
                 });
                 self.who = Some(p);
+                self.grant = grant;
                 self.write(rpc::result(id, result)).await
             }
             Err(e) => {
@@ -289,6 +324,9 @@ impl Connection {
         params: serde_json::Map<String, Value>,
     ) -> Result<Value, RpcError> {
         let state = self.state.clone();
+        if self.grant.read_only && WRITE_METHODS.contains(&method) {
+            return Err(RpcError::from(crate::auth::read_only_refusal()));
+        }
         match method {
             "auth" => Err(RpcError::new(
                 INVALID_REQUEST,

@@ -1,0 +1,89 @@
+//! Tenancy (SPEC R13.8; API.md "Tenancy and security"): a token may expire and be read-only,
+//! and says when it was last used; the audit log records who did what to whom (metadata only,
+//! never prompts or arguments).
+use sea_orm_migration::{prelude::*, schema::*};
+
+#[derive(DeriveMigrationName)]
+pub struct Migration;
+
+#[async_trait::async_trait]
+impl MigrationTrait for Migration {
+    async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
+        // One column per statement: SQLite alters one thing at a time.
+        for col in [
+            big_integer_null(ApiTokens::ExpiresAt),
+            big_integer_null(ApiTokens::LastUsedAt),
+            boolean(ApiTokens::ReadOnly).default(false).to_owned(),
+        ] {
+            m.alter_table(
+                Table::alter()
+                    .table(ApiTokens::Table)
+                    .add_column(col)
+                    .to_owned(),
+            )
+            .await?;
+        }
+        m.create_table(
+            Table::create()
+                .table(AuditLog::Table)
+                .col(string(AuditLog::Id).primary_key())
+                .col(big_integer(AuditLog::At))
+                // Who: a principal id (the operator, a token's, a chat's).
+                .col(string(AuditLog::Principal))
+                // What: `token.created`, `token.revoked`, `approval.decided`, …
+                .col(string(AuditLog::Action))
+                // To what: the id it acted on.
+                .col(string(AuditLog::Target))
+                // Metadata as JSON (a decision, a name); never a prompt or tool arguments.
+                .col(text(AuditLog::Detail))
+                .to_owned(),
+        )
+        .await?;
+        m.create_index(
+            Index::create()
+                .name("idx_audit_log_at")
+                .table(AuditLog::Table)
+                .col(AuditLog::At)
+                .to_owned(),
+        )
+        .await
+    }
+
+    async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
+        m.drop_table(Table::drop().table(AuditLog::Table).to_owned())
+            .await?;
+        for col in [
+            ApiTokens::ReadOnly,
+            ApiTokens::LastUsedAt,
+            ApiTokens::ExpiresAt,
+        ] {
+            m.alter_table(
+                Table::alter()
+                    .table(ApiTokens::Table)
+                    .drop_column(col)
+                    .to_owned(),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(DeriveIden)]
+enum ApiTokens {
+    Table,
+    ExpiresAt,
+    LastUsedAt,
+    ReadOnly,
+}
+
+#[derive(DeriveIden)]
+enum AuditLog {
+    Table,
+    Id,
+    At,
+    Principal,
+    Action,
+    Target,
+    Detail,
+}
