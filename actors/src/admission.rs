@@ -67,6 +67,15 @@ impl Handler<Submit> for AdmissionActor {
                 return Err(GatewayError::NoProvider);
             }
             let payload = normalize(&msg.principal, &msg.submission)?;
+            let request_id = msg.submission.request_id.as_deref();
+            check_limits(
+                &deps,
+                &msg.principal,
+                session,
+                &msg.submission.surface,
+                request_id,
+            )
+            .await?;
             let new = NewAdmission {
                 session_id: session,
                 request_id: msg
@@ -106,6 +115,84 @@ impl Handler<RetryUnknown> for AdmissionActor {
             admit(&deps, &registry, new, None).await
         })
     }
+}
+
+/// The principal's limits (`[limits]`, SPEC R13.8), checked before anything is admitted. The
+/// operator and the gateway's own internal inputs are exempt, and so is a request id already
+/// admitted (its retry answers the earlier receipt). Each count is one indexed read, made only
+/// when its limit is set.
+async fn check_limits(
+    deps: &Deps,
+    principal: &Principal,
+    session: SessionId,
+    surface: &str,
+    request_id: Option<&str>,
+) -> Result<(), GatewayError> {
+    let limits = &deps.config.limits;
+    if !limits.any() || principal.kind == "operator" || surface == crate::input::INTERNAL_SURFACE {
+        return Ok(());
+    }
+    if let Some(rid) = request_id {
+        if deps
+            .store
+            .find_admission_by_request(session, rid)
+            .await?
+            .is_some()
+        {
+            return Ok(());
+        }
+    }
+    let now = turnkey_storage::now_ms();
+    let who = &principal.id;
+    if limits.turns_per_minute > 0 {
+        const MINUTE_MS: i64 = 60_000;
+        let (n, oldest) = deps.store.admitted_since(who, now - MINUTE_MS).await?;
+        if n >= u64::from(limits.turns_per_minute) {
+            let free_at = oldest.unwrap_or(now) + MINUTE_MS;
+            return Err(GatewayError::Limited {
+                code: "rate_limited",
+                message: format!(
+                    "at most {} inputs a minute (limits.turns_per_minute); try again shortly",
+                    limits.turns_per_minute
+                ),
+                retry_after_s: seconds_until(now, free_at),
+            });
+        }
+    }
+    if limits.concurrent_turns > 0 {
+        let running = deps.store.running_turns_of(who).await?;
+        if running >= u64::from(limits.concurrent_turns) {
+            return Err(GatewayError::Limited {
+                code: "rate_limited",
+                message: format!(
+                    "{running} turns already run at once, the most allowed                      (limits.concurrent_turns); try again when one has ended"
+                ),
+                retry_after_s: 5,
+            });
+        }
+    }
+    if limits.tokens_per_day > 0 {
+        let used = deps
+            .store
+            .tokens_on_day(who, turnkey_storage::day_of(now))
+            .await?;
+        if u64::try_from(used).unwrap_or(0) >= limits.tokens_per_day {
+            return Err(GatewayError::Limited {
+                code: "quota_exceeded",
+                message: format!(
+                    "{used} model tokens used today, the daily quota is {}                      (limits.tokens_per_day); it resets at 00:00 UTC",
+                    limits.tokens_per_day
+                ),
+                retry_after_s: seconds_until(now, turnkey_storage::next_day_at(now)),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Whole seconds from `now` to `at` (ms), at least 1.
+fn seconds_until(now: i64, at: i64) -> u64 {
+    u64::try_from((at - now + 999) / 1000).unwrap_or(1).max(1)
 }
 
 /// Request id of the admission that retries an unknown one: one retry per unknown admission.

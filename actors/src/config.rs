@@ -32,6 +32,28 @@ pub struct RuntimeConfig {
     pub delegation: DelegationConfig,
     /// `[security]`: the audit log's retention (SPEC R13.8).
     pub security: SecurityConfig,
+    /// `[limits]`: per-principal rate limits and quotas (SPEC R13.8).
+    pub limits: LimitsConfig,
+}
+
+/// `[limits]` (API.md "Tenancy and security"): per principal, 0 = unlimited; the operator and
+/// the gateway's own internal inputs (reports, schedules) are exempt. Checked before an input
+/// is admitted, counted in the database (every replica counts the same).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Inputs admitted in the last 60 s; over it: 429 `rate_limited`.
+    pub turns_per_minute: u32,
+    /// Turns running at once (across the principal's sessions); over it: 429 `rate_limited`.
+    pub concurrent_turns: u32,
+    /// Model tokens (input + output) per UTC day; over it: 429 `quota_exceeded`.
+    pub tokens_per_day: u64,
+}
+
+impl LimitsConfig {
+    pub fn any(&self) -> bool {
+        self.turns_per_minute > 0 || self.concurrent_turns > 0 || self.tokens_per_day > 0
+    }
 }
 
 /// `[security]` (API.md "Tenancy and security").

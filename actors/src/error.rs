@@ -38,6 +38,14 @@ pub enum GatewayError {
     /// The session is running a turn; the request must wait until it is idle.
     #[error("{0}")]
     Busy(String),
+    /// A per-principal limit (`[limits]`, SPEC R13.8) refused the input before anything was
+    /// admitted (429): `rate_limited` or `quota_exceeded`, and when trying again can help.
+    #[error("{message}")]
+    Limited {
+        code: &'static str,
+        message: String,
+        retry_after_s: u64,
+    },
     #[error("{0}")]
     Io(String),
     #[error(transparent)]
@@ -68,6 +76,7 @@ impl GatewayError {
             Self::Unprocessable { code, .. } => code,
             Self::Forbidden(_) => "forbidden",
             Self::Busy(_) => "session_busy",
+            Self::Limited { code, .. } => code,
             Self::Io(_) => "io_error",
             Self::Store(_) => "store_unavailable",
         }

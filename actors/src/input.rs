@@ -63,3 +63,7 @@ pub fn user_row(admission: &Admission, turn_id: TurnId) -> NewMessage {
         ..Default::default()
     }
 }
+
+/// The surface of the gateway's own inputs (reports, schedules): never refused by a
+/// principal's limits.
+pub const INTERNAL_SURFACE: &str = "internal";

@@ -1,6 +1,9 @@
 //! Tenancy (SPEC R13.8; API.md "Tenancy and security"): a token may expire and be read-only,
 //! and says when it was last used; the audit log records who did what to whom (metadata only,
-//! never prompts or arguments).
+//! never prompts or arguments); per-principal limits are counted in the database, so every
+//! replica counts the same: admissions by principal and time (turns per minute, running
+//! turns), and model tokens per principal and UTC day, added in the commit that records a
+//! turn's usage.
 use sea_orm_migration::{prelude::*, schema::*};
 
 #[derive(DeriveMigrationName)]
@@ -46,10 +49,44 @@ impl MigrationTrait for Migration {
                 .col(AuditLog::At)
                 .to_owned(),
         )
+        .await?;
+        m.create_index(
+            Index::create()
+                .name("idx_admissions_principal_created")
+                .table(SessionAdmissions::Table)
+                .col(SessionAdmissions::Principal)
+                .col(SessionAdmissions::CreatedAt)
+                .to_owned(),
+        )
+        .await?;
+        m.create_table(
+            Table::create()
+                .table(PrincipalUsage::Table)
+                .col(string(PrincipalUsage::Principal))
+                // Days since the epoch, UTC.
+                .col(big_integer(PrincipalUsage::Day))
+                // Input and output tokens of every model call of its sessions that day.
+                .col(big_integer(PrincipalUsage::Tokens))
+                .primary_key(
+                    Index::create()
+                        .col(PrincipalUsage::Principal)
+                        .col(PrincipalUsage::Day),
+                )
+                .to_owned(),
+        )
         .await
     }
 
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
+        m.drop_table(Table::drop().table(PrincipalUsage::Table).to_owned())
+            .await?;
+        m.drop_index(
+            Index::drop()
+                .name("idx_admissions_principal_created")
+                .table(SessionAdmissions::Table)
+                .to_owned(),
+        )
+        .await?;
         m.drop_table(Table::drop().table(AuditLog::Table).to_owned())
             .await?;
         for col in [
@@ -86,4 +123,19 @@ enum AuditLog {
     Action,
     Target,
     Detail,
+}
+
+#[derive(DeriveIden)]
+enum SessionAdmissions {
+    Table,
+    Principal,
+    CreatedAt,
+}
+
+#[derive(DeriveIden)]
+enum PrincipalUsage {
+    Table,
+    Principal,
+    Day,
+    Tokens,
 }

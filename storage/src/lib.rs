@@ -16,7 +16,8 @@ pub use status::{
     ToolRunStatus, TurnResult,
 };
 pub use store::{
-    hash_token, ApiToken, AuditEntry, NewAudit, NewToken, TokenGrant, LAST_USED_GRAIN_MS,
+    day_of, hash_token, next_day_at, ApiToken, AuditEntry, NewAudit, NewToken, TokenGrant,
+    LAST_USED_GRAIN_MS,
 };
 pub use store::{
     Author, ChangedBy, MemoryChange, MemoryEdit, MemoryEntry, MemoryTarget, MemoryWrite,

@@ -16,6 +16,8 @@ pub struct Resp {
     pub body: Value,
     pub text: String,
     pub content_type: String,
+    /// The `Retry-After` header, when there was one.
+    pub retry_after: Option<String>,
 }
 
 impl Resp {
@@ -506,6 +508,11 @@ fn content_type(resp: &reqwest::Response) -> String {
 async fn read(resp: reqwest::Response) -> Result<Resp, String> {
     let status = resp.status().as_u16();
     let content_type = content_type(&resp);
+    let retry_after = resp
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     let text = resp
         .text()
         .await
@@ -516,6 +523,7 @@ async fn read(resp: reqwest::Response) -> Result<Resp, String> {
         body,
         text,
         content_type,
+        retry_after,
     })
 }
 

@@ -255,6 +255,7 @@ impl Webhooks {
                 body,
                 text,
                 content_type,
+                retry_after: None,
             },
             took,
         )

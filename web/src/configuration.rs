@@ -48,6 +48,8 @@ pub struct Settings {
     pub delegation: turnkey_actors::config::DelegationConfig,
     /// `[security]`: the audit log's retention (SPEC R13.8).
     pub security: turnkey_actors::config::SecurityConfig,
+    /// `[limits]`: per-principal rate limits and quotas (SPEC R13.8).
+    pub limits: turnkey_actors::config::LimitsConfig,
     /// `[telemetry]`: OpenTelemetry traces over OTLP/HTTP, off unless `otlp_endpoint` is set.
     pub telemetry: TelemetrySettings,
 }
@@ -198,6 +200,7 @@ impl Settings {
             skills: self.skills.clone(),
             delegation: self.delegation.clone(),
             security: self.security.clone(),
+            limits: self.limits.clone(),
         }
     }
 

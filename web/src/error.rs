@@ -166,6 +166,12 @@ impl From<GatewayError> for ApiError {
             }
             GatewayError::Forbidden(message) => Self::forbidden(message),
             GatewayError::Busy(message) => Self::new(StatusCode::CONFLICT, "session_busy", message),
+            GatewayError::Limited {
+                code,
+                message,
+                retry_after_s,
+            } => Self::new(StatusCode::TOO_MANY_REQUESTS, code, message)
+                .with_retry_after(retry_after_s),
             GatewayError::Io(message) => {
                 tracing::error!(error = %message, "file operation failed");
                 Self::new(StatusCode::INTERNAL_SERVER_ERROR, "io_error", message)

@@ -240,6 +240,26 @@ async fn rejected(
             gw.wake_outbox();
             Ok(Handled::Rejected { code, message })
         }
+        GatewayError::Limited {
+            code,
+            message,
+            retry_after_s,
+        } => {
+            // Told once per window (a minute, or the day for the quota): a chat that goes on
+            // writing is not answered each time.
+            let window_s: i64 = if code == "quota_exceeded" { 86_400 } else { 60 };
+            let window = now_ms() / 1000 / window_s;
+            gw.store()
+                .enqueue_outbox(&notice(
+                    msg,
+                    None,
+                    format!("limit:{}:{code}:{window}", msg.chat.key()),
+                    &format!("⏳ Not sent to the agent: {message} (in about {retry_after_s} s)."),
+                ))
+                .await?;
+            gw.wake_outbox();
+            Ok(Handled::Rejected { code, message })
+        }
         e @ GatewayError::IdempotencyConflict(_) => Ok(Handled::Rejected {
             code: "idempotency_conflict",
             message: e.to_string(),

@@ -17,6 +17,7 @@ pub mod memory_pending;
 pub mod message;
 pub mod outbox;
 pub mod principal;
+pub mod principal_usage;
 pub mod review;
 pub mod schedule;
 pub mod session;

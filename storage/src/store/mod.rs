@@ -28,7 +28,9 @@ pub use skills::{
     NewSkillProposal, ProposalDecided, SkillChange, SkillProposal, SkillUse, StoredSkill,
 };
 mod processes;
+mod quotas;
 pub use processes::{BackgroundProcess, NewBackgroundProcess, ProcessEnd};
+pub use quotas::{day_of, next_day_at};
 mod rotation;
 pub use rotation::{Rotation, RotationDone};
 mod schedules;

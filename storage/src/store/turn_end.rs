@@ -183,7 +183,7 @@ pub(crate) async fn insert_usage(
     usage::Entity::insert_many(rows.collect::<Vec<_>>())
         .exec_without_returning(tx)
         .await?;
-    Ok(())
+    super::quotas::add_principal_usage(tx, session_id, calls, now).await
 }
 
 /// Adds `calls` to a session's token and cost totals.

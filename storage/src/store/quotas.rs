@@ -1,0 +1,111 @@
+//! What a principal's limits are counted against (SPEC R13.8; `[limits]`), in the database so
+//! that every replica counts the same: the inputs it had admitted lately (by the
+//! `(principal, created_at)` index), its running turns, and its model tokens of the day, a
+//! counter per principal and UTC day that the commit recording a turn's usage adds to.
+use super::{Result, Store, WriteTx};
+use crate::entity::{admission, principal_usage, session};
+use crate::model::NewUsage;
+use crate::status::AdmissionStatus;
+use sea_orm::sea_query::{Expr, OnConflict};
+use sea_orm::{
+    ActiveValue::Set, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QuerySelect,
+};
+
+const DAY_MS: i64 = 24 * 3600 * 1000;
+
+/// The UTC day (days since the epoch) of `ms`.
+pub fn day_of(ms: i64) -> i64 {
+    ms.div_euclid(DAY_MS)
+}
+
+/// When the UTC day after `ms` begins (ms).
+pub fn next_day_at(ms: i64) -> i64 {
+    (day_of(ms) + 1) * DAY_MS
+}
+
+impl Store {
+    /// Inputs `principal` had admitted at or after `since` (ms) through a door (the gateway's
+    /// own internal inputs, reports and schedules, are not counted), and the `created_at` of
+    /// the oldest of them (when the count goes down next).
+    pub async fn admitted_since(&self, principal: &str, since: i64) -> Result<(u64, Option<i64>)> {
+        let q = admission::Entity::find()
+            .filter(admission::Column::Principal.eq(principal))
+            .filter(admission::Column::CreatedAt.gte(since))
+            .filter(admission::Column::Surface.ne("internal"));
+        let n = q.clone().count(self.connection()).await?;
+        if n == 0 {
+            return Ok((0, None));
+        }
+        let oldest: Option<i64> = q
+            .select_only()
+            .column_as(admission::Column::CreatedAt.min(), "oldest")
+            .into_tuple()
+            .one(self.connection())
+            .await?
+            .flatten();
+        Ok((n, oldest))
+    }
+
+    /// How many turns of `principal`'s admissions run now (on any replica).
+    pub async fn running_turns_of(&self, principal: &str) -> Result<u64> {
+        Ok(admission::Entity::find()
+            .filter(admission::Column::Principal.eq(principal))
+            .filter(admission::Column::Status.eq(AdmissionStatus::Started.as_str()))
+            .count(self.connection())
+            .await?)
+    }
+
+    /// Model tokens (input and output) spent by `principal`'s sessions on UTC day `day`.
+    pub async fn tokens_on_day(&self, principal: &str, day: i64) -> Result<i64> {
+        Ok(
+            principal_usage::Entity::find_by_id((principal.to_owned(), day))
+                .one(self.connection())
+                .await?
+                .map_or(0, |r| r.tokens),
+        )
+    }
+}
+
+/// Adds `calls`' tokens to the day's counter of the owner of session `session_id`.
+pub(in crate::store) async fn add_principal_usage(
+    tx: &WriteTx,
+    session_id: &str,
+    calls: &[NewUsage],
+    now: i64,
+) -> Result<()> {
+    let tokens: i64 = calls
+        .iter()
+        .map(|u| u.input_tokens.saturating_add(u.output_tokens))
+        .sum();
+    if tokens == 0 {
+        return Ok(());
+    }
+    let owner: Option<String> = session::Entity::find_by_id(session_id.to_owned())
+        .select_only()
+        .column(session::Column::Owner)
+        .into_tuple()
+        .one(tx)
+        .await?;
+    let Some(owner) = owner else {
+        return Ok(());
+    };
+    principal_usage::Entity::insert(principal_usage::ActiveModel {
+        principal: Set(owner),
+        day: Set(day_of(now)),
+        tokens: Set(tokens),
+    })
+    .on_conflict(
+        OnConflict::columns([
+            principal_usage::Column::Principal,
+            principal_usage::Column::Day,
+        ])
+        .value(
+            principal_usage::Column::Tokens,
+            Expr::cust("principal_usage.tokens + excluded.tokens"),
+        )
+        .to_owned(),
+    )
+    .exec_without_returning(tx)
+    .await?;
+    Ok(())
+}
