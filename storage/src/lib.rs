@@ -16,7 +16,7 @@ pub use status::{
     ToolRunStatus, TurnResult,
 };
 pub use store::{
-    day_of, hash_token, next_day_at, ApiToken, AuditEntry, NewAudit, NewToken, TokenGrant,
+    day_of, hash_token, next_day_at, ApiToken, AuditEntry, Deleted, NewAudit, NewToken, TokenGrant,
     LAST_USED_GRAIN_MS,
 };
 pub use store::{

@@ -412,6 +412,18 @@ impl Rows {
             .unwrap_or_else(|e| panic!("{sql}: {e}"))
     }
 
+    /// Rows of `table` where `condition` (SQL) holds.
+    pub async fn count_where(&self, table: &str, condition: &str) -> i64 {
+        let rows = self
+            .query(&format!(
+                "SELECT COUNT(*) AS n FROM {table} WHERE {condition}"
+            ))
+            .await;
+        rows.first()
+            .and_then(|r| r.try_get::<i64>("", "n").ok())
+            .unwrap_or_else(|| panic!("count of {table} where {condition}"))
+    }
+
     pub async fn count(&self, table: &str) -> i64 {
         let rows = self
             .query(&format!("SELECT COUNT(*) AS n FROM {table}"))

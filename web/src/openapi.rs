@@ -40,6 +40,7 @@ pub const BEARER: &str = "bearer";
         sessions::create,
         sessions::list,
         sessions::get,
+        sessions::delete,
         sessions::update,
         sessions::messages,
         work::subagents,

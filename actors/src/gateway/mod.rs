@@ -6,6 +6,7 @@
 mod approvals;
 mod audit;
 pub mod commands;
+mod deletion;
 pub mod memory;
 mod schedules;
 mod sessions;

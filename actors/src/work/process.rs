@@ -440,6 +440,26 @@ pub async fn stop_all(w: &Wired) {
     }
 }
 
+/// Kills the running background processes of `session` (its deletion), each with its group,
+/// and records them `killed`.
+pub async fn kill_session(w: &Wired, session: SessionId) -> Result<(), GatewayError> {
+    for p in w.deps.store.background_processes(session).await? {
+        if p.status != "running" {
+            continue;
+        }
+        w.processes.0.insert(p.process_id, true);
+        if let Some(pid) = p.pid.or_else(|| files_of(&p).written_pid()) {
+            bg::kill_group(pid, p.pid_start, KILL_GRACE).await;
+        }
+        w.deps
+            .store
+            .end_background_process(p.process_id, &end_of(&files_of(&p), true))
+            .await?;
+        tracing::info!(process = %p.process_id, %session, "background process killed with its session");
+    }
+    Ok(())
+}
+
 /// `process {action, process_id}`.
 pub struct ProcessTool {
     handles: super::Handles,

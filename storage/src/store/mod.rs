@@ -11,6 +11,8 @@ pub use compression::{Compaction, CompactionDone, Replaced};
 mod interrupts;
 pub use interrupts::{InterruptRequest, InterruptStatus};
 mod convert;
+mod deletion;
+pub use deletion::Deleted;
 mod leases;
 pub use leases::{ClaimAs, LeaseClaim};
 mod log;

@@ -92,6 +92,7 @@ pub fn table() -> Vec<Mount> {
             vec![
                 (M::GET, web::to(sessions::get)),
                 (M::PATCH, web::to(sessions::update)),
+                (M::DELETE, web::to(sessions::delete)),
             ],
         ),
         Mount::api(

@@ -394,6 +394,36 @@ pub struct SessionPatch {
 /// The fields [`update`] accepts (the properties of [`SessionPatch`]).
 pub const PATCH_FIELDS: [&str; 3] = ["title", "busy_policy", "display"];
 
+/// `DELETE /v1/sessions/{id}`: the session goes, with its sub-agents' sessions, transcript,
+/// events, outbox rows, background processes and files; a running turn is interrupted first.
+/// Its receipts answer 404 from then on.
+#[utoipa::path(
+    delete,
+    path = "/v1/sessions/{id}",
+    operation_id = "delete_session",
+    tag = "sessions",
+    params(("id" = uuid::Uuid, Path, description = "The session's id (any id of a rotated lineage)")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 400, description = "`invalid_id`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 403, description = "`read_only`: a read-only token", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such session (deleted already), or someone else's", body = ErrorBody),
+        (status = 409, description = "`session_busy`: a turn did not end within 15 s of its interrupt; try again", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub async fn delete(
+    state: web::Data<AppState>,
+    who: AuthPrincipal,
+    path: web::Path<Id<SessionId>>,
+) -> Result<HttpResponse, ApiError> {
+    let id = path.into_inner().into_inner();
+    state.gateway.delete_session(&who.0, id).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
 /// `PATCH /v1/sessions/{id}` `{title?, busy_policy?, display?}`: a field that is absent stays
 /// as it was; `null` clears it (a cleared busy policy follows the platform's
 /// `agent.busy_policy` again, a cleared display the platform table and `[agent]`).
