@@ -126,6 +126,39 @@ fn doctor_on_an_empty_directory_creates_nothing() {
         "{head}"
     );
     assert!(out.contains("model test-model is listed"), "{out}");
+    // One line on the OS sandbox (SPEC R13.7): what confines commands here, or why nothing
+    // does (a warning in auto mode, not a problem).
+    let sandbox = turnkey_tools::Sandbox::new(turnkey_tools::SandboxMode::Auto, false).unwrap();
+    let line = if sandbox.state().enforced {
+        "sandbox: ok: landlock ABI"
+    } else {
+        "sandbox: WARNING: NOT confined"
+    };
+    assert!(out.contains(line), "{out}");
+}
+
+#[test]
+fn doctor_in_landlock_mode_reports_the_sandbox_or_fails() {
+    let d = TempDir::new().unwrap();
+    std::fs::write(
+        d.path().join("turnkey.toml"),
+        "[tools]\nsandbox = \"landlock\"\n",
+    )
+    .unwrap();
+    let (base, _requests) = http_server("200 OK", MODELS);
+    let (code, out) = run(with_provider(command(d.path()), &base), &["doctor"]);
+    let sandbox = turnkey_tools::Sandbox::new(turnkey_tools::SandboxMode::Auto, false).unwrap();
+    if sandbox.state().complete() {
+        assert_eq!(code, Some(0), "{out}");
+        assert!(out.contains("sandbox: ok: landlock ABI"), "{out}");
+        assert!(out.contains("network denied"), "{out}");
+    } else {
+        assert_eq!(code, Some(1), "{out}");
+        assert!(
+            out.contains("sandbox: PROBLEM: tools.sandbox = \"landlock\""),
+            "{out}"
+        );
+    }
 }
 
 #[test]
