@@ -70,7 +70,12 @@ fn sandbox(config: &RuntimeConfig) -> Result<turnkey_tools::Sandbox, GatewayErro
         turnkey_tools::Sandbox::new(tools.sandbox, tools.sandbox_network).map_err(|e| {
             GatewayError::Config {
                 key: "tools.sandbox".into(),
-                reason: e.to_string(),
+                reason: format!(
+                    "\"landlock\", but this kernel cannot confine commands: {}; run on a \
+                     kernel with Landlock (Linux 5.13+, lsm=landlock), or set \"auto\" to \
+                     start unconfined with a warning",
+                    e.reason
+                ),
             }
         })?;
     let state = sandbox.state();
