@@ -66,6 +66,20 @@ pub struct SandboxState {
 }
 
 impl SandboxState {
+    /// Nothing in force yet: what `off` stays, and where `auto` and `landlock` start from.
+    fn unconfined(mode: SandboxMode, network_allowed: bool, landlock_abi: u32) -> Self {
+        Self {
+            mode,
+            enforced: false,
+            landlock_abi,
+            network_allowed,
+            network_denied: false,
+            network_rules: false,
+            seccomp: false,
+            reason: None,
+        }
+    }
+
     /// One line for `doctor` and the start-up log: what is confined, or why nothing is.
     pub fn summary(&self) -> String {
         if self.mode == SandboxMode::Off {
@@ -153,8 +167,20 @@ impl Sandbox {
 
     /// No confinement (`tools.sandbox = "off"`, and tests of other things).
     pub fn off() -> Self {
-        Self::with_kernel(SandboxMode::Off, true, Kernel::default())
-            .unwrap_or_else(|_| unreachable!("off never fails"))
+        let state = SandboxState::unconfined(SandboxMode::Off, true, 0);
+        Self::from_parts(state, Kernel::default(), None)
+    }
+
+    fn from_parts(
+        state: SandboxState,
+        kernel: Kernel,
+        filter: Option<Arc<seccompiler::BpfProgram>>,
+    ) -> Self {
+        Self(Arc::new(Inner {
+            state,
+            kernel,
+            filter,
+        }))
     }
 
     fn with_kernel(
@@ -162,52 +188,40 @@ impl Sandbox {
         network_allowed: bool,
         kernel: Kernel,
     ) -> Result<Self, Unconfinable> {
-        let mut state = SandboxState {
-            mode,
-            enforced: false,
-            landlock_abi: kernel.landlock_abi,
-            network_allowed,
-            network_denied: false,
-            network_rules: false,
-            seccomp: false,
-            reason: None,
-        };
+        let mut state = SandboxState::unconfined(mode, network_allowed, kernel.landlock_abi);
+        if mode == SandboxMode::Off {
+            return Ok(Self::from_parts(state, kernel, None));
+        }
         let mut filter = None;
-        if mode != SandboxMode::Off {
-            let mut missing = Vec::new();
-            state.enforced = kernel.landlock_abi >= 1;
-            if !state.enforced {
-                missing.push(kernel.landlock_missing.clone());
-            }
-            if !network_allowed {
-                state.network_rules = kernel.landlock_abi >= rules::NET_ABI;
-                match (kernel.seccomp_filter, seccomp::socket_filter()) {
-                    (true, Ok(program)) => {
-                        state.seccomp = true;
-                        filter = Some(Arc::new(program));
-                    }
-                    (true, Err(e)) => missing.push(format!("seccomp filter: {e}")),
-                    (false, _) => missing.push(kernel.seccomp_missing.clone()),
+        let mut missing = Vec::new();
+        state.enforced = kernel.landlock_abi >= 1;
+        if !state.enforced {
+            missing.push(kernel.landlock_missing.clone());
+        }
+        if !network_allowed {
+            state.network_rules = kernel.landlock_abi >= rules::NET_ABI;
+            match (kernel.seccomp_filter, seccomp::socket_filter()) {
+                (true, Ok(program)) => {
+                    state.seccomp = true;
+                    filter = Some(Arc::new(program));
                 }
-                state.network_denied = state.network_rules || state.seccomp;
-                if !state.network_denied {
-                    missing.push("the network cannot be denied".into());
-                }
+                (true, Err(e)) => missing.push(format!("seccomp filter: {e}")),
+                (false, _) => missing.push(kernel.seccomp_missing.clone()),
             }
-            if !missing.is_empty() {
-                state.reason = Some(missing.join("; "));
-            }
-            if mode == SandboxMode::Landlock && !state.complete() {
-                return Err(Unconfinable {
-                    reason: state.reason.clone().unwrap_or_default(),
-                });
+            state.network_denied = state.network_rules || state.seccomp;
+            if !state.network_denied {
+                missing.push("the network cannot be denied".into());
             }
         }
-        Ok(Self(Arc::new(Inner {
-            state,
-            kernel,
-            filter,
-        })))
+        if !missing.is_empty() {
+            state.reason = Some(missing.join("; "));
+        }
+        if mode == SandboxMode::Landlock && !state.complete() {
+            return Err(Unconfinable {
+                reason: state.reason.unwrap_or_default(),
+            });
+        }
+        Ok(Self::from_parts(state, kernel, filter))
     }
 
     pub fn state(&self) -> &SandboxState {
