@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use turnkey_providers::{Price, Pricing, ProviderConfig};
 use turnkey_storage::Session;
 use turnkey_tools::mcp::McpServerConfig;
+use turnkey_tools::SandboxMode;
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(default)]
@@ -298,6 +299,10 @@ pub struct ToolsConfig {
     pub background_log_bytes: u64,
     /// `stop` or `leave`: what a graceful stop does with background processes.
     pub background_on_shutdown: OnShutdown,
+    /// `auto`, `landlock` or `off`: the OS sandbox of commands and MCP servers (SPEC R13.7).
+    pub sandbox: SandboxMode,
+    /// Whether sandboxed commands and MCP servers may open network connections.
+    pub sandbox_network: bool,
 }
 
 impl Default for ToolsConfig {
@@ -330,6 +335,8 @@ impl Default for ToolsConfig {
             background_max: 4,
             background_log_bytes: 1024 * 1024,
             background_on_shutdown: OnShutdown::Stop,
+            sandbox: SandboxMode::Auto,
+            sandbox_network: false,
         }
     }
 }

@@ -48,6 +48,8 @@ pub struct Deps {
     /// Wakes the outbox sender after a commit that wrote platform messages outside a turn
     /// (`notify_one`: a wake-up before it waits is kept).
     pub outbox_wake: Arc<tokio::sync::Notify>,
+    /// The OS sandbox every command and MCP server runs in, probed at start-up (SPEC R13.7).
+    pub sandbox: turnkey_tools::Sandbox,
 }
 
 /// The durable record and what announces it: a phase that commits writes through the store

@@ -2,7 +2,7 @@
 //! `tools.enabled`, the gateway's own tools it names (`memory`: made by the gateway, which has
 //! the store), and the tools of every `[[tools.mcp]]` server, which it starts) and the schemas
 //! the model is offered. The workspace every tool is confined to is created here if
-//! missing and fixed as an absolute path; MCP servers run in it.
+//! missing and fixed as an absolute path; MCP servers run in it, in the OS sandbox.
 use crate::config::RuntimeConfig;
 use crate::error::GatewayError;
 use std::path::{Path, PathBuf};
@@ -10,7 +10,7 @@ use std::sync::Arc;
 use turnkey_providers::ToolSchema;
 use turnkey_tools::builtin::{builtin_registry, BuiltinConfig, ToolSetupError};
 use turnkey_tools::mcp::{McpServer, McpServerConfig};
-use turnkey_tools::{Registry, Tool};
+use turnkey_tools::{Registry, Sandbox, Tool};
 
 /// Tools the gateway makes itself, named in `tools.enabled` like the built-ins.
 pub const GATEWAY_TOOLS: &[&str] = &[
@@ -43,6 +43,7 @@ fn config_error(key: impl Into<String>, reason: impl Into<String>) -> GatewayErr
 pub async fn build(
     config: &RuntimeConfig,
     own: Vec<Arc<dyn Tool>>,
+    sandbox: &Sandbox,
 ) -> Result<Toolbox, GatewayError> {
     let ws = &config.tools.workspace;
     std::fs::create_dir_all(ws).map_err(|e| {
@@ -62,6 +63,7 @@ pub async fn build(
             .cloned()
             .collect(),
         fetch_allow: config.tools.fetch_allow.clone(),
+        sandbox: sandbox.clone(),
     })
     .map_err(|e| {
         let key = match e {
@@ -78,7 +80,7 @@ pub async fn build(
         }
     }
     for (i, server) in config.tools.mcp.iter().enumerate() {
-        add_mcp_server(&mut registry, i, server, &workspace).await?;
+        add_mcp_server(&mut registry, i, server, &workspace, sandbox).await?;
     }
     let schemas = registry
         .tools()
@@ -102,9 +104,10 @@ async fn add_mcp_server(
     i: usize,
     config: &McpServerConfig,
     workspace: &Path,
+    sandbox: &Sandbox,
 ) -> Result<(), GatewayError> {
     let key = format!("tools.mcp[{i}]");
-    let server = McpServer::start(config.clone(), workspace)
+    let server = McpServer::start(config.clone(), workspace, sandbox)
         .await
         .map_err(|e| config_error(&key, format!("MCP server {:?}: {e}", config.name)))?;
     for tool in server.tools() {

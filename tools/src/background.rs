@@ -9,6 +9,11 @@
 //! The wrapper traps TERM and INT with a handler (not by ignoring them, which the command
 //! would inherit), so a `kill` of the group ends the command and the wrapper still records
 //! the exit (128 + the signal).
+//!
+//! In the OS sandbox (`confine`) the whole group is confined, the wrapper included: it may
+//! write in the workspace and in `<dir>` (its log, pid and exit files, and `<dir>/tmp`, the
+//! command's `TMPDIR`, which the wrapper removes when the command ends).
+use crate::confine::{Grant, Limits, Sandbox};
 use crate::terminal::KEPT_ENV;
 use nix::errno::Errno;
 use nix::sys::signal::{killpg, Signal};
@@ -18,11 +23,13 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-/// The wrapper: `$1` the command, `$2` the log, `$3` the exit file, `$4` the pid file.
+/// The wrapper: `$1` the command, `$2` the log, `$3` the exit file, `$4` the pid file, `$5`
+/// the command's private temp dir (empty without the sandbox).
 const WRAPPER: &str = r#"echo $$ > "$4"
 trap ':' TERM INT
 sh -c "$1" >>"$2" 2>&1 </dev/null
 c=$?
+[ -n "$5" ] && rm -rf -- "$5"
 printf '%s' "$c" > "$3.tmp" && mv "$3.tmp" "$3""#;
 
 /// The files of one background command.
@@ -46,6 +53,10 @@ impl ProcessFiles {
 
     fn pid(&self) -> PathBuf {
         self.dir.join("pid")
+    }
+
+    fn tmp(&self) -> PathBuf {
+        self.dir.join("tmp")
     }
 
     /// The command's exit code, once the wrapper recorded it.
@@ -120,8 +131,24 @@ pub struct Started {
 }
 
 /// Starts `command` in `workspace` under the wrapper, in a new process group, with only the
-/// variables a command needs (the gateway's holds keys). `files.dir` must exist.
-pub fn start(command: &str, workspace: &Path, files: &ProcessFiles) -> std::io::Result<Started> {
+/// variables a command needs (the gateway's holds keys), confined by `sandbox`. `files.dir`
+/// must exist.
+pub fn start(
+    command: &str,
+    workspace: &Path,
+    files: &ProcessFiles,
+    sandbox: &Sandbox,
+) -> std::io::Result<Started> {
+    let tmp = if sandbox.is_off() {
+        None
+    } else {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(files.tmp())?;
+        Some(files.tmp())
+    };
     let mut cmd = tokio::process::Command::new("sh");
     cmd.arg("-c")
         .arg(WRAPPER)
@@ -130,6 +157,7 @@ pub fn start(command: &str, workspace: &Path, files: &ProcessFiles) -> std::io::
         .arg(files.log())
         .arg(files.exit())
         .arg(files.pid())
+        .arg(tmp.clone().unwrap_or_default())
         .current_dir(workspace)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -140,6 +168,16 @@ pub fn start(command: &str, workspace: &Path, files: &ProcessFiles) -> std::io::
         if let Some(value) = std::env::var_os(key) {
             cmd.env(key, value);
         }
+    }
+    if let Some(tmp) = &tmp {
+        let prepared = sandbox
+            .prepare(&Grant {
+                writable: &[workspace, &files.dir],
+                limits: Limits::BACKGROUND,
+            })
+            .map_err(std::io::Error::other)?;
+        cmd.env("TMPDIR", tmp);
+        prepared.apply_to(&mut cmd);
     }
     let child = cmd.spawn()?;
     let pid = child
@@ -224,7 +262,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let files = ProcessFiles::new(dir.path().join("p"));
         std::fs::create_dir_all(&files.dir).expect("dir");
-        let started = start(command, dir.path(), &files).expect("start");
+        let started = start(command, dir.path(), &files, &Sandbox::off()).expect("start");
         (dir, files, started)
     }
 

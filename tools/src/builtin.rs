@@ -27,6 +27,8 @@ pub struct BuiltinConfig {
     /// `tools.fetch_allow`: host names, IP addresses or CIDRs `web_fetch` may reach even
     /// though they are private, loopback, link-local or otherwise not global.
     pub fetch_allow: Vec<String>,
+    /// What confines `terminal`'s commands (`tools.sandbox`); off by default.
+    pub sandbox: crate::confine::Sandbox,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -44,7 +46,10 @@ pub fn builtin_registry(cfg: &BuiltinConfig) -> Result<Registry, ToolSetupError>
     let mut registry = Registry::default();
     for name in &cfg.enabled {
         let tool: Arc<dyn Tool> = match name.as_str() {
-            "terminal" => Arc::new(Terminal::default()),
+            "terminal" => Arc::new(Terminal {
+                sandbox: cfg.sandbox.clone(),
+                ..Terminal::default()
+            }),
             "read_file" => Arc::new(ReadFile),
             "write_file" => Arc::new(WriteFile),
             "patch" => Arc::new(Patch),
@@ -112,6 +117,7 @@ pub(crate) mod tests {
                 "10.0.0.0/8".into(),
                 "intranet.local".into(),
             ],
+            ..Default::default()
         };
         let registry = builtin_registry(&all).unwrap();
         let mut names: Vec<&str> = registry.names().collect();
@@ -161,6 +167,7 @@ pub(crate) mod tests {
             let cfg = BuiltinConfig {
                 enabled: vec![],
                 fetch_allow: vec![bad.into()],
+                ..Default::default()
             };
             let err = builtin_registry(&cfg).err().unwrap();
             assert!(

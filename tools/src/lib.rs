@@ -7,6 +7,7 @@ mod args;
 pub mod background;
 pub mod builtin;
 pub mod checkpoint;
+pub mod confine;
 mod edit;
 pub mod mcp;
 mod net_guard;
@@ -18,6 +19,7 @@ mod terminal;
 mod web_fetch;
 
 pub use builtin::{builtin_registry, BuiltinConfig, ToolSetupError, BUILTIN_TOOLS};
+pub use confine::{Sandbox, SandboxMode, SandboxState};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -1,7 +1,9 @@
 //! `terminal {command, timeout_s?}`: `sh -c` in the workspace, in a process group of its own
 //! so that a timeout or an interrupt kills everything the command started (SPEC R9.4).
-//! Output is capped per stream; the result is JSON with the exit code.
+//! Output is capped per stream; the result is JSON with the exit code. The command runs in
+//! the OS sandbox (`confine`) unless `tools.sandbox = "off"`.
 use crate::args::parse;
+use crate::confine::{Limits, Sandbox};
 use crate::{Tool, ToolContext, ToolOutput};
 use async_trait::async_trait;
 use nix::errno::Errno;
@@ -33,12 +35,15 @@ const DRAIN_GRACE: Duration = Duration::from_secs(1);
 pub(crate) struct Terminal {
     /// How often a running command reports `running for N s`.
     pub progress_every: Duration,
+    /// What confines the command (SPEC R13.7).
+    pub sandbox: Sandbox,
 }
 
 impl Default for Terminal {
     fn default() -> Self {
         Self {
             progress_every: Duration::from_secs(5),
+            sandbox: Sandbox::off(),
         }
     }
 }
@@ -129,8 +134,23 @@ impl Terminal {
                 cmd.env(key, value);
             }
         }
+        // Kept until the command is over, then removed with what the command left in it.
+        let _tmp = match self
+            .sandbox
+            .confine(&mut cmd, &ctx.workspace, Limits::COMMAND)
+        {
+            Ok(tmp) => tmp,
+            Err(e) => return ToolOutput::error(format!("the command was not started: {e}")),
+        };
         let mut child = match cmd.spawn() {
             Ok(child) => child,
+            Err(e) if !self.sandbox.is_off() => {
+                return ToolOutput::error(format!(
+                    "failed to start sh in the sandbox (tools.sandbox = \"{}\"): {e}; the \
+                     command did not run",
+                    self.sandbox.state().mode.as_str()
+                ))
+            }
             Err(e) => return ToolOutput::error(format!("failed to start sh: {e}")),
         };
         let pgid = child

@@ -188,6 +188,7 @@ async fn r9_4_terminal_reports_progress_while_running() {
     let (_dirs, ctx, lines) = ctx_with_progress();
     let terminal = Terminal {
         progress_every: Duration::from_millis(300),
+        ..Terminal::default()
     };
     let out = terminal.call(json!({"command": "sleep 1.1"}), &ctx).await;
     assert_eq!(result(&out)["exit_code"], 0);

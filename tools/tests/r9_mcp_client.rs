@@ -10,7 +10,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use turnkey_tools::mcp::{McpServer, McpServerConfig};
-use turnkey_tools::{Tool, ToolContext, ToolOutput};
+use turnkey_tools::{Sandbox, SandboxMode, Tool, ToolContext, ToolOutput};
+
+/// The servers run as the gateway runs them: in the OS sandbox, network denied.
+fn sandbox() -> Sandbox {
+    Sandbox::new(SandboxMode::Auto, false).unwrap()
+}
 
 /// The path of a server program, or `None` (after saying so) when the test must skip.
 fn server_program(program: &str) -> Option<PathBuf> {
@@ -93,7 +98,7 @@ async fn r9_mcp_time_server_lists_and_answers_get_current_time() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let server = McpServer::start(config("time", &program, &[]), dir.path())
+    let server = McpServer::start(config("time", &program, &[]), dir.path(), &sandbox())
         .await
         .unwrap();
     let get = tool(&server, "time__get_current_time");
@@ -143,7 +148,7 @@ async fn r9_mcp_git_server_reads_a_temp_repository() {
     git(repo.path(), &["commit", "-q", "-m", "add the first note"]);
     std::fs::write(repo.path().join("untracked.txt"), "new\n").unwrap();
 
-    let server = McpServer::start(config("git", &program, &[]), repo.path())
+    let server = McpServer::start(config("git", &program, &[]), repo.path(), &sandbox())
         .await
         .unwrap();
     let repo_path = repo.path().display().to_string();
@@ -179,7 +184,7 @@ async fn r9_mcp_read_only_hint_decides_dangerous() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let server = McpServer::start(cfg, dir.path()).await.unwrap();
+    let server = McpServer::start(cfg, dir.path(), &sandbox()).await.unwrap();
     assert!(!tool(&server, "fx__echo").dangerous(), "readOnlyHint: true");
     assert!(tool(&server, "fx__crash").dangerous(), "no hint");
     let out = call(
@@ -197,7 +202,7 @@ async fn r9_mcp_server_dying_during_a_call_is_an_error_and_the_next_call_restart
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let server = McpServer::start(cfg, dir.path()).await.unwrap();
+    let server = McpServer::start(cfg, dir.path(), &sandbox()).await.unwrap();
     let first_pid = server.pid().await.unwrap();
 
     let out = call(&tool(&server, "fx__crash"), json!({}), dir.path()).await;
@@ -218,7 +223,7 @@ async fn r9_mcp_killed_server_is_restarted_by_the_next_call() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let server = McpServer::start(config("time", &program, &[]), dir.path())
+    let server = McpServer::start(config("time", &program, &[]), dir.path(), &sandbox())
         .await
         .unwrap();
     let pid = server.pid().await.unwrap();
@@ -249,7 +254,7 @@ async fn r9_mcp_cancel_stops_waiting_for_a_slow_call() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let server = McpServer::start(cfg, dir.path()).await.unwrap();
+    let server = McpServer::start(cfg, dir.path(), &sandbox()).await.unwrap();
     let ctx = ctx(dir.path());
     let cancel = ctx.cancel.clone();
     tokio::spawn(async move {

@@ -1,13 +1,16 @@
 //! `turnkey doctor`: checks the configuration, the store and every provider, and reports each.
 //! It changes nothing: no directory, no database file, no table is created (a SQLite file is
-//! opened read-only), so it is safe to run against a live deployment. Any problem means exit 1.
+//! opened read-only), so it is safe to run against a live deployment. Any problem means exit 1;
+//! a warning (an OS sandbox `auto` cannot put in force) does not.
 use crate::cli::redact_url;
 use crate::configuration::Settings;
 use migration::sea_orm::{ConnectOptions, Database};
 use migration::{Migrator, MigratorTrait};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use turnkey_actors::config::ToolsConfig;
 use turnkey_providers::{ProviderConfig, ProviderKind};
+use turnkey_tools::Sandbox;
 
 /// How long a store or a provider gets to answer before doctor calls it a problem.
 pub const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
@@ -17,6 +20,8 @@ pub const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct Finding {
     pub subject: String,
     pub ok: bool,
+    /// Fine to run with, but worth a look (printed `WARNING`; not a problem).
+    pub warning: bool,
     pub detail: String,
 }
 
@@ -25,21 +30,32 @@ impl Finding {
         Self {
             subject: subject.into(),
             ok: true,
+            warning: false,
             detail: detail.into(),
+        }
+    }
+
+    fn warning(subject: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self {
+            warning: true,
+            ..Self::ok(subject, detail)
         }
     }
 
     fn problem(subject: impl Into<String>, detail: impl Into<String>) -> Self {
         Self {
-            subject: subject.into(),
             ok: false,
-            detail: detail.into(),
+            ..Self::ok(subject, detail)
         }
     }
 
-    /// `store: ok: …` or `store: PROBLEM: …`.
+    /// `store: ok: …`, `sandbox: WARNING: …` or `store: PROBLEM: …`.
     pub fn line(&self) -> String {
-        let verdict = if self.ok { "ok" } else { "PROBLEM" };
+        let verdict = match (self.ok, self.warning) {
+            (false, _) => "PROBLEM",
+            (true, true) => "WARNING",
+            (true, false) => "ok",
+        };
         format!("{}: {verdict}: {}", self.subject, self.detail)
     }
 }
@@ -55,6 +71,7 @@ pub async fn check(settings: &Settings) -> Vec<Finding> {
         ),
     )];
     findings.push(check_store(&settings.database.url).await);
+    findings.push(check_sandbox(&settings.tools));
     if settings.providers.is_empty() {
         findings.push(Finding::problem(
             "providers",
@@ -72,6 +89,23 @@ pub async fn check(settings: &Settings) -> Vec<Finding> {
         });
     }
     findings
+}
+
+/// The OS sandbox on this kernel (SPEC R13.7): what `serve` would confine commands with. In
+/// `landlock` mode a kernel that cannot confine is a problem (`serve` would refuse to start);
+/// in `auto` mode a warning (it would start unconfined, loudly).
+fn check_sandbox(tools: &ToolsConfig) -> Finding {
+    match Sandbox::new(tools.sandbox, tools.sandbox_network) {
+        Err(e) => Finding::problem("sandbox", e.to_string()),
+        Ok(sandbox) => {
+            let state = sandbox.state();
+            if state.complete() {
+                Finding::ok("sandbox", state.summary())
+            } else {
+                Finding::warning("sandbox", state.summary())
+            }
+        }
+    }
 }
 
 /// Where a SQLite URL points.

@@ -365,6 +365,18 @@ warning: no model provider is configured; submissions are refused with 503 no_pr
     OPENAI_MODEL (default gpt-4o-mini), for any OpenAI-compatible server.
 ";
 
+/// Printed on stderr when `serve` starts with `tools.sandbox = "auto"` on a kernel that cannot
+/// confine commands (SPEC R13.7: say so, do not pretend).
+pub fn sandbox_warning(state: &turnkey_tools::SandboxState) -> String {
+    format!(
+        "warning: the OS sandbox is NOT in force: {}.\n  Commands the agent runs and MCP servers \
+         can write outside the workspace or reach the network. Use a kernel with Landlock \
+         (Linux 5.13+, lsm=landlock) and seccomp, or set tools.sandbox = \"landlock\" to refuse \
+         to start without it.\n",
+        state.summary()
+    )
+}
+
 /// `turnkey serve`: prints the one-time token line (if generated) and the listening line.
 pub async fn serve(settings: Settings) -> Result<(), StartupError> {
     if settings.providers.is_empty() {
@@ -374,6 +386,13 @@ pub async fn serve(settings: Settings) -> Result<(), StartupError> {
             .map_err(io_err("stderr"))?;
     }
     let app = Application::build(settings).await?;
+    let sandbox = app.state().gateway.sandbox().clone();
+    if !sandbox.complete() {
+        let mut err = std::io::stderr();
+        err.write_all(sandbox_warning(&sandbox).as_bytes())
+            .and_then(|()| err.flush())
+            .map_err(io_err("stderr"))?;
+    }
     let mut out = std::io::stdout();
     if app.operator_token().generated {
         writeln!(out, "operator token: {}", app.operator_token().value)

@@ -63,11 +63,40 @@ pub struct Gateway {
     work: crate::work::Wired,
 }
 
+/// Probes the kernel for the OS sandbox `tools.sandbox` asks for. `landlock` where the kernel
+/// cannot confine stops the start; `auto` there starts with a loud warning (the web layer
+/// also says it on stderr); `off` is said once.
+fn sandbox(config: &RuntimeConfig) -> Result<turnkey_tools::Sandbox, GatewayError> {
+    let tools = &config.tools;
+    let sandbox =
+        turnkey_tools::Sandbox::new(tools.sandbox, tools.sandbox_network).map_err(|e| {
+            GatewayError::Config {
+                key: "tools.sandbox".into(),
+                reason: format!(
+                    "\"landlock\", but this kernel cannot confine commands: {}; run on a \
+                     kernel with Landlock (Linux 5.13+, lsm=landlock), or set \"auto\" to \
+                     start unconfined with a warning",
+                    e.reason
+                ),
+            }
+        })?;
+    let state = sandbox.state();
+    if state.complete() && state.mode != turnkey_tools::SandboxMode::Off {
+        tracing::info!(sandbox = %state.summary(), "commands and MCP servers are confined");
+    } else if state.mode == turnkey_tools::SandboxMode::Off {
+        tracing::warn!("tools.sandbox = \"off\": commands and MCP servers run unconfined");
+    } else {
+        tracing::warn!(sandbox = %state.summary(), "the OS sandbox is NOT (fully) in force on this kernel");
+    }
+    Ok(sandbox)
+}
+
 impl Gateway {
     /// Starts the actors on the current actix System, then recovers: `started` admissions of
     /// dead owners become `unknown`, queued ones are drained.
     pub async fn start(config: RuntimeConfig, store: Store) -> Result<Self, GatewayError> {
         crate::failpoints::init();
+        let sandbox = sandbox(&config)?;
         let providers = config
             .providers
             .iter()
@@ -101,7 +130,7 @@ impl Gateway {
         own.push(Arc::new(crate::work::schedule_tool::ScheduleTool::new(
             handles.clone(),
         )));
-        if let Some(terminal) = crate::work::process::builtin_terminal() {
+        if let Some(terminal) = crate::work::process::builtin_terminal(&sandbox) {
             own.push(Arc::new(crate::work::process::BackgroundTerminal::new(
                 terminal,
                 handles.clone(),
@@ -118,7 +147,7 @@ impl Gateway {
                 )));
             }
         }
-        let toolbox = toolbox::build(&config, own).await?;
+        let toolbox = toolbox::build(&config, own, &sandbox).await?;
         let workspace = toolbox.workspace.clone();
         let delivery = DeliveryActor::new(store.clone(), hub.clone()).start();
         let compressor = CompressionActor::new(store.clone(), hub.clone()).start();
@@ -152,6 +181,7 @@ impl Gateway {
             interrupt_acks: Wakeups::default(),
             shutdown: CancellationToken::new(),
             outbox_wake: Default::default(),
+            sandbox,
         });
         let registry = SessionRegistry::new(deps.clone());
         let admission = AdmissionActor::new(deps.clone(), registry.clone()).start();
@@ -188,6 +218,11 @@ impl Gateway {
 
     pub fn store(&self) -> &Store {
         &self.deps.store
+    }
+
+    /// What the OS sandbox confines on this kernel (SPEC R13.7).
+    pub fn sandbox(&self) -> &turnkey_tools::SandboxState {
+        self.deps.sandbox.state()
     }
 
     pub fn hub(&self) -> &EventHub {

@@ -53,11 +53,12 @@ fn files_of(p: &BackgroundProcess) -> ProcessFiles {
     ProcessFiles::new(PathBuf::from(&p.dir))
 }
 
-/// The built-in `terminal`, to wrap; `None` if the tools crate has none.
-pub fn builtin_terminal() -> Option<Arc<dyn Tool>> {
+/// The built-in `terminal` confined by `sandbox`, to wrap; `None` if the tools crate has none.
+pub fn builtin_terminal(sandbox: &turnkey_tools::Sandbox) -> Option<Arc<dyn Tool>> {
     let config = turnkey_tools::BuiltinConfig {
         enabled: vec!["terminal".into()],
         fetch_allow: Vec::new(),
+        sandbox: sandbox.clone(),
     };
     turnkey_tools::builtin_registry(&config)
         .ok()?
@@ -186,7 +187,7 @@ async fn start(w: &Wired, ctx: &ToolContext, command: &str) -> Result<Background
         .await
         .map_err(super::store_err)?;
     let files = files_of(&p);
-    let started = match bg::start(command, &ctx.workspace, &files) {
+    let started = match bg::start(command, &ctx.workspace, &files, &deps.sandbox) {
         Ok(s) => s,
         Err(e) => {
             let end = ProcessEnd {

@@ -22,6 +22,7 @@ mod r12_failure_matrix;
 mod r13_4_busy_policy;
 mod r13_5_outbox;
 mod r13_6_replicas;
+mod r13_7_sandbox;
 mod r13_8_delete_session;
 mod r13_8_limits;
 mod r13_8_tokens;

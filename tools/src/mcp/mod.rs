@@ -5,6 +5,7 @@ mod process;
 mod server;
 mod tool;
 
+use crate::confine::Sandbox;
 use crate::Tool;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -82,10 +83,15 @@ pub struct McpServer {
 }
 
 impl McpServer {
-    /// Starts the server in `workdir`, initializes it and lists its tools. A tool whose name
-    /// cannot be offered to a model is left out with a warning.
-    pub async fn start(config: McpServerConfig, workdir: &Path) -> Result<Self, McpError> {
-        let (server, listed) = server::Server::start(config, workdir).await?;
+    /// Starts the server in `workdir`, confined by `sandbox` (and so again after a crash),
+    /// initializes it and lists its tools. A tool whose name cannot be offered to a model is
+    /// left out with a warning.
+    pub async fn start(
+        config: McpServerConfig,
+        workdir: &Path,
+        sandbox: &Sandbox,
+    ) -> Result<Self, McpError> {
+        let (server, listed) = server::Server::start(config, workdir, sandbox).await?;
         let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
         for listed in listed {
             let remote = listed.name.clone();
@@ -145,11 +151,15 @@ mod tests {
     #[tokio::test]
     async fn r9_a_missing_command_is_a_start_error_naming_it() {
         let dir = std::env::temp_dir();
-        let err = McpServer::start(entry("nope", "/nonexistent/mcp-server"), &dir)
-            .await
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        let err = McpServer::start(
+            entry("nope", "/nonexistent/mcp-server"),
+            &dir,
+            &Sandbox::off(),
+        )
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
         assert!(
             err.contains("cannot start `/nonexistent/mcp-server`"),
             "{err}"
@@ -161,7 +171,7 @@ mod tests {
         let dir = std::env::temp_dir();
         let mut cfg = entry("dies", "sh");
         cfg.args = vec!["-c".into(), "echo boom >&2; exit 3".into()];
-        let err = McpServer::start(cfg, &dir)
+        let err = McpServer::start(cfg, &dir, &Sandbox::off())
             .await
             .err()
             .map(|e| e.to_string())

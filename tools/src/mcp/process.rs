@@ -1,10 +1,13 @@
 //! The process of one MCP server: spawned with a scrubbed environment, its stderr kept as a
-//! short tail for error messages, its exit status recorded, and killed when dropped.
+//! short tail for error messages, its exit status recorded, and killed when dropped. It runs in
+//! the OS sandbox (`confine`): it may write in its working directory and a temp dir of its
+//! own, removed once it has exited.
 //!
 //! turnkey spawns the child itself and hands rmcp only the pipes (rather than using rmcp's
 //! child-process transport) so that a dead server's exit status and last stderr lines can be
 //! told to the model, and so that stopping it never depends on a task spawned at drop time.
 use super::{McpError, McpServerConfig};
+use crate::confine::{Limits, PrivateTmp, Sandbox};
 use crate::terminal::KEPT_ENV;
 use std::collections::VecDeque;
 use std::path::Path;
@@ -39,6 +42,7 @@ impl ServerProcess {
     pub(super) fn spawn(
         config: &McpServerConfig,
         workdir: &Path,
+        sandbox: &Sandbox,
     ) -> Result<(Self, Pipes), McpError> {
         let mut cmd = tokio::process::Command::new(&config.command);
         cmd.args(&config.args)
@@ -63,6 +67,9 @@ impl ServerProcess {
             command: config.command.clone(),
             source,
         };
+        let tmp = sandbox
+            .confine(&mut cmd, workdir, Limits::SERVER)
+            .map_err(|e| spawn_error(std::io::Error::other(e)))?;
         let mut child = cmd.spawn().map_err(spawn_error)?;
         let missing = || spawn_error(std::io::Error::other("a standard stream was not piped"));
         let stdin = child.stdin.take().ok_or_else(missing)?;
@@ -74,7 +81,7 @@ impl ServerProcess {
         let pid = child.id();
         let stop = CancellationToken::new();
         let (exit_tx, exit) = watch::channel(None);
-        tokio::spawn(watch_exit(child, stop.clone(), exit_tx));
+        tokio::spawn(watch_exit(child, stop.clone(), exit_tx, tmp));
         let process = Self {
             pid,
             exit,
@@ -105,11 +112,13 @@ impl ServerProcess {
 }
 
 /// Waits for the server to exit, or on stop for it to exit within [`EXIT_GRACE`] and then
-/// kills it; publishes a description of the exit status.
+/// kills it; publishes a description of the exit status. The server's temp dir goes once it
+/// has exited.
 async fn watch_exit(
     mut child: Child,
     stop: CancellationToken,
     exit: watch::Sender<Option<String>>,
+    _tmp: Option<PrivateTmp>,
 ) {
     let status = tokio::select! {
         status = child.wait() => status,

@@ -2,6 +2,7 @@
 //! `initialize` handshake, and the restart of a dead server, tried once by the next call.
 use super::process::ServerProcess;
 use super::{McpError, McpServerConfig, START_TIMEOUT};
+use crate::confine::Sandbox;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
     ProtocolVersion,
@@ -25,8 +26,12 @@ pub(super) struct Connection {
 }
 
 impl Connection {
-    async fn open(config: &McpServerConfig, workdir: &Path) -> Result<Self, McpError> {
-        let (process, pipes) = ServerProcess::spawn(config, workdir)?;
+    async fn open(
+        config: &McpServerConfig,
+        workdir: &Path,
+        sandbox: &Sandbox,
+    ) -> Result<Self, McpError> {
+        let (process, pipes) = ServerProcess::spawn(config, workdir, sandbox)?;
         // The handshake every stdio server on the registries speaks; the server answers with
         // the version it supports, and rmcp accepts any it knows.
         let info = ClientConfig::new(
@@ -103,6 +108,7 @@ fn is_transport_error(e: &ServiceError) -> bool {
 pub(super) struct Server {
     pub config: McpServerConfig,
     workdir: PathBuf,
+    sandbox: Sandbox,
     current: Mutex<Arc<Connection>>,
 }
 
@@ -110,8 +116,9 @@ impl Server {
     pub(super) async fn start(
         config: McpServerConfig,
         workdir: &Path,
+        sandbox: &Sandbox,
     ) -> Result<(Arc<Self>, Vec<rmcp::model::Tool>), McpError> {
-        let connection = Connection::open(&config, workdir).await?;
+        let connection = Connection::open(&config, workdir, sandbox).await?;
         let tools = tokio::time::timeout(START_TIMEOUT, connection.list_tools())
             .await
             .map_err(|_| {
@@ -120,6 +127,7 @@ impl Server {
         let server = Arc::new(Self {
             config,
             workdir: workdir.to_path_buf(),
+            sandbox: sandbox.clone(),
             current: Mutex::new(Arc::new(connection)),
         });
         Ok((server, tools))
@@ -138,7 +146,7 @@ impl Server {
         }
         let ending = current.process.ending(EXIT_STATUS_WAIT).await;
         tracing::warn!(server = %self.name(), "MCP server stopped ({ending}); restarting it");
-        match Connection::open(&self.config, &self.workdir).await {
+        match Connection::open(&self.config, &self.workdir, &self.sandbox).await {
             Ok(connection) => {
                 *current = Arc::new(connection);
                 tracing::info!(server = %self.name(), pid = ?current.pid(), "MCP server restarted");

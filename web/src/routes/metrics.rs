@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 use turnkey_storage::OutboxStatus;
+use turnkey_tools::SandboxState;
 
 pub struct Metrics {
     started: Instant,
@@ -48,6 +49,7 @@ impl Metrics {
         ready: bool,
         shutting_down: bool,
         outbox: Option<&BTreeMap<OutboxStatus, u64>>,
+        sandbox: &SandboxState,
     ) -> String {
         let mut out = String::new();
         let mut gauge = |name: &str, help: &str, value: String| {
@@ -75,6 +77,26 @@ impl Metrics {
             "turnkey_event_streams_open",
             "Server-sent event streams currently open.",
             self.event_streams.load(Ordering::Relaxed).to_string(),
+        );
+        gauge(
+            "turnkey_sandbox_enforced",
+            "1 when every command and MCP server is confined by Landlock (tools.sandbox).",
+            u8::from(sandbox.enforced).to_string(),
+        );
+        gauge(
+            "turnkey_sandbox_landlock_abi",
+            "The kernel's Landlock ABI version; 0 without Landlock.",
+            sandbox.landlock_abi.to_string(),
+        );
+        gauge(
+            "turnkey_sandbox_network_denied",
+            "1 when sandboxed commands cannot open network connections.",
+            u8::from(sandbox.network_denied).to_string(),
+        );
+        gauge(
+            "turnkey_sandbox_seccomp",
+            "1 when the seccomp filter refusing non-Unix sockets is in force.",
+            u8::from(sandbox.seccomp).to_string(),
         );
         if let Some(counts) = outbox {
             out.push_str(
@@ -136,6 +158,8 @@ fn escape_label(v: &str) -> String {
         status = 200,
         description = "Prometheus text: `turnkey_up`, `turnkey_ready`, `turnkey_shutting_down`, \
                        `turnkey_uptime_seconds`, `turnkey_event_streams_open`, \
+                       `turnkey_sandbox_enforced`, `turnkey_sandbox_landlock_abi`, \
+                       `turnkey_sandbox_network_denied`, `turnkey_sandbox_seccomp`, \
                        `turnkey_build_info{version}`, `turnkey_http_requests_total{route,status}`, \
                        `turnkey_outbox_rows{status}`; histograms \
                        `turnkey_turn_stage_seconds{stage}` (admit, lease, claim, context, \
@@ -162,9 +186,12 @@ pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
             None
         }
     };
-    let body = state
-        .metrics
-        .render(ready, state.shutting_down(), outbox.as_ref());
+    let body = state.metrics.render(
+        ready,
+        state.shutting_down(),
+        outbox.as_ref(),
+        state.gateway.sandbox(),
+    );
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")
         .body(body)
@@ -181,11 +208,13 @@ mod tests {
         m.record_request("/v1/sessions/{id}", 200);
         m.record_request("unmatched", 404);
         let outbox = BTreeMap::from([(OutboxStatus::Pending, 2), (OutboxStatus::Unknown, 1)]);
-        let text = m.render(true, false, Some(&outbox));
+        let sandbox = turnkey_tools::Sandbox::off();
+        let text = m.render(true, false, Some(&outbox), sandbox.state());
         assert!(text.contains("turnkey_outbox_rows{status=\"unknown\"} 1\n"));
         assert!(text.contains("turnkey_outbox_rows{status=\"pending\"} 2\n"));
         assert!(text.contains("turnkey_up 1\n"));
         assert!(text.contains("turnkey_ready 1\n"));
+        assert!(text.contains("turnkey_sandbox_enforced 0\n"));
         assert!(text.contains(
             "turnkey_http_requests_total{route=\"/v1/sessions/{id}\",status=\"200\"} 2\n"
         ));

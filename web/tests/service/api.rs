@@ -40,7 +40,15 @@ async fn healthz_answers_ok_and_readyz_ready() {
     let res = test::call_service(&app, TestRequest::get().uri("/readyz").to_request()).await;
     assert_eq!(res.status(), StatusCode::OK);
     let body: Value = test::read_body_json(res).await;
-    assert_eq!(body, json!({"status": "ready"}));
+    assert_eq!(body["status"], "ready");
+    // What the OS sandbox confines (SPEC R13.7) is part of readiness's detail.
+    let sandbox = &body["sandbox"];
+    assert_eq!(sandbox["mode"], "auto", "{body}");
+    for key in ["enforced", "network_denied", "network_rules", "seccomp"] {
+        assert!(sandbox[key].is_boolean(), "{key}: {body}");
+    }
+    assert!(sandbox["landlock_abi"].is_u64(), "{body}");
+    assert!(sandbox["summary"].is_string(), "{body}");
 }
 
 #[actix_web::test]

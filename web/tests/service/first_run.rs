@@ -126,6 +126,39 @@ fn doctor_on_an_empty_directory_creates_nothing() {
         "{head}"
     );
     assert!(out.contains("model test-model is listed"), "{out}");
+    // One line on the OS sandbox (SPEC R13.7): what confines commands here, or why nothing
+    // does (a warning in auto mode, not a problem).
+    let sandbox = turnkey_tools::Sandbox::new(turnkey_tools::SandboxMode::Auto, false).unwrap();
+    let line = if sandbox.state().enforced {
+        "sandbox: ok: landlock ABI"
+    } else {
+        "sandbox: WARNING: NOT confined"
+    };
+    assert!(out.contains(line), "{out}");
+}
+
+#[test]
+fn doctor_in_landlock_mode_reports_the_sandbox_or_fails() {
+    let d = TempDir::new().unwrap();
+    std::fs::write(
+        d.path().join("turnkey.toml"),
+        "[tools]\nsandbox = \"landlock\"\n",
+    )
+    .unwrap();
+    let (base, _requests) = http_server("200 OK", MODELS);
+    let (code, out) = run(with_provider(command(d.path()), &base), &["doctor"]);
+    let sandbox = turnkey_tools::Sandbox::new(turnkey_tools::SandboxMode::Auto, false).unwrap();
+    if sandbox.state().complete() {
+        assert_eq!(code, Some(0), "{out}");
+        assert!(out.contains("sandbox: ok: landlock ABI"), "{out}");
+        assert!(out.contains("network denied"), "{out}");
+    } else {
+        assert_eq!(code, Some(1), "{out}");
+        assert!(
+            out.contains("sandbox: PROBLEM: tools.sandbox = \"landlock\""),
+            "{out}"
+        );
+    }
 }
 
 #[test]
@@ -259,4 +292,103 @@ fn serve_without_a_provider_says_how_to_set_one() {
     ] {
         assert!(NO_PROVIDER_WARNING.contains(needle), "{needle}");
     }
+}
+
+/// The binary as a kernel without Landlock would run it: a seccomp filter (inherited, and
+/// kept across exec) answers `ENOSYS` to the Landlock system calls.
+fn without_landlock(mut c: Command) -> Command {
+    use seccompiler::{SeccompAction, SeccompFilter, TargetArch};
+    use std::os::unix::process::CommandExt;
+    let rules = [
+        libc::SYS_landlock_create_ruleset,
+        libc::SYS_landlock_add_rule,
+        libc::SYS_landlock_restrict_self,
+    ]
+    .into_iter()
+    .map(|nr| (nr, vec![]))
+    .collect();
+    let arch = TargetArch::try_from(std::env::consts::ARCH).unwrap();
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        arch,
+    )
+    .unwrap();
+    let program: seccompiler::BpfProgram = filter.try_into().unwrap();
+    #[allow(unsafe_code)]
+    // SAFETY: between fork and exec the closure makes two system calls (prctl, seccomp) on
+    // a program built before the fork; it does not allocate on success.
+    unsafe {
+        c.pre_exec(move || {
+            seccompiler::apply_filter(&program).map_err(|_| std::io::Error::last_os_error())
+        });
+    }
+    c
+}
+
+#[test]
+fn r13_7_serve_in_landlock_mode_refuses_a_kernel_without_landlock() {
+    let d = TempDir::new().unwrap();
+    std::fs::write(
+        d.path().join("turnkey.toml"),
+        "[tools]\nsandbox = \"landlock\"\n",
+    )
+    .unwrap();
+    let (base, _requests) = http_server("200 OK", MODELS);
+    let serve = without_landlock(with_provider(command(d.path()), &base));
+    let (code, out) = run(serve, &["serve", "--bind", "127.0.0.1:0"]);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains("tools.sandbox: \"landlock\", but this kernel cannot confine commands: Landlock is not in this kernel"),
+        "{out}"
+    );
+    assert!(!out.contains("listening on"), "{out}");
+    let doctor = without_landlock(with_provider(command(d.path()), &base));
+    let (code, out) = run(doctor, &["doctor"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("sandbox: PROBLEM: tools.sandbox = \"landlock\""),
+        "{out}"
+    );
+}
+
+#[test]
+fn r13_7_serve_in_auto_mode_without_landlock_starts_and_says_it_loudly() {
+    let d = TempDir::new().unwrap();
+    let (base, _requests) = http_server("200 OK", MODELS);
+    let doctor = without_landlock(with_provider(command(d.path()), &base));
+    let (code, out) = run(doctor, &["doctor"]);
+    assert_eq!(code, Some(0), "a warning is not a problem: {out}");
+    assert!(out.contains("sandbox: WARNING: NOT confined"), "{out}");
+    assert!(out.contains("Landlock is not in this kernel"), "{out}");
+
+    let mut child = without_landlock(with_provider(command(d.path()), &base))
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let listening = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .any(|l| l.starts_with("listening on "));
+    let pid = child.id().to_string();
+    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    child.wait().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(listening, "serve did not start: {err}");
+    assert!(
+        err.contains("warning: the OS sandbox is NOT in force"),
+        "{err}"
+    );
+    assert!(err.contains("Landlock is not in this kernel"), "{err}");
 }
