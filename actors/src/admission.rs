@@ -66,7 +66,14 @@ impl Handler<Submit> for AdmissionActor {
             if deps.providers.is_empty() {
                 return Err(GatewayError::NoProvider);
             }
-            let payload = normalize(&msg.principal, &msg.submission)?;
+            let mut payload = normalize(&msg.principal, &msg.submission)?;
+            // Masked before it is stored (SPEC R13.8); the digest is of the masked text, so a
+            // retry with the same text is still the same request.
+            if let Some(text) = payload["text"].as_str() {
+                if let std::borrow::Cow::Owned(masked) = deps.redactor.redact(text) {
+                    payload["text"] = serde_json::Value::String(masked);
+                }
+            }
             let request_id = msg.submission.request_id.as_deref();
             check_limits(
                 &deps,

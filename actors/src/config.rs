@@ -61,14 +61,23 @@ impl LimitsConfig {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SecurityConfig {
+    /// Configured secret values and well-known key shapes are masked in what a door admits
+    /// and in tool results, before they are stored or sent to a model (`redact`).
+    pub redact_secrets: bool,
     /// Audit entries older than this many days are deleted (checked hourly).
     pub audit_retention_days: u32,
+    /// Secrets known to the process but not in this configuration (the operator token), masked
+    /// too. Not a configuration key.
+    #[serde(skip)]
+    pub extra_secrets: Vec<String>,
 }
 
 impl Default for SecurityConfig {
     fn default() -> Self {
         Self {
+            redact_secrets: true,
             audit_retention_days: 90,
+            extra_secrets: Vec::new(),
         }
     }
 }

@@ -50,6 +50,8 @@ pub struct Deps {
     pub outbox_wake: Arc<tokio::sync::Notify>,
     /// The OS sandbox every command and MCP server runs in, probed at start-up (SPEC R13.7).
     pub sandbox: turnkey_tools::Sandbox,
+    /// Masks secrets in what a door admits and in tool results (SPEC R13.8).
+    pub redactor: crate::redact::Redactor,
 }
 
 /// The durable record and what announces it: a phase that commits writes through the store

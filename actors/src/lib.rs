@@ -9,7 +9,7 @@
 //! prefix of its path.
 //!
 //! 1. leaves: `error`, `display`, `stages`, `instance`, `wakeups`, `failpoints`, `provider_health`, `memory::scan`, `skills::document`, `platforms::chat`, `platforms::client`, `platforms::config`, `platforms::format`, `platforms::split`
-//! 2. settings: `limits`, `schedule`, `config`, `delegation`, `input`, `toolbox`, `platforms`, `platforms::telegram`, `platforms::slack`, `platforms::webhook`, `platforms::send`
+//! 2. settings: `limits`, `schedule`, `config`, `redact`, `delegation`, `input`, `toolbox`, `platforms`, `platforms::telegram`, `platforms::slack`, `platforms::webhook`, `platforms::send`
 //! 3. plumbing: `delivery`, `compressor`, `tool_exec`, `deps`, `memory`, `skills`
 //! 4. ownership: `lease`, `busy_policy`
 //! 5. turn: `turn`, `review`
@@ -37,6 +37,7 @@ pub mod outbox_sender;
 pub mod platforms;
 pub mod provider_health;
 pub mod recovery;
+pub mod redact;
 pub mod remote_interrupt;
 pub mod review;
 pub mod schedule;

@@ -201,7 +201,10 @@ pub async fn prepare(settings: &Settings) -> Result<(AppState, OperatorToken), S
         .ensure_principal(OPERATOR_ID, OPERATOR_ID, OPERATOR_KIND)
         .await?;
     let token = resolve_operator_token(settings)?;
-    let gateway = Gateway::start(settings.runtime(), store).await?;
+    let mut runtime = settings.runtime();
+    // The operator token is masked like a configured secret (SPEC R13.8).
+    runtime.security.extra_secrets.push(token.value.clone());
+    let gateway = Gateway::start(runtime, store).await?;
     let state = AppState::new(gateway, token.value.clone(), settings.server.max_body_bytes)
         .with_keepalive(Duration::from_secs(settings.server.sse_keepalive_s))
         .with_cors_origins(settings.server.cors_origins.clone());

@@ -152,6 +152,7 @@ impl Gateway {
         let delivery = DeliveryActor::new(store.clone(), hub.clone()).start();
         let compressor = CompressionActor::new(store.clone(), hub.clone()).start();
         let wakeups = Wakeups::default();
+        let redactor = crate::redact::Redactor::new(&config, &[]);
         let tools = ToolExecActor::new(
             store.clone(),
             hub.clone(),
@@ -161,6 +162,7 @@ impl Gateway {
             toolbox.workspace,
             config.data_dir.clone(),
             wakeups.clone(),
+            redactor.clone(),
         )
         .start();
         let deps = Arc::new(Deps {
@@ -182,6 +184,7 @@ impl Gateway {
             shutdown: CancellationToken::new(),
             outbox_wake: Default::default(),
             sandbox,
+            redactor,
         });
         let registry = SessionRegistry::new(deps.clone());
         let admission = AdmissionActor::new(deps.clone(), registry.clone()).start();

@@ -88,8 +88,9 @@ const INSTRUCTIONS: &[(&str, &str)] = &[
     ),
 ];
 
-/// Secret shapes, by name.
-const SECRETS: &[(&str, &str)] = &[
+/// Secret shapes that cannot be anything else, by name: also what `redact` masks wherever text
+/// is stored or sent (SPEC R13.8).
+pub(crate) const KEY_SHAPES: &[(&str, &str)] = &[
     (r"-----BEGIN [A-Z ]*PRIVATE KEY-----", "a private key"),
     (r"\bsk-ant-[A-Za-z0-9_-]{20,}", "an Anthropic API key"),
     (
@@ -108,6 +109,11 @@ const SECRETS: &[(&str, &str)] = &[
         r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}",
         "a JSON web token",
     ),
+];
+
+/// Looser secret shapes, refused in memory but not masked elsewhere (they also match code that
+/// merely names a password).
+const LOOSE_SECRETS: &[(&str, &str)] = &[
     (r"(?i)\bbearer\s+[A-Za-z0-9._~+/-]{20,}", "a bearer token"),
     (
         r#"(?i)\b(password|passwd|pwd|secret|api[_-]?key|access[_-]?token|auth[_-]?token|client[_-]?secret)\s*[:=]\s*["']?[^\s"']{6,}"#,
@@ -133,7 +139,10 @@ fn compile(list: &[(&'static str, &'static str)], case_insensitive: bool) -> Pat
 }
 
 static INSTRUCTION_SET: LazyLock<Patterns> = LazyLock::new(|| compile(INSTRUCTIONS, true));
-static SECRET_SET: LazyLock<Patterns> = LazyLock::new(|| compile(SECRETS, false));
+static SECRET_SET: LazyLock<Patterns> = LazyLock::new(|| {
+    let all: Vec<_> = KEY_SHAPES.iter().chain(LOOSE_SECRETS).copied().collect();
+    compile(&all, false)
+});
 /// Whether `c` cannot be seen, or is a control character other than a newline or a tab.
 fn invisible(c: char) -> bool {
     matches!(c,

@@ -92,6 +92,8 @@ struct Inner {
     workspace: PathBuf,
     data_dir: PathBuf,
     wakeups: Wakeups,
+    /// Masks secrets in results before they are stored or spilled (SPEC R13.8).
+    redactor: crate::redact::Redactor,
 }
 
 pub struct ToolExecActor {
@@ -109,6 +111,7 @@ impl ToolExecActor {
         workspace: PathBuf,
         data_dir: PathBuf,
         wakeups: Wakeups,
+        redactor: crate::redact::Redactor,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -120,6 +123,7 @@ impl ToolExecActor {
                 workspace,
                 data_dir,
                 wakeups,
+                redactor,
             }),
         }
     }
@@ -295,6 +299,9 @@ async fn run_call(round: &Round, i: usize) -> Result<Option<Message>, NotPersist
     } else {
         output.content
     };
+    // Masked before anything of it is written: the row, the spill file, the event's preview
+    // and every later model request are made from this (SPEC R13.8).
+    let content = round.inner.redactor.redact(&content).into_owned();
     let content = spill(round, call, content);
     finish(round, call, outcome, content, Some(began.elapsed()))
         .await
