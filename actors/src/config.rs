@@ -312,6 +312,55 @@ pub struct ToolsConfig {
     pub sandbox: SandboxMode,
     /// Whether sandboxed commands and MCP servers may open network connections.
     pub sandbox_network: bool,
+    /// `principal` (a workspace of its own per principal under the root; the operator's
+    /// sessions keep the root) or `shared` (one for all).
+    pub isolation: Isolation,
+}
+
+/// Whose files a session's tools see (`tools.isolation`, SPEC R13.8).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Isolation {
+    #[default]
+    Principal,
+    Shared,
+}
+
+/// Where the sessions of principals other than the operator work, under the workspace root.
+pub const PRINCIPALS_DIR: &str = "principals";
+
+impl ToolsConfig {
+    /// The workspace of the sessions `owner` owns, under `root` (the workspace root, absolute),
+    /// and the tree its commands may not read beyond it (`root`, when principals are isolated).
+    /// The operator's sessions, and every session with `isolation = "shared"`, work in `root`.
+    pub fn workspace_of(&self, root: &std::path::Path, owner: &str) -> (PathBuf, Option<PathBuf>) {
+        if self.isolation == Isolation::Shared || owner == "operator" {
+            return (root.to_path_buf(), None);
+        }
+        (
+            root.join(PRINCIPALS_DIR).join(principal_dir(owner)),
+            Some(root.to_path_buf()),
+        )
+    }
+}
+
+/// A principal's folder name: its id made safe for a path (letters, digits, `-`, `_`; at most
+/// 48 of them), and a short digest of the whole id so that two ids never share one.
+fn principal_dir(owner: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let safe: String = owner
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(48)
+        .collect();
+    let digest = hex::encode(&Sha256::digest(owner.as_bytes())[..4]);
+    format!("{safe}-{digest}")
 }
 
 impl Default for ToolsConfig {
@@ -346,6 +395,7 @@ impl Default for ToolsConfig {
             background_on_shutdown: OnShutdown::Stop,
             sandbox: SandboxMode::Auto,
             sandbox_network: false,
+            isolation: Isolation::Principal,
         }
     }
 }
@@ -589,5 +639,43 @@ impl RuntimeConfig {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn r13_8_each_principal_gets_a_folder_of_its_own_and_the_operator_the_root() {
+        let tools = ToolsConfig::default();
+        let root = Path::new("/srv/ws");
+        assert_eq!(
+            tools.workspace_of(root, "operator"),
+            (root.to_path_buf(), None)
+        );
+        let (a, hidden) = tools.workspace_of(root, "telegram:42");
+        assert_eq!(hidden.as_deref(), Some(root));
+        assert!(
+            a.to_string_lossy()
+                .starts_with("/srv/ws/principals/telegram_42-"),
+            "{}",
+            a.display()
+        );
+        // Ids that are the same once made safe still get different folders.
+        let (b, _) = tools.workspace_of(root, "telegram_42");
+        assert_ne!(a, b);
+        // Nothing in an id leads out of the folder.
+        let (c, _) = tools.workspace_of(root, "../../etc");
+        assert_eq!(c.parent(), Some(root.join("principals").as_path()));
+        let shared = ToolsConfig {
+            isolation: Isolation::Shared,
+            ..ToolsConfig::default()
+        };
+        assert_eq!(
+            shared.workspace_of(root, "telegram:42"),
+            (root.to_path_buf(), None)
+        );
     }
 }

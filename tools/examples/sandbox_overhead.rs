@@ -46,6 +46,7 @@ async fn main() {
     let workspace = tempfile::tempdir().unwrap();
     let ctx = ToolContext {
         workspace: std::fs::canonicalize(workspace.path()).unwrap(),
+        hidden: None,
         checkpoints: workspace.path().join(".checkpoints"),
         cancel: CancellationToken::new(),
         progress: Arc::new(|_| {}),

@@ -136,6 +136,7 @@ pub struct Started {
 pub fn start(
     command: &str,
     workspace: &Path,
+    hidden: Option<&Path>,
     files: &ProcessFiles,
     sandbox: &Sandbox,
 ) -> std::io::Result<Started> {
@@ -173,6 +174,7 @@ pub fn start(
         let prepared = sandbox
             .prepare(&Grant {
                 writable: &[workspace, &files.dir],
+                hidden,
                 limits: Limits::BACKGROUND,
             })
             .map_err(std::io::Error::other)?;
@@ -262,7 +264,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let files = ProcessFiles::new(dir.path().join("p"));
         std::fs::create_dir_all(&files.dir).expect("dir");
-        let started = start(command, dir.path(), &files, &Sandbox::off()).expect("start");
+        let started = start(command, dir.path(), None, &files, &Sandbox::off()).expect("start");
         (dir, files, started)
     }
 

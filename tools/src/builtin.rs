@@ -95,6 +95,7 @@ pub(crate) mod tests {
         let sink = Arc::clone(&lines);
         let ctx = ToolContext {
             workspace: std::fs::canonicalize(workspace.path()).unwrap(),
+            hidden: None,
             checkpoints: data.path().join("checkpoints/turn-1"),
             cancel: CancellationToken::new(),
             progress: Arc::new(move |line| sink.lock().unwrap().push(line)),

@@ -73,6 +73,10 @@ pub type ProgressSink = Arc<dyn Fn(String) + Send + Sync>;
 pub struct ToolContext {
     /// The directory every path is confined to (absolute, canonical).
     pub workspace: PathBuf,
+    /// A tree a command may not read beneath, but for `workspace`: the workspace root when
+    /// each principal has its own workspace (`tools.isolation = "principal"`); `None` when
+    /// the caller works in the root itself.
+    pub hidden: Option<PathBuf>,
     /// `data_dir/checkpoints/<turn_id>`: where file-changing tools save what they replace.
     pub checkpoints: PathBuf,
     /// Cancelled when the call must stop (interrupt, batch timeout): a running `terminal`

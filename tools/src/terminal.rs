@@ -135,10 +135,12 @@ impl Terminal {
             }
         }
         // Kept until the command is over, then removed with what the command left in it.
-        let _tmp = match self
-            .sandbox
-            .confine(&mut cmd, &ctx.workspace, Limits::COMMAND)
-        {
+        let _tmp = match self.sandbox.confine(
+            &mut cmd,
+            &ctx.workspace,
+            ctx.hidden.as_deref(),
+            Limits::COMMAND,
+        ) {
             Ok(tmp) => tmp,
             Err(e) => return ToolOutput::error(format!("the command was not started: {e}")),
         };

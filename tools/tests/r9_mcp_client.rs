@@ -58,6 +58,7 @@ fn config(name: &str, program: &Path, args: &[&str]) -> McpServerConfig {
 fn ctx(dir: &Path) -> ToolContext {
     ToolContext {
         workspace: dir.to_path_buf(),
+        hidden: None,
         checkpoints: dir.join("checkpoints"),
         cancel: CancellationToken::new(),
         progress: Arc::new(|_| {}),

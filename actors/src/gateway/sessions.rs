@@ -246,7 +246,14 @@ impl Gateway {
         turn: TurnId,
     ) -> Result<Vec<String>, GatewayError> {
         // Any id of a rotated lineage acts on the lineage (SPEC R6.4).
-        let session = self.authorize(principal, session).await?.lineage();
+        let row = self.authorize(principal, session).await?;
+        let session = row.lineage();
+        // Its files are in its owner's workspace (`tools.isolation`).
+        let (workspace, _) = self
+            .deps
+            .config
+            .tools
+            .workspace_of(&self.workspace, &row.owner);
         let not_found = || GatewayError::NotFound(format!("turn {turn}"));
         let admission = self
             .deps
@@ -266,7 +273,6 @@ impl Gateway {
             .data_dir
             .join("checkpoints")
             .join(turn.to_string());
-        let workspace = self.workspace.clone();
         // File I/O: off the async workers.
         let restored = tokio::task::spawn_blocking(move || {
             turnkey_tools::checkpoint::restore(&dir, &workspace)

@@ -52,6 +52,8 @@ pub struct Batch {
     pub turn: TurnRef,
     /// The principal whose input the turn runs (the admission's).
     pub principal: String,
+    /// The session's owner: whose workspace its tools work in (`tools.isolation`).
+    pub owner: String,
     pub fence: Fence,
     pub calls: Vec<PendingCall>,
     /// Cancelled when the turn must stop.
@@ -328,8 +330,19 @@ pub fn error_json(text: &str) -> String {
 /// not wind down within `STOP_GRACE` of the stop is abandoned with an error result.
 async fn execute(round: &Round, call: &PendingCall, tool: &dyn Tool, args: Value) -> ToolOutput {
     let progress = progress_sink(round, call);
+    let (workspace, hidden) = round
+        .inner
+        .config
+        .workspace_of(&round.inner.workspace, &round.batch.owner);
+    if let Err(e) = std::fs::create_dir_all(&workspace) {
+        return ToolOutput::error(format!(
+            "the workspace {} is not available: {e}",
+            workspace.display()
+        ));
+    }
     let ctx = ToolContext {
-        workspace: round.inner.workspace.clone(),
+        workspace,
+        hidden,
         checkpoints: round
             .inner
             .data_dir

@@ -216,6 +216,7 @@ fn batch(
     let batch = Batch {
         turn: ctx.turn_ref(),
         principal: ctx.admission.principal.clone(),
+        owner: ctx.session.owner.clone(),
         fence: ctx.fence.clone(),
         calls: pending,
         stop,

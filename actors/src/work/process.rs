@@ -187,7 +187,13 @@ async fn start(w: &Wired, ctx: &ToolContext, command: &str) -> Result<Background
         .await
         .map_err(super::store_err)?;
     let files = files_of(&p);
-    let started = match bg::start(command, &ctx.workspace, &files, &deps.sandbox) {
+    let started = match bg::start(
+        command,
+        &ctx.workspace,
+        ctx.hidden.as_deref(),
+        &files,
+        &deps.sandbox,
+    ) {
         Ok(s) => s,
         Err(e) => {
             let end = ProcessEnd {

@@ -410,8 +410,13 @@ pub async fn advance(w: &Wired, task: &SubagentTask) -> Result<bool, GatewayErro
                 let Some((status, body)) = outcome_of(deps, &a).await else {
                     return Ok(false);
                 };
-                let workspace = &deps.config.tools.workspace;
-                let body = report::bounded(&body, workspace, &format!("subagent-{}", task.task_id));
+                // Saved where the parent's tools can read it: its owner's workspace.
+                let (workspace, _) = deps
+                    .config
+                    .tools
+                    .workspace_of(&deps.config.tools.workspace, &task.owner);
+                let body =
+                    report::bounded(&body, &workspace, &format!("subagent-{}", task.task_id));
                 let text = report_text(task, status, &body);
                 deps.store
                     .settle_subagent_task(task.task_id, status, &text)

@@ -27,6 +27,7 @@ mod r13_8_delete_session;
 mod r13_8_limits;
 mod r13_8_redaction;
 mod r13_8_tokens;
+mod r13_8_workspaces;
 mod r13_9_auto_resume;
 mod r13_safe_resume;
 mod r1_1_openai_endpoint;

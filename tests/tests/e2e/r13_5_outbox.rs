@@ -719,7 +719,8 @@ async fn approval_buttons_go_out_and_a_press_decides(database: Option<&str>) {
     provider.on_user_text_times("make two", terminal("two"), 1);
     let fakes = Fakes::start();
     let toml = format!(
-        "{}\n[tools]\napproval = \"dangerous\"\napproval_timeout_s = 120\n",
+        // One workspace for every chat: the files are looked for in the root.
+        "{}\n[tools]\napproval = \"dangerous\"\napproval_timeout_s = 120\nisolation = \"shared\"\n",
         fakes.toml("")
     );
     let tk = start(&provider, database, &toml, &[]).await;

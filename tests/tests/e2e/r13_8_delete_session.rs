@@ -147,7 +147,11 @@ async fn deleting(database: Option<&str>) {
         "its checkpoint files went too"
     );
     // The file the agent wrote in the workspace is the principal's work, not the session's.
-    assert!(tk.dir.path().join("workspace").join("notes.txt").exists());
+    let homes = tk.dir.path().join("workspace").join("principals");
+    let kept = std::fs::read_dir(&homes)
+        .unwrap()
+        .any(|home| home.unwrap().path().join("notes.txt").exists());
+    assert!(kept, "alice's notes.txt is still in her workspace");
     let audit = op.get("/v1/audit").await;
     let entry = audit.body["entries"]
         .as_array()

@@ -327,7 +327,7 @@ async fn approvals_from_the_chat(database: Option<&str>) {
     let tk = start(
         &provider,
         database,
-        "\n[tools]\napproval = \"dangerous\"\napproval_timeout_s = 120\n",
+        "\n[tools]\napproval = \"dangerous\"\napproval_timeout_s = 120\nisolation = \"shared\"\n",
     )
     .await;
     let api = tk.api();
@@ -508,7 +508,7 @@ async fn subagent_approval_in_the_chat(database: Option<&str>) {
     let tk = start(
         &provider,
         database,
-        "\n[tools]\napproval = \"dangerous\"\napproval_timeout_s = 120\n",
+        "\n[tools]\napproval = \"dangerous\"\napproval_timeout_s = 120\nisolation = \"shared\"\n",
     )
     .await;
     let api = tk.api();

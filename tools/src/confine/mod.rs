@@ -8,6 +8,8 @@
 //! ruleset and filter in the parent ([`Sandbox::prepare`]) and the child only makes the few
 //! system calls that apply them, between fork and exec (`child.rs`).
 mod child;
+#[cfg(test)]
+mod isolation_tests;
 mod limits;
 mod probe;
 mod rules;
@@ -247,7 +249,7 @@ impl Sandbox {
         }
         let state = &self.0.state;
         let ruleset = if state.enforced {
-            let ruleset = rules::ruleset(grant.writable, !state.network_allowed)
+            let ruleset = rules::ruleset(grant.writable, !state.network_allowed, grant.hidden)
                 .map_err(|e| format!("cannot prepare the Landlock sandbox: {e}"))?;
             Some(ruleset)
         } else {
@@ -270,6 +272,7 @@ impl Sandbox {
         &self,
         cmd: &mut tokio::process::Command,
         workspace: &Path,
+        hidden: Option<&Path>,
         limits: Limits,
     ) -> Result<Option<PrivateTmp>, String> {
         if self.is_off() {
@@ -280,6 +283,7 @@ impl Sandbox {
         let tmp_path = tmp.path();
         let prepared = self.prepare(&Grant {
             writable: &[workspace, &tmp_path],
+            hidden,
             limits,
         })?;
         cmd.env("TMPDIR", &tmp_path);
@@ -291,6 +295,9 @@ impl Sandbox {
 /// What one child may do beyond reading: the directories it may write, and its limits.
 pub(crate) struct Grant<'a> {
     pub writable: &'a [&'a Path],
+    /// A tree nothing beneath which is readable but `writable` (the workspace root when
+    /// principals are isolated: other principals' workspaces).
+    pub hidden: Option<&'a Path>,
     pub limits: Limits,
 }
 

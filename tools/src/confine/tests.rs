@@ -348,6 +348,7 @@ async fn r13_7_the_file_size_limit_stops_a_runaway_write() {
         let prepared = sandbox
             .prepare(&Grant {
                 writable: &[&ctx.workspace],
+                hidden: None,
                 limits,
             })
             .unwrap();
@@ -386,7 +387,7 @@ async fn r13_7_a_background_command_and_its_wrapper_are_confined() {
         "echo in > bg.txt; echo tmp > \"$TMPDIR/t\" && echo tmp-ok; \
          grep NoNewPrivs /proc/$PPID/status; echo out > {out}/bg || echo refused"
     );
-    let mut started = bg::start(&command, &ctx.workspace, &files, &sandbox).unwrap();
+    let mut started = bg::start(&command, &ctx.workspace, None, &files, &sandbox).unwrap();
     started.child.wait().await.unwrap();
     assert_eq!(files.exit_code(), Some(0));
     let log = files.tail(4096);
@@ -407,7 +408,7 @@ async fn r13_7_a_background_command_and_its_wrapper_are_confined() {
     // The positive control: unconfined, the same command writes outside.
     let files = ProcessFiles::new(files.dir.with_file_name("q"));
     std::fs::create_dir_all(&files.dir).unwrap();
-    let mut started = bg::start(&command, &ctx.workspace, &files, &Sandbox::off()).unwrap();
+    let mut started = bg::start(&command, &ctx.workspace, None, &files, &Sandbox::off()).unwrap();
     started.child.wait().await.unwrap();
     assert!(
         dirs.outside.path().join("bg").exists(),

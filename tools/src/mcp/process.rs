@@ -68,7 +68,7 @@ impl ServerProcess {
             source,
         };
         let tmp = sandbox
-            .confine(&mut cmd, workdir, Limits::SERVER)
+            .confine(&mut cmd, workdir, None, Limits::SERVER)
             .map_err(|e| spawn_error(std::io::Error::other(e)))?;
         let mut child = cmd.spawn().map_err(spawn_error)?;
         let missing = || spawn_error(std::io::Error::other("a standard stream was not piped"));
