@@ -14,7 +14,7 @@ use std::time::Duration;
 
 /// The sandbox as `auto` sets it up here, or `None` (with the reason printed) where the
 /// kernel cannot confine.
-fn confined(network_allowed: bool) -> Option<Sandbox> {
+pub(super) fn confined(network_allowed: bool) -> Option<Sandbox> {
     let sandbox = Sandbox::new(SandboxMode::Auto, network_allowed).unwrap();
     if sandbox.state().enforced {
         return Some(sandbox);
