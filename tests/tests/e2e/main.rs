@@ -26,6 +26,7 @@ mod r13_7_sandbox;
 mod r13_8_delete_session;
 mod r13_8_limits;
 mod r13_8_redaction;
+mod r13_8_security;
 mod r13_8_tokens;
 mod r13_8_workspaces;
 mod r13_9_auto_resume;
