@@ -126,8 +126,8 @@ impl Handler<RetryUnknown> for AdmissionActor {
 
 /// The principal's limits (`[limits]`, SPEC R13.8), checked before anything is admitted. The
 /// operator and the gateway's own internal inputs are exempt, and so is a request id already
-/// admitted (its retry answers the earlier receipt). Each count is one indexed read, made only
-/// when its limit is set.
+/// admitted (its retry answers the earlier receipt; looked up only when a limit would refuse).
+/// Each count is one indexed read, made only when its limit is set.
 async fn check_limits(
     deps: &Deps,
     principal: &Principal,
@@ -139,6 +139,9 @@ async fn check_limits(
     if !limits.any() || principal.kind == "operator" || surface == crate::input::INTERNAL_SURFACE {
         return Ok(());
     }
+    let Some(refusal) = over_limit(deps, principal).await? else {
+        return Ok(());
+    };
     if let Some(rid) = request_id {
         if deps
             .store
@@ -149,6 +152,15 @@ async fn check_limits(
             return Ok(());
         }
     }
+    Err(refusal)
+}
+
+/// The refusal of the first limit `principal` is at, if any.
+async fn over_limit(
+    deps: &Deps,
+    principal: &Principal,
+) -> Result<Option<GatewayError>, GatewayError> {
+    let limits = &deps.config.limits;
     let now = turnkey_storage::now_ms();
     let who = &principal.id;
     if limits.turns_per_minute > 0 {
@@ -156,26 +168,26 @@ async fn check_limits(
         let (n, oldest) = deps.store.admitted_since(who, now - MINUTE_MS).await?;
         if n >= u64::from(limits.turns_per_minute) {
             let free_at = oldest.unwrap_or(now) + MINUTE_MS;
-            return Err(GatewayError::Limited {
+            return Ok(Some(GatewayError::Limited {
                 code: "rate_limited",
                 message: format!(
                     "at most {} inputs a minute (limits.turns_per_minute); try again shortly",
                     limits.turns_per_minute
                 ),
                 retry_after_s: seconds_until(now, free_at),
-            });
+            }));
         }
     }
     if limits.concurrent_turns > 0 {
         let running = deps.store.running_turns_of(who).await?;
         if running >= u64::from(limits.concurrent_turns) {
-            return Err(GatewayError::Limited {
+            return Ok(Some(GatewayError::Limited {
                 code: "rate_limited",
                 message: format!(
                     "{running} turns already run at once, the most allowed                      (limits.concurrent_turns); try again when one has ended"
                 ),
                 retry_after_s: 5,
-            });
+            }));
         }
     }
     if limits.tokens_per_day > 0 {
@@ -184,17 +196,17 @@ async fn check_limits(
             .tokens_on_day(who, turnkey_storage::day_of(now))
             .await?;
         if u64::try_from(used).unwrap_or(0) >= limits.tokens_per_day {
-            return Err(GatewayError::Limited {
+            return Ok(Some(GatewayError::Limited {
                 code: "quota_exceeded",
                 message: format!(
                     "{used} model tokens used today, the daily quota is {}                      (limits.tokens_per_day); it resets at 00:00 UTC",
                     limits.tokens_per_day
                 ),
                 retry_after_s: seconds_until(now, turnkey_storage::next_day_at(now)),
-            });
+            }));
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// Whole seconds from `now` to `at` (ms), at least 1.

@@ -28,22 +28,19 @@ impl Store {
     /// own internal inputs, reports and schedules, are not counted), and the `created_at` of
     /// the oldest of them (when the count goes down next).
     pub async fn admitted_since(&self, principal: &str, since: i64) -> Result<(u64, Option<i64>)> {
-        let q = admission::Entity::find()
+        // One statement: the count and the oldest together.
+        let row: Option<(i64, Option<i64>)> = admission::Entity::find()
+            .select_only()
+            .column_as(admission::Column::Id.count(), "n")
+            .column_as(admission::Column::CreatedAt.min(), "oldest")
             .filter(admission::Column::Principal.eq(principal))
             .filter(admission::Column::CreatedAt.gte(since))
-            .filter(admission::Column::Surface.ne("internal"));
-        let n = q.clone().count(self.connection()).await?;
-        if n == 0 {
-            return Ok((0, None));
-        }
-        let oldest: Option<i64> = q
-            .select_only()
-            .column_as(admission::Column::CreatedAt.min(), "oldest")
+            .filter(admission::Column::Surface.ne("internal"))
             .into_tuple()
             .one(self.connection())
-            .await?
-            .flatten();
-        Ok((n, oldest))
+            .await?;
+        let (n, oldest) = row.unwrap_or((0, None));
+        Ok((u64::try_from(n).unwrap_or(0), oldest))
     }
 
     /// How many turns of `principal`'s admissions run now (on any replica).
