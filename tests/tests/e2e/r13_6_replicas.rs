@@ -321,3 +321,61 @@ async fn r4_5_input_admitted_on_b_cancels_the_review_running_on_a() {
     assert_eq!(done["outcome"]["result"], "completed", "{done}");
     provider.release_hangs();
 }
+
+// ---------------------------------------------------------------------------------------
+// One workspace volume for every replica (deploy/: compose `workspace`, k8s `pvc.yaml`).
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r13_8_a_sessions_file_written_on_one_replica_is_read_on_the_other() {
+    let provider = ScriptedProvider::start();
+    provider.on_tool_result("save it", Reply::text("saved"));
+    provider.on_user_text(
+        "save it",
+        Reply::tool_call(
+            "w1",
+            "write_file",
+            serde_json::json!({"path": "shared.txt", "content": "written on A"}),
+        ),
+    );
+    provider.on_tool_result("read it", Reply::text("read"));
+    provider.on_user_text(
+        "read it",
+        Reply::tool_call("r1", "read_file", serde_json::json!({"path": "shared.txt"})),
+    );
+    let volume = tempfile::tempdir().unwrap();
+    let toml = format!(
+        "[tools]\napproval = \"off\"\nworkspace = \"{}\"\n",
+        volume.path().display()
+    );
+    let Some(mut p) = pair(&provider, &toml).await else {
+        return;
+    };
+    let r =
+        p.a.api()
+            .post("/v1/tokens", &serde_json::json!({"name": "alice"}))
+            .await;
+    let token = r.str_field("token");
+    let (on_a, on_b) = (
+        p.a.api().with_token(Some(&token)),
+        p.b.api().with_token(Some(&token)),
+    );
+    let s = on_a.create_session_id().await;
+    let first = on_a.submit_accepted(&s, "save it").await;
+    on_a.wait_terminal(&first, BOUND).await;
+    // A is gone: the next turn can only run on B, with only the shared volume to find the file.
+    p.a.kill();
+    let second = on_b.submit_accepted(&s, "read it").await;
+    on_b.wait_terminal(&second, BOUND).await;
+    let reqs = provider.requests();
+    let save = reqs.iter().find(|r| r.last_user_text == "save it").unwrap();
+    let read = reqs.iter().find(|r| r.last_user_text == "read it").unwrap();
+    assert!(ran_on_a(save), "the first turn ran on A");
+    assert!(!ran_on_a(read), "the second turn ran on B");
+    let n = provider.request_count();
+    let got = (0..n)
+        .rev()
+        .map(|i| provider.tool_result(i, "r1"))
+        .find(|t| !t.is_empty())
+        .unwrap();
+    assert!(got.contains("written on A"), "{got}");
+}

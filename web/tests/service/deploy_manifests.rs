@@ -516,10 +516,17 @@ fn compose_runs_migrate_once_then_two_replicas_on_postgres_behind_nginx() {
             "{name}: stop_grace_period {grace:?} < drain bound {bound:?}"
         );
         ports.push(port_of(&settings.server.bind));
-        // Each replica keeps its own data volume.
-        assert!(strings(at(service, &["volumes"]))
+        // Each replica keeps its own data volume, and mounts the one shared workspace where
+        // its settings put the tools' workspace.
+        let volumes = strings(at(service, &["volumes"]));
+        assert!(volumes
             .iter()
             .any(|v| v == &format!("{name}-data:/var/lib/turnkey")));
+        let shared = format!("workspace:{}", settings.tools.workspace.display());
+        assert!(
+            volumes.contains(&shared),
+            "{name}: {volumes:?} lacks {shared}"
+        );
     }
     databases.dedup();
     assert_eq!(
@@ -749,7 +756,13 @@ async fn the_kubernetes_manifests_probe_the_real_endpoints_and_outlast_the_drain
     let docs = k8s();
     assert_eq!(
         docs.keys().collect::<Vec<_>>(),
-        ["ConfigMap", "Deployment", "PodDisruptionBudget", "Service"]
+        [
+            "ConfigMap",
+            "Deployment",
+            "PersistentVolumeClaim",
+            "PodDisruptionBudget",
+            "Service"
+        ]
     );
     // The keys the kustomization's comment tells to put in the Secret.
     let secrets = HashMap::from([
@@ -771,6 +784,29 @@ async fn the_kubernetes_manifests_probe_the_real_endpoints_and_outlast_the_drain
     let args = strings(at(container, &["args"]));
     let command = turnkey_command(&args, "the Deployment");
     assert!(matches!(command, Command::Serve(_)), "{command:?}");
+
+    // The tools' workspace is one ReadWriteMany claim every pod mounts.
+    let claim = &docs["PersistentVolumeClaim"];
+    assert_eq!(
+        strings(at(claim, &["spec", "accessModes"])),
+        ["ReadWriteMany"]
+    );
+    let shared = at(container, &["volumeMounts"])
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|m| str_at(m, &["mountPath"]) == "/var/lib/turnkey/workspace")
+        .expect("the workspace is mounted");
+    let volume = at(pod, &["volumes"])
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|v| str_at(v, &["name"]) == str_at(shared, &["name"]))
+        .expect("the workspace volume");
+    assert_eq!(
+        str_at(volume, &["persistentVolumeClaim", "claimName"]),
+        str_at(claim, &["metadata", "name"])
+    );
 
     // --config is the ConfigMap's file, mounted where the args say.
     let config = config_flag(&command).expect("--config");
