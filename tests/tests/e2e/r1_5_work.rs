@@ -109,6 +109,21 @@ fn parent_delegates(provider: &ScriptedProvider, ask: &str, tasks: Value, after:
     );
 }
 
+/// The parent delegates `goal` when it reads `ask`; the child, reading its goal, makes `call`
+/// once and then says `after`; the parent notes the report.
+fn one_child_calls(
+    provider: &ScriptedProvider,
+    ask: &str,
+    goal: &str,
+    call: (&str, &str, Value),
+    after: &str,
+) {
+    provider.on_user_text(SUBAGENT_REPORT, Reply::text("noted"));
+    provider.on_tool_result(goal, Reply::text(after));
+    provider.on_user_text(goal, Reply::tool_call(call.0, call.1, call.2));
+    parent_delegates(provider, ask, json!([{ "goal": goal }]), "delegated");
+}
+
 // ---------------------------------------------------------------------------------------
 // A child's answer comes back as a parent input and is answered.
 
@@ -354,17 +369,12 @@ async fn r1_5_the_depth_limit_holds() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn r1_5_at_the_default_depth_a_child_cannot_delegate() {
     let provider = ScriptedProvider::start();
-    provider.on_user_text(SUBAGENT_REPORT, Reply::text("noted"));
-    provider.on_tool_result("FLAT-CHILD", Reply::text("could not delegate"));
-    provider.on_user_text(
-        "FLAT-CHILD",
-        Reply::tool_call("c1", "delegate_task", json!({"goal": "FLAT-GRAND"})),
-    );
-    parent_delegates(
+    one_child_calls(
         &provider,
         "Stay flat",
-        json!([{"goal": "FLAT-CHILD"}]),
-        "delegated",
+        "FLAT-CHILD",
+        ("c1", "delegate_task", json!({"goal": "FLAT-GRAND"})),
+        "could not delegate",
     );
     let tk = start(&provider, None, "").await;
     let api = tk.api();
@@ -962,17 +972,12 @@ async fn r1_5_an_agent_schedule_made_in_a_chat_reminds_the_chat() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn r1_5_a_childs_approval_is_decided_through_its_parent() {
     let provider = ScriptedProvider::start();
-    provider.on_user_text(SUBAGENT_REPORT, Reply::text("noted"));
-    provider.on_tool_result("CHILD-ASKS", Reply::text("child done"));
-    provider.on_user_text(
-        "CHILD-ASKS",
-        Reply::tool_call("w1", "terminal", json!({"command": "echo hi > asked"})),
-    );
-    parent_delegates(
+    one_child_calls(
         &provider,
         "Delegate and approve",
-        json!([{"goal": "CHILD-ASKS"}]),
-        "delegated",
+        "CHILD-ASKS",
+        ("w1", "terminal", json!({"command": "echo hi > asked"})),
+        "child done",
     );
     let tk = Turnkey::start(
         TurnkeyOptions::new(&provider).extra_toml("[tools]\napproval = \"dangerous\"\n"),
