@@ -37,11 +37,10 @@ pub struct Redactor {
 }
 
 impl Redactor {
-    /// From the configuration's secrets and `extra` ones (besides
-    /// `security.extra_secrets`); off when `security.redact_secrets` is false.
-    pub fn new(config: &RuntimeConfig, extra: &[String]) -> Self {
-        let mut values: Vec<String> = extra.to_vec();
-        values.extend(config.security.extra_secrets.iter().cloned());
+    /// From the configuration's secrets (`security.extra_secrets`, the operator token, among
+    /// them); off when `security.redact_secrets` is false.
+    pub fn new(config: &RuntimeConfig) -> Self {
+        let mut values: Vec<String> = config.security.extra_secrets.clone();
         for p in &config.providers {
             if let Some(k) = &p.api_key {
                 values.push(k.expose().to_owned());
@@ -111,10 +110,12 @@ mod tests {
 
     #[test]
     fn r13_8_configured_values_and_key_shapes_are_masked() {
-        let r = Redactor::new(
-            &with_key("local-provider-key-123"),
-            &["tk_operator_secret".into()],
-        );
+        let mut config = with_key("local-provider-key-123");
+        config
+            .security
+            .extra_secrets
+            .push("tk_operator_secret".into());
+        let r = Redactor::new(&config);
         let text = "key=local-provider-key-123 op=tk_operator_secret \
                     gh=ghp_abcdefghijklmnopqrstuvwxyz0123456789 \
                     ant=sk-ant-api03-abcdefghijklmnopqrstuvwxyz";
@@ -129,7 +130,7 @@ mod tests {
 
     #[test]
     fn r13_8_ordinary_text_and_code_are_left_alone() {
-        let r = Redactor::new(&with_key("local-provider-key-123"), &[]);
+        let r = Redactor::new(&with_key("local-provider-key-123"));
         for text in [
             "password = input(\"password: \")",
             "Authorization: Bearer {token}",
@@ -142,11 +143,11 @@ mod tests {
 
     #[test]
     fn r13_8_short_values_are_not_masked_and_off_masks_nothing() {
-        let r = Redactor::new(&with_key("short"), &[]);
+        let r = Redactor::new(&with_key("short"));
         assert_eq!(r.redact("a short word"), "a short word");
         let mut c = with_key("local-provider-key-123");
         c.security.redact_secrets = false;
-        let off = Redactor::new(&c, &[]);
+        let off = Redactor::new(&c);
         assert_eq!(
             off.redact("local-provider-key-123"),
             "local-provider-key-123"

@@ -477,16 +477,9 @@ async fn pending_with_subagents(
     session: SessionId,
 ) -> Result<Vec<Approval>, GatewayError> {
     let mut pending = Vec::new();
-    let mut sessions = vec![session];
-    // Depth is bounded by `delegation.max_depth`; this bound only guards a corrupt tree.
-    for _ in 0..32 {
-        let Some(at) = sessions.pop() else { break };
+    // At most `max_children` run per session, to `max_depth`.
+    for at in gw.with_subagents(session, true, 32).await? {
         pending.extend(gw.store().pending_approvals(at).await?);
-        for task in gw.store().subagent_tasks(at).await? {
-            if task.status == "running" {
-                sessions.push(task.child_session_id);
-            }
-        }
     }
     pending.sort_by_key(|a| a.created_at);
     Ok(pending)

@@ -19,7 +19,8 @@ impl Gateway {
     ) -> Result<(), GatewayError> {
         // Any id of a rotated lineage deletes the lineage (SPEC R6.4).
         let root = self.authorize(principal, session).await?.lineage();
-        let sessions = self.with_subagents(root).await?;
+        // Every sub-agent it ever had, finished ones included.
+        let sessions = self.with_subagents(root, false, 1024).await?;
         for s in &sessions {
             crate::remote_interrupt::interrupt(&self.deps, &self.registry, *s, "deleted".into())
                 .await?;
@@ -51,15 +52,22 @@ impl Gateway {
         Ok(())
     }
 
-    /// `root` and, depth first, the sessions its sub-agents ran in.
-    async fn with_subagents(&self, root: SessionId) -> Result<Vec<SessionId>, GatewayError> {
-        // Depth is bounded by `delegation.max_depth`; this bound only guards a corrupt tree.
-        const MAX_SESSIONS: usize = 1024;
+    /// `root` and, breadth first, the sessions its sub-agents ran in (only those still
+    /// running, with `running_only`), at most `max` of them: depth is bounded by
+    /// `delegation.max_depth`, so `max` only guards against a corrupt tree.
+    pub(super) async fn with_subagents(
+        &self,
+        root: SessionId,
+        running_only: bool,
+        max: usize,
+    ) -> Result<Vec<SessionId>, GatewayError> {
         let mut all = vec![root];
         let mut at = 0;
-        while at < all.len() && all.len() < MAX_SESSIONS {
+        while at < all.len() && all.len() < max {
             for task in self.deps.store.subagent_tasks(all[at]).await? {
-                all.push(task.child_session_id);
+                if !running_only || task.status == "running" {
+                    all.push(task.child_session_id);
+                }
             }
             at += 1;
         }

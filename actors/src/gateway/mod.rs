@@ -152,7 +152,7 @@ impl Gateway {
         let delivery = DeliveryActor::new(store.clone(), hub.clone()).start();
         let compressor = CompressionActor::new(store.clone(), hub.clone()).start();
         let wakeups = Wakeups::default();
-        let redactor = crate::redact::Redactor::new(&config, &[]);
+        let redactor = crate::redact::Redactor::new(&config);
         let tools = ToolExecActor::new(
             store.clone(),
             hub.clone(),

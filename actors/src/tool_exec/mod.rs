@@ -334,11 +334,14 @@ async fn execute(round: &Round, call: &PendingCall, tool: &dyn Tool, args: Value
         .inner
         .config
         .workspace_of(&round.inner.workspace, &round.batch.owner);
-    if let Err(e) = std::fs::create_dir_all(&workspace) {
-        return ToolOutput::error(format!(
-            "the workspace {} is not available: {e}",
-            workspace.display()
-        ));
+    // A principal's own folder is made on its first call; the root exists since start-up.
+    if hidden.is_some() {
+        if let Err(e) = std::fs::create_dir_all(&workspace) {
+            return ToolOutput::error(format!(
+                "the workspace {} is not available: {e}",
+                workspace.display()
+            ));
+        }
     }
     let ctx = ToolContext {
         workspace,

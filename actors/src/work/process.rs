@@ -430,16 +430,11 @@ pub async fn stop_all(w: &Wired) {
         let Ok(Some(p)) = w.deps.store.get_background_process(id).await else {
             continue;
         };
-        if p.status != "running" {
-            continue;
-        }
-        w.processes.0.insert(id, true);
-        if let Some(pid) = p.pid.or_else(|| files_of(&p).written_pid()) {
-            bg::kill_group(pid, p.pid_start, KILL_GRACE).await;
-        }
-        let end = end_of(&files_of(&p), true);
-        match w.deps.store.end_background_process(id, &end).await {
-            Ok(_) => tracing::info!(process = %id, "background process stopped with the gateway"),
+        match kill(w, &p).await {
+            Ok(false) => {}
+            Ok(true) => {
+                tracing::info!(process = %id, "background process stopped with the gateway")
+            }
             Err(e) => {
                 tracing::warn!(process = %id, error = %e, "cannot record a stopped background process")
             }
@@ -451,20 +446,28 @@ pub async fn stop_all(w: &Wired) {
 /// and records them `killed`.
 pub async fn kill_session(w: &Wired, session: SessionId) -> Result<(), GatewayError> {
     for p in w.deps.store.background_processes(session).await? {
-        if p.status != "running" {
-            continue;
+        if kill(w, &p).await? {
+            tracing::info!(process = %p.process_id, %session, "background process killed with its session");
         }
-        w.processes.0.insert(p.process_id, true);
-        if let Some(pid) = p.pid.or_else(|| files_of(&p).written_pid()) {
-            bg::kill_group(pid, p.pid_start, KILL_GRACE).await;
-        }
-        w.deps
-            .store
-            .end_background_process(p.process_id, &end_of(&files_of(&p), true))
-            .await?;
-        tracing::info!(process = %p.process_id, %session, "background process killed with its session");
     }
     Ok(())
+}
+
+/// Kills `p` with its group if it runs, and records it `killed` (its watcher, marked first,
+/// leaves the end to this). Answers whether it ran.
+async fn kill(w: &Wired, p: &BackgroundProcess) -> Result<bool, GatewayError> {
+    if p.status != "running" {
+        return Ok(false);
+    }
+    w.processes.0.insert(p.process_id, true);
+    if let Some(pid) = p.pid.or_else(|| files_of(p).written_pid()) {
+        bg::kill_group(pid, p.pid_start, KILL_GRACE).await;
+    }
+    w.deps
+        .store
+        .end_background_process(p.process_id, &end_of(&files_of(p), true))
+        .await?;
+    Ok(true)
 }
 
 /// `process {action, process_id}`.
