@@ -74,6 +74,8 @@ pub struct Models<'a> {
     pub tool_schemas: &'a [ToolSchema],
     pub compressor: &'a Addr<CompressionActor>,
     pub delivery: &'a Addr<DeliveryActor>,
+    /// What the model's text and errors pass through before they are stored or sent.
+    pub redactor: &'a crate::redact::Redactor,
 }
 
 impl Deps {
@@ -92,6 +94,7 @@ impl Deps {
             tool_schemas: &self.tool_schemas,
             compressor: &self.compressor,
             delivery: &self.delivery,
+            redactor: &self.redactor,
         }
     }
 }

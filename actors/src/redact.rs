@@ -3,18 +3,23 @@
 //! the operator token) and the key shapes that cannot be anything else (`memory::scan`'s
 //! `KEY_SHAPES`: provider and platform keys, private keys, JSON web tokens) become a mask.
 //! Applied where outside text enters the transcript — a door's input at admission, a tool's
-//! result before its row (and spill file) is written — so the events, outbox rows and model
-//! requests made from them never carry the secret either.
+//! result before its row (and spill file) is written, a memory entry before it is stored —
+//! and where the model's text comes back (its answer and streamed deltas, a provider's error
+//! message), so the events, outbox rows and model requests made from them never carry the
+//! secret either. The log lines are masked as they are written (`turnkey_web::telemetry`).
 use crate::config::RuntimeConfig;
 use crate::memory::scan::KEY_SHAPES;
 use regex::Regex;
 use std::borrow::Cow;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 /// What a configured secret's value becomes.
 pub const MASK: &str = "[redacted]";
 /// A configured value shorter than this is not masked: it would hit ordinary words.
 const MIN_SECRET_CHARS: usize = 8;
+/// Streamed text is held back from the last whitespace on (a secret is one word), but no more
+/// than this many bytes of one word: a longer run is let through, masked as far as it goes.
+const MAX_HELD_WORD: usize = 512;
 
 static SHAPES: LazyLock<Vec<(Regex, String)>> = LazyLock::new(|| {
     KEY_SHAPES
@@ -33,7 +38,7 @@ static SHAPES: LazyLock<Vec<(Regex, String)>> = LazyLock::new(|| {
 pub struct Redactor {
     on: bool,
     /// Configured values, longest first (so a value that contains another goes whole).
-    values: Vec<String>,
+    values: Arc<[String]>,
 }
 
 impl Redactor {
@@ -68,8 +73,40 @@ impl Redactor {
         values.dedup();
         Self {
             on: config.security.redact_secrets,
-            values,
+            values: values.into(),
         }
+    }
+
+    /// Whether it masks anything at all.
+    pub fn is_on(&self) -> bool {
+        self.on
+    }
+
+    /// How much of `text`, streamed and not complete yet, can be masked and sent now: up to
+    /// its last whitespace (key shapes and secrets are single words), and never the start of a
+    /// configured value cut by the end of `text`. The rest waits for more text.
+    pub fn settled_len(&self, text: &str) -> usize {
+        if !self.on {
+            return text.len();
+        }
+        let mut end = match text.rfind(char::is_whitespace) {
+            Some(i) => i + text[i..].chars().next().map_or(1, char::len_utf8),
+            None => 0,
+        };
+        if text.len() - end > MAX_HELD_WORD {
+            end = text.len();
+        }
+        // A configured value may hold spaces: its cut start waits too.
+        for v in self.values.iter() {
+            let from = text.len().saturating_sub(v.len().saturating_sub(1));
+            for i in (from..text.len()).filter(|&i| text.is_char_boundary(i)) {
+                if i < end && v.starts_with(&text[i..]) {
+                    end = i;
+                    break;
+                }
+            }
+        }
+        end
     }
 
     /// `text` with every secret masked; borrowed when there was none.
@@ -78,7 +115,7 @@ impl Redactor {
             return Cow::Borrowed(text);
         }
         let mut out = Cow::Borrowed(text);
-        for v in &self.values {
+        for v in self.values.iter() {
             if out.contains(v.as_str()) {
                 out = Cow::Owned(out.replace(v.as_str(), MASK));
             }
@@ -139,6 +176,21 @@ mod tests {
         ] {
             assert!(matches!(r.redact(text), Cow::Borrowed(_)), "{text}");
         }
+    }
+
+    #[test]
+    fn r13_8_streamed_text_is_held_back_from_a_cut_word_or_a_cut_secret() {
+        let r = Redactor::new(&with_key("local provider key 123"));
+        assert_eq!(r.settled_len("hello wor"), "hello ".len());
+        assert_eq!(r.settled_len("hello world\n"), "hello world\n".len());
+        assert_eq!(r.settled_len("key: local provider"), "key: ".len());
+        assert_eq!(r.settled_len("nothing"), 0);
+        let long = "x".repeat(MAX_HELD_WORD + 1);
+        assert_eq!(r.settled_len(&long), long.len());
+        assert_eq!(r.settled_len("é ü"), "é ".len());
+        let mut c = with_key("local-provider-key-123");
+        c.security.redact_secrets = false;
+        assert_eq!(Redactor::new(&c).settled_len("hello wor"), 9);
     }
 
     #[test]

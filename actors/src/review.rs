@@ -338,6 +338,8 @@ fn stage_memory(
     args: &serde_json::Value,
 ) -> Result<String, String> {
     let (target, edit) = edit_of(args)?;
+    let mut buf = String::new();
+    let edit = crate::memory::masked(edit, &deps.redactor, &mut buf);
     let limit = deps.config.memory.limit(target);
     let (action, text, old_text) = match edit {
         MemoryEdit::Add { text } => ("add", Some(text), None),

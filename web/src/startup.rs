@@ -204,6 +204,7 @@ pub async fn prepare(settings: &Settings) -> Result<(AppState, OperatorToken), S
     let mut runtime = settings.runtime();
     // The operator token is masked like a configured secret (SPEC R13.8).
     runtime.security.extra_secrets.push(token.value.clone());
+    crate::telemetry::mask_logs(turnkey_actors::redact::Redactor::new(&runtime));
     let gateway = Gateway::start(runtime, store).await?;
     let state = AppState::new(gateway, token.value.clone(), settings.server.max_body_bytes)
         .with_keepalive(Duration::from_secs(settings.server.sse_keepalive_s))

@@ -2,19 +2,23 @@
 //! for the lines scripts read (`operator token: …`, `listening on http://…`). Traces: when
 //! `[telemetry] otlp_endpoint` is set, the spans of turns (`turn` and its phases) and of HTTP
 //! requests (`http_request`) are exported over OTLP/HTTP (protobuf) by a batch exporter, and
-//! flushed when `serve` ends.
+//! flushed when `serve` ends. Once the configuration is read, every log line is written with
+//! its secrets masked (`mask_logs`; SPEC R13.8): a provider's error that quotes its key, a
+//! platform's answer that echoes a token.
 use crate::configuration::{InvalidConfig, TelemetrySettings};
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{Protocol, WithExportConfig};
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
 use opentelemetry_sdk::Resource;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
+use std::sync::OnceLock;
 use std::time::Duration;
 use tracing::Level;
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
+use turnkey_actors::redact::Redactor;
 
 const DEFAULT_FILTER: &str = "info,sqlx=warn,sea_orm=warn,sea_orm_migration=warn";
 /// At exit, how long buffered spans get to reach the collector (part of
@@ -64,6 +68,44 @@ pub fn init_with(settings: &TelemetrySettings) -> Result<Traces, InvalidConfig> 
     })
 }
 
+/// The masking every log line passes through, once the configuration is known.
+static LOG_MASK: OnceLock<Redactor> = OnceLock::new();
+
+/// Masks the secrets `redactor` knows in every log line written from now on. The first call
+/// wins (one configuration a process).
+pub fn mask_logs(redactor: Redactor) {
+    if LOG_MASK.set(redactor).is_err() {
+        tracing::debug!("log masking already installed");
+    }
+}
+
+/// stderr, each formatted event masked before it is written. The formatter hands over one
+/// whole event a write, so a secret is never split between two writes.
+struct MaskedStderr;
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for MaskedStderr {
+    type Writer = MaskedStderr;
+    fn make_writer(&'a self) -> Self::Writer {
+        MaskedStderr
+    }
+}
+
+impl Write for MaskedStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut err = std::io::stderr().lock();
+        match (LOG_MASK.get(), std::str::from_utf8(buf)) {
+            (Some(mask), Ok(line)) if mask.is_on() => {
+                err.write_all(mask.redact(line).as_bytes())?;
+            }
+            _ => err.write_all(buf)?,
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
 fn log_layer<S>() -> impl Layer<S>
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
@@ -71,7 +113,7 @@ where
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
     tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
+        .with_writer(MaskedStderr)
         .with_ansi(std::io::stderr().is_terminal())
         .with_filter(filter)
 }

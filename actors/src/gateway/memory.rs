@@ -59,6 +59,8 @@ impl Gateway {
             session: None,
         };
         let limit = self.deps.config.memory.limit(target);
+        let mut buf = String::new();
+        let edit = crate::memory::masked(edit, &self.deps.redactor, &mut buf);
         let written = self
             .deps
             .store

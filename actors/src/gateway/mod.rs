@@ -112,12 +112,14 @@ impl Gateway {
         // Listening starts before recovery: nothing another replica does meanwhile is missed.
         let notices = store.notices().await?;
         let hub = EventHub::default();
+        let redactor = crate::redact::Redactor::new(&config);
         let mut own: Vec<Arc<dyn turnkey_tools::Tool>> = Vec::new();
         if config.memory.enabled {
             own.push(Arc::new(MemoryTool::new(
                 store.clone(),
                 hub.clone(),
                 config.memory.clone(),
+                redactor.clone(),
             )));
         }
         let handles = crate::work::Handles::default();
@@ -152,7 +154,6 @@ impl Gateway {
         let delivery = DeliveryActor::new(store.clone(), hub.clone()).start();
         let compressor = CompressionActor::new(store.clone(), hub.clone()).start();
         let wakeups = Wakeups::default();
-        let redactor = crate::redact::Redactor::new(&config);
         let tools = ToolExecActor::new(
             store.clone(),
             hub.clone(),

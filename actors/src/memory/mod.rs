@@ -4,7 +4,35 @@
 pub mod scan;
 pub mod tool;
 
-use turnkey_storage::{MemoryTarget, MemoryWrite};
+use crate::redact::Redactor;
+use std::borrow::Cow;
+use turnkey_storage::{MemoryEdit, MemoryTarget, MemoryWrite};
+
+/// `edit` with the secrets in its new text masked (SPEC R13.8): memory goes into every later
+/// prompt. The masked copy, when there is one, lives in `buf`.
+pub fn masked<'a>(
+    edit: MemoryEdit<'a>,
+    redactor: &Redactor,
+    buf: &'a mut String,
+) -> MemoryEdit<'a> {
+    let new_text = match edit {
+        MemoryEdit::Add { text }
+        | MemoryEdit::Replace { text, .. }
+        | MemoryEdit::ReplaceId { text, .. } => text,
+        MemoryEdit::Remove { .. } | MemoryEdit::RemoveId(_) => return edit,
+    };
+    let Cow::Owned(m) = redactor.redact(new_text) else {
+        return edit;
+    };
+    *buf = m;
+    let text: &'a str = buf;
+    match edit {
+        MemoryEdit::Add { .. } => MemoryEdit::Add { text },
+        MemoryEdit::Replace { old_text, .. } => MemoryEdit::Replace { old_text, text },
+        MemoryEdit::ReplaceId { id, .. } => MemoryEdit::ReplaceId { id, text },
+        other => other,
+    }
+}
 
 /// Why the store refused a write, as a stable code and a message the model or a person can
 /// act on; `None` for a write that was made.

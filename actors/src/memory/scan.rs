@@ -178,6 +178,14 @@ pub fn check(text: &str) -> Result<(), Refusal> {
             what: SECRET_SET.names[i],
         });
     }
+    // A key masked on its way here (`redact`, in a model's tool-call arguments) is refused
+    // like the key itself: the note would keep nothing but the mask.
+    if let Some((_, what)) = KEY_SHAPES
+        .iter()
+        .find(|(_, name)| text.contains(&format!("[redacted: {name}]")))
+    {
+        return Err(Refusal::Secret { what });
+    }
     // `\s` is Unicode's white space: a no-break or em space does not hide an instruction.
     if let Some(i) = INSTRUCTION_SET.set.matches(text).iter().next() {
         return Err(Refusal::Instruction {
@@ -283,6 +291,8 @@ mod tests {
                 "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA",
                 "a private key",
             ),
+            // Masked on its way (SPEC R13.8): refused like the key.
+            ("deploy key: [redacted: a GitHub token]", "a GitHub token"),
         ] {
             assert_eq!(check(bad), Err(Refusal::Secret { what }), "{bad:?}");
         }

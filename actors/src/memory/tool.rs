@@ -7,6 +7,7 @@
 use super::scan;
 use crate::config::MemoryConfig;
 use crate::delivery::EventHub;
+use crate::redact::Redactor;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use turnkey_storage::{Author, ChangedBy, MemoryEdit, MemoryTarget, MemoryWrite, SessionId, Store};
@@ -16,11 +17,17 @@ pub struct MemoryTool {
     store: Store,
     hub: EventHub,
     config: MemoryConfig,
+    redactor: Redactor,
 }
 
 impl MemoryTool {
-    pub fn new(store: Store, hub: EventHub, config: MemoryConfig) -> Self {
-        Self { store, hub, config }
+    pub fn new(store: Store, hub: EventHub, config: MemoryConfig, redactor: Redactor) -> Self {
+        Self {
+            store,
+            hub,
+            config,
+            redactor,
+        }
     }
 
     fn limit(&self, target: MemoryTarget) -> usize {
@@ -121,6 +128,8 @@ impl turnkey_tools::Tool for MemoryTool {
         };
         let limit = self.limit(target);
         let scope = &ctx.caller.principal;
+        let mut buf = String::new();
+        let edit = super::masked(edit, &self.redactor, &mut buf);
         let result = self
             .store
             .edit_memory(scope, target, edit, limit, &author)

@@ -9,6 +9,7 @@ use crate::deps::Models;
 use crate::stages::{timed, Stage, TURNS};
 use actix::Addr;
 use serde_json::json;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -248,7 +249,21 @@ pub async fn call_with_retries(
             return CallOutcome::Stopped;
         };
         match result {
-            Ok(resp) => return CallOutcome::Response(resp),
+            Ok(mut resp) => {
+                // The model's text and its calls' arguments are masked like any text that
+                // reaches the transcript: a call runs with the arguments its row keeps.
+                if let Some(t) = &resp.content {
+                    if let Cow::Owned(masked) = models.redactor.redact(t) {
+                        resp.content = Some(masked);
+                    }
+                }
+                for call in &mut resp.tool_calls {
+                    if let Cow::Owned(masked) = models.redactor.redact(&call.arguments) {
+                        call.arguments = masked;
+                    }
+                }
+                return CallOutcome::Response(resp);
+            }
             Err(e) if e.is_retryable() && attempt < policy.max_attempts => {
                 let wait = policy.delay_for(attempt, &e);
                 tracing::warn!(turn = %ctx.turn_id, attempt, error = %e, ?wait, "provider call failed; retrying");
@@ -354,25 +369,36 @@ impl DeltaPublisher {
         let fence = ctx.fence.clone();
         let ids = ids_of(ctx);
         let window = Duration::from_millis(models.config.agent.delta_flush_ms);
+        let redactor = models.redactor.clone();
         let task = tokio::spawn(async move {
+            // The end of the text so far that may be the start of a secret: it waits for
+            // the next window (or the end) to be masked whole.
+            let mut unsettled = String::new();
+            let masked = |t: &str| redactor.redact(t).into_owned();
             while let Some(first) = rx.recv().await {
-                let mut buf = first;
+                let mut buf = std::mem::take(&mut unsettled);
+                buf.push_str(&first);
                 let deadline = tokio::time::Instant::now() + window;
                 while buf.len() < MAX_DELTA_BYTES {
                     match tokio::time::timeout_at(deadline, rx.recv()).await {
                         Ok(Some(more)) => buf.push_str(&more),
                         // The stream ended: the rest goes back to `finish`.
-                        Ok(None) => return Some(buf),
+                        Ok(None) => return Some(masked(&buf)),
                         Err(_) => break,
                     }
                 }
+                let settled = redactor.settled_len(&buf);
+                unsettled = buf.split_off(settled);
+                if buf.is_empty() {
+                    continue;
+                }
                 let publish = Publish {
                     fence: Some(fence.clone()),
-                    event: delta_event(ids, buf),
+                    event: delta_event(ids, masked(&buf)),
                 };
                 deliver(&delivery, publish, ids.1).await;
             }
-            None
+            (!unsettled.is_empty()).then(|| masked(&unsettled))
         });
         Self { tx, task }
     }

@@ -143,7 +143,7 @@ pub async fn run_turn(
     }
     closing.stopped_at = control.stopped_at();
     closing.held_delta = streamed.take_held();
-    closing.streamed = streamed.take();
+    closing.streamed = deps.redactor.redact(&streamed.take()).into_owned();
     finalize::finalize(deps.record(), &deps.delivery, closing)
         .instrument(info_span!("finalize"))
         .await
@@ -230,7 +230,7 @@ async fn drive(
         control.touch();
         let called = call_model(calls, ctx, &provider, &mut gate, out, iterations).await;
         let (resp, stop, wire_len) =
-            match called.map(|(o, stop, len)| (judge(o, control, &mut chain), stop, len)) {
+            match called.map(|(o, stop, len)| (judge(o, control, &mut chain, models), stop, len)) {
                 Ok((Next::Answer(resp), stop, len)) => (resp, stop, len),
                 Ok((Next::Compress, ..)) => {
                     // Back to preflight: compress and retry once; a second overflow is proven
@@ -345,7 +345,12 @@ enum Next {
     Fail(TurnFailure),
 }
 
-fn judge(called: CallOutcome, control: &TurnControl, chain: &mut fallback::Chain<'_>) -> Next {
+fn judge(
+    called: CallOutcome,
+    control: &TurnControl,
+    chain: &mut fallback::Chain<'_>,
+    models: Models<'_>,
+) -> Next {
     match called {
         CallOutcome::Stopped => Next::Fail(TurnFailure::Stopped(
             control
@@ -360,7 +365,8 @@ fn judge(called: CallOutcome, control: &TurnControl, chain: &mut fallback::Chain
             Some(next) => Next::Fallback(next),
             None => Next::Fail(TurnFailure::Provider {
                 code: e.code().to_owned(),
-                message: e.to_string(),
+                // A provider's error may quote what it was sent (a key, a prompt).
+                message: models.redactor.redact(&e.to_string()).into_owned(),
             }),
         },
         CallOutcome::Response(r) => Next::Answer(r),

@@ -4,10 +4,18 @@
 //! events, the spill-free tool result or any request sent to the model afterwards; the masks
 //! are. With `redact_secrets = false` the same file's values reach the model (the positive
 //! control).
+//!
+//! The other way round, what comes back from the model: an answer streamed with a secret cut
+//! between two deltas, a memory entry the model (and the API) writes with one, a provider's
+//! error that quotes its key, a platform chat's answer. None reaches the transcript, the
+//! events, memory, the outbox row, the platform or the log; with masking off all of them do.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::json;
+use std::time::Duration;
+use turnkey_tests::fake_platforms::FakePlatform;
 use turnkey_tests::wait::BOUND;
+use turnkey_tests::webhooks::{generic_message, Rows, Webhooks, GENERIC_SECRET};
 use turnkey_tests::{pg, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
 const PROVIDER_KEY: &str = "scripted-provider-key-0123456789";
@@ -105,4 +113,159 @@ async fn r13_8_secrets_are_masked_before_they_are_stored_or_sent_postgres() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn r13_8_with_redaction_off_the_values_pass() {
     masked(None, false).await;
+}
+
+async fn answers_masked(database: Option<&str>, redact: bool) {
+    let provider = ScriptedProvider::start();
+    // The key cut between chunks a delta window apart, so between two `message.delta`s.
+    let window = Duration::from_millis(400);
+    provider.on_user_text(
+        "leak it",
+        Reply::chunks(
+            &[
+                "Sure: scripted-pro",
+                "vider-key-0123456789 is the key, and generic-web",
+                "hook-secret the other.",
+            ],
+            window,
+        ),
+    );
+    provider.on_tool_result("remember it", Reply::text("remembered"));
+    provider.on_user_text(
+        "remember it",
+        Reply::tool_call(
+            "m1",
+            "memory",
+            json!({"action": "add", "target": "memory",
+                   "text": format!("the provider key is {PROVIDER_KEY}")}),
+        ),
+    );
+    provider.on_user_text(
+        "fail now",
+        Reply::Error {
+            status: 401,
+            body: json!({"error": {
+                "message": format!("Incorrect API key provided: {PROVIDER_KEY}"),
+                "type": "invalid_request_error", "code": "invalid_api_key"}}),
+            retry_after: None,
+        },
+    );
+    let gw = FakePlatform::webhook(GENERIC_SECRET);
+    let security = if redact {
+        ""
+    } else {
+        "[security]\nredact_secrets = false\n"
+    };
+    let opts = TurnkeyOptions::new(&provider)
+        .provider_api_key(PROVIDER_KEY)
+        .env("RUST_LOG", "info,turnkey_actors=debug,turnkey_web=debug")
+        .extra_toml(&format!(
+            "[tools]\napproval = \"off\"\n{security}{}",
+            gw.config_toml("")
+        ));
+    let opts = match database {
+        Some(url) => opts.database(url),
+        None => opts,
+    };
+    let tk = Turnkey::start(opts).await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    for text in ["leak it", "remember it", "fail now"] {
+        let a = api.submit_accepted(&s, text).await;
+        api.wait_terminal(&a, BOUND).await;
+    }
+    let posted = api
+        .post(
+            "/v1/memory",
+            &json!({"target": "profile", "text": format!("my key: {PROVIDER_KEY}")}),
+        )
+        .await;
+    assert_eq!(posted.status, 201, "{}", posted.text);
+    let (hook, _) = Webhooks::new(&tk.url)
+        .generic(&generic_message("room-1", "m-1", "alice", "leak it"))
+        .await;
+    assert_eq!(hook.status, 200, "{}", hook.text);
+    let sent = gw.wait_accepted(&["reply"], 1, BOUND).await.unwrap();
+
+    let messages = serde_json::to_string(&api.messages(&s).await).unwrap();
+    let events = api.all_events(&s, 0).await;
+    let deltas: String = events
+        .iter()
+        .filter(|e| e["kind"] == "message.delta")
+        .filter_map(|e| e["data"]["text"].as_str())
+        .collect();
+    let events = serde_json::to_string(&events).unwrap();
+    let memory = api.get("/v1/memory").await.text;
+    let outbox = serde_json::to_string(
+        &Rows::connect(&tk.database_url)
+            .await
+            .outbox()
+            .await
+            .iter()
+            .map(|r| r.payload.clone())
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    let delivered =
+        serde_json::to_string(&sent.iter().map(|c| &c.body).collect::<Vec<_>>()).unwrap();
+    let log = tk.stderr();
+    assert!(
+        deltas.contains("Sure:"),
+        "the answer streamed as deltas: {events}"
+    );
+    for secret in [PROVIDER_KEY, GENERIC_SECRET] {
+        for (what, text) in [
+            ("messages", &messages),
+            ("streamed deltas", &deltas),
+            ("events", &events),
+            ("outbox rows", &outbox),
+            ("the platform's message", &delivered),
+        ] {
+            assert_eq!(
+                text.contains(secret),
+                !redact,
+                "{secret} in {what} (redact_secrets = {redact}): {text}"
+            );
+        }
+    }
+    for (what, text) in [("memory", &memory), ("the log", &log)] {
+        assert_eq!(
+            text.contains(PROVIDER_KEY),
+            !redact,
+            "the key in {what} (redact_secrets = {redact}): {text}"
+        );
+    }
+    if redact {
+        assert!(
+            deltas.contains("Sure: [redacted] is the key, and [redacted] the other."),
+            "{deltas}"
+        );
+        assert!(
+            memory.contains("the provider key is [redacted]"),
+            "{memory}"
+        );
+        assert!(memory.contains("my key: [redacted]"), "{memory}");
+        assert!(
+            events.contains("Incorrect API key provided: [redacted]"),
+            "{events}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r13_8_the_models_answers_memory_errors_outbox_and_log_are_masked_sqlite() {
+    answers_masked(None, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r13_8_the_models_answers_memory_errors_outbox_and_log_are_masked_postgres() {
+    let Some(db) = pg::fresh_database().await else {
+        return;
+    };
+    answers_masked(Some(db.url()), true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r13_8_with_redaction_off_the_models_secrets_pass() {
+    answers_masked(None, false).await;
 }

@@ -2,13 +2,21 @@
 //! the real binary, each refusal beside its positive control: a model's command that reaches
 //! for the network, another principal's files through `/proc/self/root` or a symlink it plants,
 //! and the new endpoints (`/v1/tokens`, `/v1/audit`, `DELETE /v1/sessions/{id}`) fed oversized,
-//! malformed and hostile input. Tokens after revocation and expiry are in `r13_8_tokens`,
-//! replayed webhook signatures in `r1_3_webhooks`.
+//! malformed and hostile input; webhook requests with a doubled signature header, a header
+//! that smuggles a line break or a NUL, and a body framed two ways at once. Tokens after
+//! revocation and expiry are in `r13_8_tokens`, replayed webhook signatures in `r1_3_webhooks`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::json;
-use std::net::TcpListener;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::Duration;
 use turnkey_tests::wait::BOUND;
+use turnkey_tests::webhooks::{
+    generic_message, generic_signature, platforms_toml, slack_message, slack_signature,
+    telegram_message, unix_now, Endpoints, Rows, Webhooks, GENERIC_SECRET, SLACK_SECRET,
+    TELEGRAM_SECRET,
+};
 use turnkey_tests::{Api, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
 async fn start(provider: &ScriptedProvider, tools: &str) -> Turnkey {
@@ -249,4 +257,174 @@ fn urlencode(s: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+/// Sends `request` as raw bytes on a new connection; answers everything the server wrote
+/// until it closed the connection or went quiet for a second.
+fn raw_http(url: &str, request: &[u8]) -> String {
+    let addr = url.trim_start_matches("http://");
+    let mut conn = TcpStream::connect(addr).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    conn.write_all(request).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match conn.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+/// A generic webhook request, signed, as raw bytes with `extra` header lines before the body.
+fn signed_generic(body: &str, extra: &str) -> Vec<u8> {
+    let sig = generic_signature(GENERIC_SECRET, body.as_bytes());
+    format!(
+        "POST /webhooks/generic HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         X-Signature: {sig}\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r13_8_webhook_headers_cannot_be_doubled_or_smuggled() {
+    let provider = ScriptedProvider::start();
+    let tk = Turnkey::start(TurnkeyOptions::new(&provider).extra_toml(&platforms_toml(
+        &Endpoints::nowhere(),
+        &["4242"],
+        &["U123ABC456"],
+    )))
+    .await;
+    let rows = Rows::connect(&tk.database_url).await;
+    let hooks = Webhooks::new(&tk.url);
+    let refused = |what: &str, r: &turnkey_tests::Resp| {
+        assert_eq!(r.status, 401, "{what}: {}", r.text);
+        assert_eq!(
+            r.error_code(),
+            Some("invalid_signature"),
+            "{what}: {}",
+            r.text
+        );
+    };
+
+    // A valid signature beside a forged one, either order, on each platform: refused.
+    let body = generic_message("room-1", "m-1", "alice", "doubled").to_string();
+    let good = generic_signature(GENERIC_SECRET, body.as_bytes());
+    let forged = generic_signature("not-the-secret", body.as_bytes());
+    for pair in [[&good, &forged], [&forged, &good], [&good, &good]] {
+        let headers = [
+            ("X-Signature", pair[0].clone()),
+            ("X-Signature", pair[1].clone()),
+        ];
+        let (r, _) = hooks
+            .raw(
+                "POST",
+                "/webhooks/generic",
+                &headers,
+                "application/json",
+                body.clone().into_bytes(),
+            )
+            .await;
+        refused("two X-Signature headers", &r);
+    }
+    let update = telegram_message(1, 4242, 4242, "doubled").to_string();
+    let headers = [
+        (
+            "X-Telegram-Bot-Api-Secret-Token",
+            TELEGRAM_SECRET.to_owned(),
+        ),
+        ("X-Telegram-Bot-Api-Secret-Token", "guess".to_owned()),
+    ];
+    let (r, _) = hooks
+        .raw(
+            "POST",
+            "/webhooks/telegram",
+            &headers,
+            "application/json",
+            update.into_bytes(),
+        )
+        .await;
+    refused("two Telegram secret tokens", &r);
+    let envelope = slack_message("Ev1", "C1", "1700000000.000100", "U123ABC456", "doubled");
+    let body = envelope.to_string();
+    let now = unix_now();
+    let old = now - 3_600;
+    let headers = [
+        ("X-Slack-Request-Timestamp", now.to_string()),
+        ("X-Slack-Request-Timestamp", old.to_string()),
+        (
+            "X-Slack-Signature",
+            slack_signature(SLACK_SECRET, now, body.as_bytes()),
+        ),
+    ];
+    let (r, _) = hooks
+        .raw(
+            "POST",
+            "/webhooks/slack",
+            &headers,
+            "application/json",
+            body.into_bytes(),
+        )
+        .await;
+    refused("two Slack timestamps", &r);
+
+    // A line break or a NUL inside a header value, and a body framed by both Content-Length
+    // and Transfer-Encoding with a signed second request hidden in it: never admitted.
+    let inner = generic_message("room-1", "m-smuggled", "alice", "smuggled").to_string();
+    let smuggled = String::from_utf8(signed_generic(&inner, "")).unwrap();
+    let outer = generic_message("room-1", "m-outer", "alice", "outer").to_string();
+    let framed_twice = format!(
+        "POST /webhooks/generic HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         X-Signature: {}\r\nContent-Length: {}\r\nTransfer-Encoding: chunked\r\n\r\n\
+         0\r\n\r\n{smuggled}",
+        generic_signature(GENERIC_SECRET, outer.as_bytes()),
+        outer.len()
+    );
+    let attempts: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "a bare CR in a header",
+            signed_generic(&outer, "X-Note: a\rX-Signature: sha256=00\r\n"),
+        ),
+        (
+            "a bare LF in a header",
+            signed_generic(&outer, "X-Note: a\nX-Signature: sha256=00\r\n"),
+        ),
+        (
+            "a NUL in a header",
+            signed_generic(&outer, "X-Note: a\0b\r\n"),
+        ),
+        (
+            "Content-Length and Transfer-Encoding",
+            framed_twice.into_bytes(),
+        ),
+    ];
+    for (what, request) in attempts {
+        let answer = raw_http(&tk.url, &request);
+        let status = answer.split(' ').nth(1).unwrap_or("");
+        assert!(
+            answer.is_empty() || status.starts_with('4'),
+            "{what}: not refused: {answer}"
+        );
+    }
+    assert_eq!(
+        rows.count("session_admissions").await,
+        0,
+        "nothing was admitted"
+    );
+
+    // The positive controls: one valid header each, on a raw connection and through a client.
+    let answer = raw_http(&tk.url, &signed_generic(&outer, "X-Note: plain\r\n"));
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let (r, _) = hooks
+        .generic(&generic_message("room-1", "m-2", "alice", "single"))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(rows.count("session_admissions").await, 2);
+    assert_eq!(
+        rows.count_where("session_admissions", "payload_json LIKE '%smuggled%'")
+            .await,
+        0
+    );
 }

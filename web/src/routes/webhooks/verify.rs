@@ -22,14 +22,24 @@ fn invalid(message: impl Into<String>) -> ApiError {
     ApiError::new(StatusCode::UNAUTHORIZED, "invalid_signature", message)
 }
 
+/// The one value of header `name`. None when it is missing, not visible ASCII, or sent more
+/// than once: a proxy that appends its own copy, or an attacker who adds one, must not make
+/// the check read a different value than the one a platform signed.
 fn header<'a>(req: &'a HttpRequest, name: &str) -> Option<&'a str> {
-    req.headers().get(name).and_then(|v| v.to_str().ok())
+    let mut values = req.headers().get_all(name);
+    let first = values.next()?;
+    if values.next().is_some() {
+        return None;
+    }
+    first.to_str().ok()
 }
 
 /// Telegram: `X-Telegram-Bot-Api-Secret-Token` equals the `secret_token` given to setWebhook.
 pub fn telegram(req: &HttpRequest, secret_token: &str) -> Result<(), ApiError> {
     let Some(given) = header(req, TELEGRAM_SECRET_HEADER) else {
-        return Err(invalid(format!("missing {TELEGRAM_SECRET_HEADER}")));
+        return Err(invalid(format!(
+            "missing or repeated {TELEGRAM_SECRET_HEADER}"
+        )));
     };
     if secret_token.is_empty() || !tokens_match(given, secret_token) {
         return Err(invalid(format!(
@@ -48,9 +58,9 @@ pub fn slack(
     now_s: i64,
 ) -> Result<(), ApiError> {
     let ts = header(req, SLACK_TIMESTAMP_HEADER)
-        .ok_or_else(|| invalid(format!("missing {SLACK_TIMESTAMP_HEADER}")))?;
+        .ok_or_else(|| invalid(format!("missing or repeated {SLACK_TIMESTAMP_HEADER}")))?;
     let sig = header(req, SLACK_SIGNATURE_HEADER)
-        .ok_or_else(|| invalid(format!("missing {SLACK_SIGNATURE_HEADER}")))?;
+        .ok_or_else(|| invalid(format!("missing or repeated {SLACK_SIGNATURE_HEADER}")))?;
     slack_signature(signing_secret, ts, sig, body, now_s)
 }
 
@@ -86,7 +96,7 @@ pub fn slack_signature(
 /// The generic webhook: `X-Signature: sha256=HEX` is HMAC-SHA256(secret, raw body).
 pub fn generic(req: &HttpRequest, secret: &str, body: &[u8]) -> Result<(), ApiError> {
     let sig = header(req, GENERIC_SIGNATURE_HEADER)
-        .ok_or_else(|| invalid(format!("missing {GENERIC_SIGNATURE_HEADER}")))?;
+        .ok_or_else(|| invalid(format!("missing or repeated {GENERIC_SIGNATURE_HEADER}")))?;
     let hex = sig
         .strip_prefix("sha256=")
         .ok_or_else(|| invalid(format!("{GENERIC_SIGNATURE_HEADER} is not sha256=HEX")))?;
