@@ -35,6 +35,28 @@ pub struct RuntimeConfig {
     pub security: SecurityConfig,
     /// `[limits]`: per-principal rate limits and quotas (SPEC R13.8).
     pub limits: LimitsConfig,
+    /// Uploads and attachments (`[server] max_upload_bytes`).
+    pub files: FilesConfig,
+}
+
+/// Uploads and attachments (API.md "Attachments").
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FilesConfig {
+    /// The largest file accepted, uploaded or inline (`[server] max_upload_bytes`); above
+    /// it: 413 `too_large`, nothing stored.
+    pub max_upload_bytes: usize,
+}
+
+/// 20 MiB: a phone photo or a long PDF, and what providers accept for one image.
+pub const DEFAULT_MAX_UPLOAD_BYTES: usize = 20 * 1024 * 1024;
+
+impl Default for FilesConfig {
+    fn default() -> Self {
+        Self {
+            max_upload_bytes: DEFAULT_MAX_UPLOAD_BYTES,
+        }
+    }
 }
 
 /// `[limits]` (API.md "Tenancy and security"): per principal, 0 = unlimited; the operator and

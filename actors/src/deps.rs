@@ -76,6 +76,8 @@ pub struct Models<'a> {
     pub delivery: &'a Addr<DeliveryActor>,
     /// What the model's text and errors pass through before they are stored or sent.
     pub redactor: &'a crate::redact::Redactor,
+    /// For the bytes of the images a request shows the model.
+    pub store: &'a turnkey_storage::Store,
 }
 
 impl Deps {
@@ -95,6 +97,7 @@ impl Deps {
             compressor: &self.compressor,
             delivery: &self.delivery,
             redactor: &self.redactor,
+            store: &self.store,
         }
     }
 }

@@ -46,6 +46,9 @@ pub enum GatewayError {
         message: String,
         retry_after_s: u64,
     },
+    /// A file over `max_upload_bytes` (413 `too_large`); nothing was stored.
+    #[error("{0}")]
+    TooLarge(String),
     #[error("{0}")]
     Io(String),
     #[error(transparent)]
@@ -77,6 +80,7 @@ impl GatewayError {
             Self::Forbidden(_) => "forbidden",
             Self::Busy(_) => "session_busy",
             Self::Limited { code, .. } => code,
+            Self::TooLarge(_) => "too_large",
             Self::Io(_) => "io_error",
             Self::Store(_) => "store_unavailable",
         }

@@ -52,6 +52,11 @@ pub fn user_row(admission: &Admission, turn_id: TurnId) -> NewMessage {
     let payload = &admission.payload;
     let text = sanitize_text(payload["text"].as_str().unwrap_or_default());
     let display = payload.get("display").filter(|d| d.is_object()).cloned();
+    // The admission's file references (SPEC R2.2), never the bytes.
+    let attachments = payload
+        .get("attachments")
+        .filter(|a| a.as_array().is_some_and(|l| !l.is_empty()))
+        .cloned();
     NewMessage {
         id: MessageId::new(),
         role: Some(MessageRole::User),
@@ -60,6 +65,7 @@ pub fn user_row(admission: &Admission, turn_id: TurnId) -> NewMessage {
         turn_id: Some(turn_id),
         admission_id: Some(admission.id),
         display,
+        attachments,
         ..Default::default()
     }
 }

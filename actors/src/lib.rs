@@ -9,7 +9,7 @@
 //! prefix of its path.
 //!
 //! 1. leaves: `error`, `display`, `stages`, `instance`, `wakeups`, `failpoints`, `provider_health`, `memory::scan`, `skills::document`, `platforms::chat`, `platforms::client`, `platforms::config`, `platforms::format`, `platforms::split`
-//! 2. settings: `limits`, `schedule`, `config`, `redact`, `delegation`, `input`, `toolbox`, `platforms`, `platforms::telegram`, `platforms::slack`, `platforms::webhook`, `platforms::send`
+//! 2. settings: `limits`, `schedule`, `config`, `redact`, `attachments`, `delegation`, `input`, `toolbox`, `platforms`, `platforms::telegram`, `platforms::slack`, `platforms::webhook`, `platforms::send`
 //! 3. plumbing: `delivery`, `compressor`, `tool_exec`, `deps`, `memory`, `skills`
 //! 4. ownership: `lease`, `busy_policy`
 //! 5. turn: `turn`, `review`
@@ -17,6 +17,7 @@
 //! 7. doors: `admission`, `scheduler`, `outbox_sender`, `platforms::drafts`, `work`
 //! 8. gateway: `gateway`
 pub mod admission;
+pub mod attachments;
 pub mod busy_policy;
 pub mod compressor;
 pub mod config;

@@ -86,14 +86,27 @@ pub fn model(name: &str) -> Result<(), GatewayError> {
     Ok(())
 }
 
-/// The JSON objects an input may carry: `attachments` and `display`.
-pub fn attachments(list: &[Value]) -> Result<(), GatewayError> {
+/// How many attachments an input may carry, each an object (checked before any is stored).
+pub fn attachment_count(list: &[Value]) -> Result<(), GatewayError> {
     if list.len() > MAX_ATTACHMENTS {
         return Err(invalid(
             "too_many_attachments",
             format!("{} attachments; the limit is {MAX_ATTACHMENTS}", list.len()),
         ));
     }
+    if list.iter().any(|a| !a.is_object()) {
+        return Err(invalid(
+            "invalid_attachment",
+            "each attachment must be an object".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The JSON objects an input may carry: `attachments` (normalized: file references) and
+/// `display`.
+pub fn attachments(list: &[Value]) -> Result<(), GatewayError> {
+    attachment_count(list)?;
     for (i, a) in list.iter().enumerate() {
         if !a.is_object() {
             return Err(invalid(

@@ -196,6 +196,7 @@ async fn work(deps: &Deps, review: &Review, staged: &mut Staged) -> Result<(), S
             return Ok(());
         }
         messages.push(ChatMessage {
+            images: Vec::new(),
             role: Role::Assistant,
             content: resp.content.clone(),
             tool_calls: resp.tool_calls.clone(),

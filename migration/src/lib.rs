@@ -22,6 +22,7 @@ mod m20261211_000001_memory;
 mod m20261212_000001_skills_and_reviews;
 mod m20261213_000001_work;
 mod m20261214_000001_tenancy;
+mod m20261215_000001_files;
 
 pub struct Migrator;
 
@@ -49,6 +50,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261212_000001_skills_and_reviews::Migration),
             Box::new(m20261213_000001_work::Migration),
             Box::new(m20261214_000001_tenancy::Migration),
+            Box::new(m20261215_000001_files::Migration),
         ]
     }
 }

@@ -50,6 +50,7 @@ fn corpus() -> Vec<ChatMessage> {
         let m = match i % 5 {
             0 => ChatMessage::user(format!("Step {i}: {}", PROSE.repeat(reps))),
             1 => ChatMessage {
+                images: Vec::new(),
                 tool_calls: vec![ToolCall {
                     id: format!("call_{i:06}"),
                     name: "read_file".into(),

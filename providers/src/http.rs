@@ -31,6 +31,8 @@ pub(crate) struct Endpoint {
     pub name: String,
     pub model: String,
     pub context_window: u32,
+    /// `ProviderConfig::sees_images`.
+    pub vision: bool,
     /// `[[providers]] max_output_tokens`.
     pub max_output_tokens: Option<u32>,
     pub url: reqwest::Url,
@@ -48,6 +50,7 @@ impl Endpoint {
             name: cfg.name.clone(),
             model: cfg.model.clone(),
             context_window: cfg.context_window,
+            vision: cfg.sees_images(),
             max_output_tokens: cfg.max_output_tokens,
             url: endpoint(&cfg.name, &cfg.base_url, path)?,
             api_key: cfg.resolved_api_key(),

@@ -27,5 +27,5 @@ pub use tokens::{
     estimate_messages, estimate_messages_for_model, estimate_tokens, estimate_tokens_for_model,
 };
 pub use wire::{
-    ChatMessage, ChatRequest, ChatResponse, FinishReason, Role, ToolCall, ToolSchema, Usage,
+    ChatMessage, ChatRequest, ChatResponse, FinishReason, Image, Role, ToolCall, ToolSchema, Usage,
 };

@@ -60,6 +60,10 @@ impl Provider for OpenAiProvider {
         self.endpoint.context_window
     }
 
+    fn sees_images(&self) -> bool {
+        self.endpoint.vision
+    }
+
     fn retry_policy(&self) -> RetryPolicy {
         self.endpoint.retry
     }

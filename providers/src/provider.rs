@@ -60,6 +60,49 @@ pub struct ProviderConfig {
     /// Longest silence allowed between two chunks of a stream.
     #[serde(default = "default_idle")]
     pub stream_idle_timeout_s: u64,
+    /// Whether the model sees images (SPEC R8.1): a user's images go to it as image parts,
+    /// else as a note naming the file. Unset: true for known vision models (`sees_images`).
+    #[serde(default)]
+    pub vision: Option<bool>,
+}
+
+/// Model names (lower case) whose families see images, matched as substrings.
+const VISION_MODELS: &[&str] = &[
+    "gpt-4o",
+    "gpt-4.1",
+    "gpt-4-turbo",
+    "gpt-4-vision",
+    "gpt-5",
+    "o1",
+    "o3",
+    "o4",
+    "claude-3",
+    "claude-sonnet-4",
+    "claude-opus-4",
+    "claude-haiku-4",
+    "claude-4",
+    "gemini",
+    "llava",
+    "bakllava",
+    "moondream",
+    "vision",
+    "-vl",
+    "pixtral",
+    "gemma3",
+    "gemma-3",
+    "minicpm-v",
+    "qwen2.5vl",
+    "llama4",
+];
+
+impl ProviderConfig {
+    /// `vision` when set, else whether `model` is a known vision model.
+    pub fn sees_images(&self) -> bool {
+        self.vision.unwrap_or_else(|| {
+            let m = self.model.to_ascii_lowercase();
+            VISION_MODELS.iter().any(|v| m.contains(v))
+        })
+    }
 }
 
 fn default_window() -> u32 {
@@ -141,6 +184,8 @@ pub trait Provider: Send + Sync {
     /// How a failed call to this provider is retried (`max_retries`, backoff base and cap).
     fn retry_policy(&self) -> RetryPolicy;
     fn context_window(&self) -> u32;
+    /// Whether image parts may be sent to it (`ProviderConfig::sees_images`).
+    fn sees_images(&self) -> bool;
     /// One attempt. Streams when req.stream is true, calling on_delta per text fragment.
     async fn chat(
         &self,

@@ -87,8 +87,14 @@ fn count_message(m: &ChatMessage, count: &dyn Fn(&str) -> u64) -> u64 {
         .iter()
         .map(|c| PER_TOOL_CALL_OVERHEAD + count(&c.id) + count(&c.name) + count(&c.arguments))
         .sum();
-    PER_MESSAGE_OVERHEAD + text(&m.content) + text(&m.tool_call_id) + text(&m.name) + calls
+    let images = IMAGE_TOKENS * m.images.len() as u64;
+    PER_MESSAGE_OVERHEAD + text(&m.content) + text(&m.tool_call_id) + text(&m.name) + calls + images
 }
+
+/// What one image part is counted as: providers charge by its size (OpenAI up to ~1,100
+/// tokens at high detail for a 1024 px image, Anthropic width × height / 750, ~1,600 at most
+/// after their downscale); a bound, not a measurement.
+pub const IMAGE_TOKENS: u64 = 1_600;
 
 #[cfg(test)]
 mod tests {
@@ -111,6 +117,7 @@ mod tests {
         let m = vec![ChatMessage::user("abcd")];
         assert_eq!(estimate_messages(&m), 4 + 1 + 3);
         let with_call = ChatMessage {
+            images: Vec::new(),
             tool_calls: vec![ToolCall {
                 id: "call".into(),
                 name: "read".into(),
@@ -202,6 +209,7 @@ mod tests {
         let text = estimate_tokens_for_model("gpt-4o", "Hello, world!");
         assert_eq!(estimate_messages_for_model("gpt-4o", &msgs), 4 + text + 3);
         let with_call = ChatMessage {
+            images: Vec::new(),
             tool_calls: vec![ToolCall {
                 id: "call".into(),
                 name: "read".into(),

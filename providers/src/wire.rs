@@ -30,6 +30,18 @@ pub struct ChatMessage {
     pub tool_call_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// Images shown to the model with a user message (SPEC R8.1: the request projection adds
+    /// them for a provider that sees images; the transcript keeps only references).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<Image>,
+}
+
+/// An image part: its media type (`image/png`, `image/jpeg`, `image/gif`, `image/webp`) and
+/// its bytes in standard base64.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Image {
+    pub media_type: String,
+    pub base64: String,
 }
 
 impl ChatMessage {
@@ -40,6 +52,7 @@ impl ChatMessage {
             tool_calls: Vec::new(),
             tool_call_id: None,
             name: None,
+            images: Vec::new(),
         }
     }
 

@@ -35,6 +35,7 @@ fn config(base_url: &str, idle_s: u64) -> ProviderConfig {
         backoff_cap_ms: 20_000,
         stream_idle_timeout_s: idle_s,
         max_output_tokens: None,
+        vision: None,
     }
 }
 

@@ -445,6 +445,8 @@ pub struct Message {
     pub summary_epoch: Option<i32>,
     /// Where a summary goes in the wire copy: right after the row with this index.
     pub summary_after_idx: Option<i64>,
+    /// A user row's attachments (`[{file_id, name, content_type, bytes}]`), never the bytes.
+    pub attachments: Option<serde_json::Value>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -464,6 +466,8 @@ pub struct NewMessage {
     /// For a compression summary: its epoch and the row it follows in the wire copy.
     pub summary_epoch: Option<i32>,
     pub summary_after_idx: Option<i64>,
+    /// A user row's attachments: references to `files` rows.
+    pub attachments: Option<serde_json::Value>,
 }
 
 #[derive(Clone, Debug)]

@@ -57,6 +57,8 @@ pub struct TurnkeyOptions {
     pub extra_toml: String,
     /// Extra keys of the scripted `[[providers]]` entry, e.g. `max_retries = 0`.
     pub provider_toml: String,
+    /// The scripted provider's wire: `openai` (the default) or `anthropic`.
+    pub provider_kind: String,
     /// The executable to run instead of this build's `turnkey` (the harness's self-test runs
     /// a stand-in); per instance, so tests sharing the test binary are not affected.
     pub binary: Option<PathBuf>,
@@ -83,6 +85,7 @@ impl TurnkeyOptions {
             lease_watchdog_s: 0,
             extra_toml: String::new(),
             provider_toml: String::new(),
+            provider_kind: "openai".into(),
             binary: None,
         }
     }
@@ -120,6 +123,12 @@ impl TurnkeyOptions {
 
     pub fn extra_toml(mut self, toml: &str) -> Self {
         self.extra_toml.push_str(toml);
+        self
+    }
+
+    /// Speaks to the scripted provider over `kind`'s wire (`openai` or `anthropic`).
+    pub fn provider_kind(mut self, kind: &str) -> Self {
+        self.provider_kind = kind.to_string();
         self
     }
 
@@ -485,7 +494,7 @@ operator_token = "{token}"
 
 [[providers]]
 name = "scripted"
-kind = "openai"
+kind = "{kind}"
 base_url = "{base}"
 api_key = "{api_key}"
 model = "{model}"
@@ -500,6 +509,7 @@ wait_s = {wait}
 {extra}
 "#,
         data = dir.join("data").display(),
+        kind = o.provider_kind,
         base = o.provider_base_url,
         window = o.provider_context_window,
         api_key = o.provider_api_key,

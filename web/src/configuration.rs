@@ -61,6 +61,9 @@ pub struct ServerSettings {
     pub data_dir: PathBuf,
     /// Largest request body accepted, in bytes.
     pub max_body_bytes: usize,
+    /// Largest file accepted, uploaded (`POST /v1/files`) or attached inline; above it 413
+    /// `too_large` and nothing is stored.
+    pub max_upload_bytes: usize,
     /// On SIGTERM/SIGINT: how long running turns may go on before they are interrupted and
     /// settled as `interrupted` (reason `shutdown`).
     pub shutdown_grace_s: u64,
@@ -80,6 +83,7 @@ impl Default for ServerSettings {
             bind: "127.0.0.1:8080".into(),
             data_dir: PathBuf::from("./data"),
             max_body_bytes: 1024 * 1024,
+            max_upload_bytes: turnkey_actors::config::DEFAULT_MAX_UPLOAD_BYTES,
             // The whole drain a stop signal starts is `startup::drain_bound` (40 s with these
             // defaults); the deployment files in deploy/ give at least that much.
             shutdown_grace_s: 20,
@@ -201,6 +205,9 @@ impl Settings {
             delegation: self.delegation.clone(),
             security: self.security.clone(),
             limits: self.limits.clone(),
+            files: turnkey_actors::config::FilesConfig {
+                max_upload_bytes: self.server.max_upload_bytes,
+            },
         }
     }
 
@@ -214,6 +221,12 @@ impl Settings {
         if self.server.max_body_bytes == 0 {
             return Err(InvalidConfig::new(
                 "server.max_body_bytes",
+                "must be greater than 0",
+            ));
+        }
+        if self.server.max_upload_bytes == 0 {
+            return Err(InvalidConfig::new(
+                "server.max_upload_bytes",
                 "must be greater than 0",
             ));
         }

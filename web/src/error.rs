@@ -172,6 +172,9 @@ impl From<GatewayError> for ApiError {
                 retry_after_s,
             } => Self::new(StatusCode::TOO_MANY_REQUESTS, code, message)
                 .with_retry_after(retry_after_s),
+            GatewayError::TooLarge(message) => {
+                Self::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", message)
+            }
             GatewayError::Io(message) => {
                 tracing::error!(error = %message, "file operation failed");
                 Self::new(StatusCode::INTERNAL_SERVER_ERROR, "io_error", message)

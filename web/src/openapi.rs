@@ -5,7 +5,7 @@ pub mod mirrors;
 
 use crate::error::ErrorBody;
 use crate::routes::{
-    admissions, audit, events, health, memory, metrics, openai, outbox, schedules, sessions,
+    admissions, audit, events, files, health, memory, metrics, openai, outbox, schedules, sessions,
     skills, submissions, tokens, tools, ui, webhooks, work, ws,
 };
 use actix_web::HttpResponse;
@@ -37,6 +37,8 @@ pub const BEARER: &str = "bearer";
         tokens::list,
         tokens::revoke,
         audit::list,
+        files::upload,
+        files::get,
         sessions::create,
         sessions::list,
         sessions::get,

@@ -48,6 +48,18 @@ impl Gateway {
             }
         };
         self.remove_files(&deleted);
+        // The rows are gone: a failure here leaves files nothing names (logged), never a
+        // half-deleted session.
+        match self
+            .deps
+            .store
+            .delete_unreferenced_files(&deleted.files)
+            .await
+        {
+            Ok(n) if n > 0 => tracing::debug!(session = %root, files = n, "attached files deleted"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(session = %root, error = %e, "attached files not deleted"),
+        }
         tracing::info!(session = %root, sessions = deleted.sessions.len(), "session deleted");
         Ok(())
     }

@@ -13,10 +13,23 @@ impl Gateway {
         &self,
         principal: &Principal,
         session: SessionId,
-        submission: Submission,
+        mut submission: Submission,
     ) -> Result<Receipt, GatewayError> {
         if self.deps.shutdown.is_cancelled() {
             return Err(GatewayError::ShuttingDown);
+        }
+        // Attachments become references to stored files before the payload is normalized
+        // and digested (SPEC R2.2): a retried inline file is the same file.
+        if !submission.attachments.is_empty() {
+            crate::limits::attachment_count(&submission.attachments)?;
+            submission.attachments = crate::attachments::normalize(
+                &self.deps.store,
+                &self.deps.config,
+                &self.workspace,
+                &principal.id,
+                &submission.attachments,
+            )
+            .await?;
         }
         self.admission
             .send(Submit {

@@ -30,6 +30,9 @@ pub struct TurnContext {
     pub last_prompt: Option<LastPrompt>,
     /// How this turn is shown (SPEC R3.1): which events it publishes, never what it stores.
     pub display: Display,
+    /// The images of its transcript's attachments read so far, by file id, for a provider
+    /// that sees images (`turn::request::wire_messages`).
+    pub images: std::collections::HashMap<String, turnkey_providers::Image>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -167,6 +170,7 @@ pub async fn prepare(
         history: loaded.history,
         turn_rows,
         last_prompt: None,
+        images: Default::default(),
     })
 }
 
@@ -212,6 +216,7 @@ pub async fn resume(
         history,
         turn_rows,
         last_prompt: None,
+        images: Default::default(),
     })
 }
 

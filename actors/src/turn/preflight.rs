@@ -64,7 +64,11 @@ pub async fn pass(
         .clone()
         .unwrap_or_else(|| provider.model().to_owned());
     let cfg = &models.config.compression.for_model(&model);
-    let wire = request::wire_messages(ctx);
+    let vision = provider.sees_images();
+    if vision {
+        request::load_images(models, ctx).await;
+    }
+    let wire = request::wire_messages(ctx, vision);
     let pressure_tokens = pressure(&model, ctx, &wire, models.tool_schemas, state.carried);
     let force = std::mem::take(&mut state.force_compress);
     let must_fit = match gate(
@@ -131,7 +135,7 @@ pub async fn pass(
                 Some(r) => ctx.apply_rotation(done.epoch, &r.kept, r.rows),
                 None => ctx.apply_compaction(done.epoch, &done.compressed, done.summary),
             }
-            fitting(ctx, &model, models.tool_schemas, window)
+            fitting(ctx, &model, models.tool_schemas, window, vision)
         }
         Err(CompressFailure::Store(e)) => Err(TurnFailure::PersistenceFailed(e.to_string())),
         Err(e) if !must_fit => {
@@ -163,8 +167,9 @@ fn fitting(
     model: &str,
     tool_schemas: &[ToolSchema],
     window: u32,
+    vision: bool,
 ) -> Result<Vec<ChatMessage>, TurnFailure> {
-    let wire = request::wire_messages(ctx);
+    let wire = request::wire_messages(ctx, vision);
     let after = estimate(model, &wire).saturating_add(schema_tokens(tool_schemas));
     if after > u64::from(window) {
         return Err(TurnFailure::ContextOverflow(format!(

@@ -27,7 +27,11 @@ const MAX_DELTA_BYTES: usize = 8 * 1024;
 /// (`api_content` when recorded), stripped of bookkeeping fields. Tool results follow their
 /// call in call order (they are stored in the order they finished), and a call without a
 /// result row, or a result without its call, is repaired rather than sent broken (R6.3).
-pub fn wire_messages(ctx: &TurnContext) -> Vec<ChatMessage> {
+///
+/// A user row's attachments (SPEC R8.1, only the wire copy changes): an image is an image
+/// part when `vision` and its bytes were read (`load_images`), a note naming it otherwise;
+/// another file is named with its workspace path.
+pub fn wire_messages(ctx: &TurnContext, vision: bool) -> Vec<ChatMessage> {
     let rows = ctx.live_rows();
     let mut out = Vec::with_capacity(rows.len() + 1);
     out.push(ChatMessage::system(ctx.system_prompt.clone()));
@@ -54,6 +58,7 @@ pub fn wire_messages(ctx: &TurnContext) -> Vec<ChatMessage> {
                     .map(|c| match results.get(c.id.as_str()) {
                         Some(r) => wire_row(r),
                         None => ChatMessage {
+                            images: Vec::new(),
                             role: Role::Tool,
                             content: Some(
                                 json!({"error": "no result was recorded for this call"})
@@ -71,6 +76,9 @@ pub fn wire_messages(ctx: &TurnContext) -> Vec<ChatMessage> {
             _ if m.summary_epoch.is_some() => {
                 summary_at = Some(out.len());
                 out.push(wire_row(m));
+            }
+            MessageRole::User if m.attachments.is_some() => {
+                out.push(with_attachments(wire_row(m), m, ctx, vision));
             }
             _ => out.push(wire_row(m)),
         }
@@ -113,6 +121,99 @@ fn place_summary(out: &mut Vec<ChatMessage>, at: usize) {
     }
 }
 
+/// The most images one request shows the model: the latest; earlier ones are named.
+pub const MAX_IMAGES_PER_REQUEST: usize = 8;
+
+/// `msg` (the wire copy of user row `m`) with `m`'s attachments: image parts or notes.
+fn with_attachments(
+    mut msg: ChatMessage,
+    m: &Message,
+    ctx: &TurnContext,
+    vision: bool,
+) -> ChatMessage {
+    let Some(list) = m.attachments.as_ref().and_then(|a| a.as_array()) else {
+        return msg;
+    };
+    let mut notes = Vec::new();
+    for a in list {
+        let name = a["name"].as_str().unwrap_or("file");
+        let content_type = a["content_type"]
+            .as_str()
+            .unwrap_or("application/octet-stream");
+        let kb = a["bytes"].as_u64().unwrap_or(0).div_ceil(1024);
+        if crate::attachments::is_image(content_type) {
+            let shown = a["file_id"].as_str().and_then(|id| ctx.images.get(id));
+            match shown {
+                Some(image) if vision => msg.images.push(image.clone()),
+                _ if vision => notes.push(format!("[image attached earlier: {name}]")),
+                _ => notes.push(format!(
+                    "[image attached: {name} ({content_type}, {kb} KB); this model cannot see images]"
+                )),
+            }
+        } else {
+            let path = a["path"].as_str().unwrap_or(name);
+            notes.push(format!(
+                "[file attached: {name} ({content_type}, {kb} KB), saved in the workspace as {path}]"
+            ));
+        }
+    }
+    if !notes.is_empty() {
+        let text = msg.content.take().unwrap_or_default();
+        let notes = notes.join("\n");
+        msg.content = Some(if text.trim().is_empty() {
+            notes
+        } else {
+            format!("{text}\n\n{notes}")
+        });
+    }
+    msg
+}
+
+/// Reads the bytes of the latest image attachments of `ctx`'s live rows (at most
+/// [`MAX_IMAGES_PER_REQUEST`]) into `ctx.images`, once a turn, for a provider that sees images.
+/// A read that fails leaves the image to be named instead.
+pub async fn load_images(models: Models<'_>, ctx: &mut TurnContext) {
+    let wanted: Vec<String> = ctx
+        .live_rows()
+        .iter()
+        .rev()
+        .filter(|m| m.role == MessageRole::User)
+        .filter_map(|m| m.attachments.as_ref().and_then(|a| a.as_array()))
+        .flat_map(|l| l.iter().rev())
+        .filter(|a| {
+            a["content_type"]
+                .as_str()
+                .is_some_and(crate::attachments::is_image)
+        })
+        .filter_map(|a| a["file_id"].as_str().map(str::to_owned))
+        .take(MAX_IMAGES_PER_REQUEST)
+        .collect();
+    let missing: Vec<String> = wanted
+        .iter()
+        .filter(|id| !ctx.images.contains_key(*id))
+        .cloned()
+        .collect();
+    if missing.is_empty() {
+        ctx.images.retain(|id, _| wanted.contains(id));
+        return;
+    }
+    match models.store.file_bytes(&missing).await {
+        Ok(found) => {
+            use base64::Engine;
+            for (id, bytes) in found {
+                let media_type = crate::attachments::sniff(&bytes).to_owned();
+                let base64 = base64::engine::general_purpose::STANDARD.encode(&bytes);
+                ctx.images
+                    .insert(id, turnkey_providers::Image { media_type, base64 });
+            }
+        }
+        Err(e) => {
+            tracing::warn!(turn = %ctx.turn_id, error = %e, "attached images not read; they are named instead")
+        }
+    }
+    ctx.images.retain(|id, _| wanted.contains(id));
+}
+
 fn wire_row(m: &Message) -> ChatMessage {
     let role = match m.role {
         MessageRole::System => Role::System,
@@ -126,6 +227,7 @@ fn wire_row(m: &Message) -> ChatMessage {
         .and_then(|v| serde_json::from_value(v.clone()).ok())
         .unwrap_or_default();
     ChatMessage {
+        images: Vec::new(),
         role,
         content: m.api_content.clone().or_else(|| m.content.clone()),
         tool_calls,

@@ -74,13 +74,28 @@ enum Block<'a> {
         #[serde(skip_serializing_if = "Option::is_none")]
         cache_control: Option<CacheControl>,
     },
+    Image {
+        source: ImageSource<'a>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<CacheControl>,
+    },
+}
+
+/// An image block's inline source.
+#[derive(Serialize)]
+struct ImageSource<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    media_type: &'a str,
+    data: &'a str,
 }
 
 impl Block<'_> {
     fn mark_cached(&mut self) {
         let (Self::Text { cache_control, .. }
         | Self::ToolUse { cache_control, .. }
-        | Self::ToolResult { cache_control, .. }) = self;
+        | Self::ToolResult { cache_control, .. }
+        | Self::Image { cache_control, .. }) = self;
         *cache_control = Some(EPHEMERAL);
     }
 
@@ -156,9 +171,18 @@ fn convert(m: &ChatMessage) -> (WireRole, Vec<Block<'_>>) {
     match m.role {
         Role::User => (
             WireRole::User,
-            non_empty(m.content.as_deref())
-                .map(|t| text_block(Cow::Borrowed(t)))
-                .into_iter()
+            // Images first, then the text about them (Anthropic's advice).
+            m.images
+                .iter()
+                .map(|i| Block::Image {
+                    source: ImageSource {
+                        kind: "base64",
+                        media_type: &i.media_type,
+                        data: &i.base64,
+                    },
+                    cache_control: None,
+                })
+                .chain(non_empty(m.content.as_deref()).map(|t| text_block(Cow::Borrowed(t))))
                 .collect(),
         ),
         Role::System => (

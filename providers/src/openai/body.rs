@@ -27,15 +27,35 @@ struct StreamOptions {
 #[derive(Serialize)]
 struct WireMessage<'a> {
     role: Role,
-    /// Always present: a string, or null only on an assistant message that has tool calls
-    /// (the one place OpenAI accepts a missing content).
-    content: Option<&'a str>,
+    /// Always present: a string (or, with images, an array of text and `image_url` parts),
+    /// or null only on an assistant message that has tool calls (the one place OpenAI
+    /// accepts a missing content).
+    content: Option<Content<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tool_calls: Vec<WireToolCall<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_call_id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     name: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Content<'a> {
+    Text(&'a str),
+    Parts(Vec<Part<'a>>),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Part<'a> {
+    Text { text: &'a str },
+    ImageUrl { image_url: ImageUrl },
+}
+
+#[derive(Serialize)]
+struct ImageUrl {
+    url: String,
 }
 
 #[derive(Serialize)]
@@ -88,7 +108,18 @@ impl<'a> WireMessage<'a> {
         let has_calls = m.role == Role::Assistant && !m.tool_calls.is_empty();
         let content = match m.content.as_deref() {
             None if has_calls => None,
-            other => Some(other.unwrap_or("")),
+            text if !m.images.is_empty() && m.role == Role::User => {
+                let text = text
+                    .filter(|t| !t.is_empty())
+                    .map(|text| Part::Text { text });
+                let images = m.images.iter().map(|i| Part::ImageUrl {
+                    image_url: ImageUrl {
+                        url: format!("data:{};base64,{}", i.media_type, i.base64),
+                    },
+                });
+                Some(Content::Parts(text.into_iter().chain(images).collect()))
+            }
+            other => Some(Content::Text(other.unwrap_or(""))),
         };
         Self {
             role: m.role,
@@ -179,11 +210,13 @@ mod tests {
             arguments: "{\"path\":\"a\"}".into(),
         };
         let assistant = ChatMessage {
+            images: Vec::new(),
             content: None,
             tool_calls: vec![call],
             ..ChatMessage::assistant("")
         };
         let result = ChatMessage {
+            images: Vec::new(),
             name: Some("read_file".into()),
             ..ChatMessage::tool_result("call_1", "contents")
         };
@@ -213,6 +246,7 @@ mod tests {
     #[test]
     fn content_is_null_only_where_openai_allows_it() {
         let empty = |role| ChatMessage {
+            images: Vec::new(),
             role,
             content: None,
             tool_calls: vec![],
@@ -233,6 +267,7 @@ mod tests {
     #[test]
     fn invalid_participant_names_are_left_out() {
         let named = |n: &str| ChatMessage {
+            images: Vec::new(),
             name: Some(n.into()),
             ..ChatMessage::user("x")
         };

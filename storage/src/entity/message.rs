@@ -25,6 +25,8 @@ pub struct Model {
     pub summary_after_idx: Option<i64>,
     /// On a rotated child's copy of a kept row: the original row's id (SPEC R6.4).
     pub copied_from: Option<String>,
+    /// A user row's attachments: JSON references to `files` rows, never their bytes.
+    pub attachments: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -8,6 +8,7 @@ pub mod background_process;
 pub mod chat_session;
 pub mod compression_lock;
 pub mod event;
+pub mod file;
 pub mod inbound_update;
 pub mod interrupt_request;
 pub mod lease;

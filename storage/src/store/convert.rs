@@ -132,6 +132,7 @@ pub(super) fn message(m: message::Model) -> Result<Message> {
         compressed_epoch: m.compressed_epoch,
         summary_epoch: m.summary_epoch,
         summary_after_idx: m.summary_after_idx,
+        attachments: opt_json(m.attachments.as_deref(), "attachments")?,
     })
 }
 

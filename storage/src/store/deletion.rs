@@ -20,6 +20,8 @@ pub struct Deleted {
     pub turns: Vec<TurnId>,
     /// Their background processes (a log and an exit file each).
     pub processes: Vec<ProcessId>,
+    /// The files their user rows attached (deleted after, when nothing else names them).
+    pub files: Vec<String>,
 }
 
 impl Store {
@@ -67,6 +69,28 @@ impl Store {
             .into_tuple()
             .all(&tx)
             .await?;
+        let attached: Vec<Option<String>> = message::Entity::find()
+            .select_only()
+            .column(message::Column::Attachments)
+            .filter(message::Column::SessionId.is_in(ids.clone()))
+            .filter(message::Column::Attachments.is_not_null())
+            .into_tuple()
+            .all(&tx)
+            .await?;
+        let mut files: Vec<String> = attached
+            .iter()
+            .flatten()
+            .filter_map(|a| serde_json::from_str::<serde_json::Value>(a).ok())
+            .flat_map(|a| {
+                a.as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|f| f["file_id"].as_str().map(str::to_owned))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        files.sort();
+        files.dedup();
         macro_rules! delete_by {
             ($entity:ident, $col:expr) => {
                 $entity::Entity::delete_many()
@@ -144,6 +168,7 @@ impl Store {
                 .iter()
                 .map(|p| parse_id(p, "process id"))
                 .collect::<Result<_>>()?,
+            files,
         })
     }
 }

@@ -254,6 +254,7 @@ fn message_row(
         summary_epoch: Set(msg.summary_epoch),
         summary_after_idx: Set(msg.summary_after_idx),
         copied_from: Set(copied_from.map(|m| m.to_string())),
+        attachments: Set(msg.attachments.as_ref().map(|v| v.to_string())),
     })
 }
 

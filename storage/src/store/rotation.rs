@@ -286,5 +286,6 @@ fn copy_of(m: &message::Model) -> Result<NewMessage> {
         token_estimate: row.token_estimate,
         summary_epoch: None,
         summary_after_idx: None,
+        attachments: row.attachments,
     })
 }

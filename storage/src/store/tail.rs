@@ -306,6 +306,7 @@ mod tests {
             compressed_epoch: None,
             summary_epoch: None,
             summary_after_idx: None,
+            attachments: None,
         }
     }
 

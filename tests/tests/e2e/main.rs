@@ -42,6 +42,7 @@ mod r1_4_chat_commands;
 mod r1_5_real_model_delegation;
 mod r1_5_schedules;
 mod r1_5_work;
+mod r2_2_attachments;
 mod r2_2_input_limits;
 mod r2_4_graceful_shutdown;
 mod r2_4_unknown_turns;

@@ -10,6 +10,7 @@ use turnkey_providers::ProviderKind;
 /// Keys whose validation requires at least 1; every other whole number may be 0.
 const AT_LEAST_ONE: &[&str] = &[
     "server.max_body_bytes",
+    "server.max_upload_bytes",
     "lease.ttl_s",
     "lease.refresh_s",
     "agent.max_iterations",

@@ -3,6 +3,7 @@
 pub mod admissions;
 pub mod audit;
 pub mod events;
+pub mod files;
 pub mod health;
 pub mod id;
 pub mod memory;
@@ -151,6 +152,8 @@ pub fn table() -> Vec<Mount> {
             vec![(M::DELETE, web::to(tokens::revoke))],
         ),
         Mount::api("/v1/audit", vec![(M::GET, web::to(audit::list))]),
+        Mount::api("/v1/files", vec![(M::POST, web::to(files::upload))]),
+        Mount::api("/v1/files/{file_id}", vec![(M::GET, web::to(files::get))]),
         Mount::api(
             "/v1/schedules",
             vec![

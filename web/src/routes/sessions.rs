@@ -548,6 +548,11 @@ pub struct MessageView {
     /// Set on a compression summary: the epoch that wrote it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub summary_epoch: Option<i32>,
+    /// A user row's attachments: `[{file_id, name, content_type, bytes, path?}]` (the bytes
+    /// at `GET /v1/files/{file_id}`; `path` in the workspace for a file that is not an image).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub attachments: Option<Value>,
     pub created_at: String,
 }
 
@@ -566,6 +571,7 @@ impl From<Message> for MessageView {
             display: m.display,
             compressed_epoch: m.compressed_epoch,
             summary_epoch: m.summary_epoch,
+            attachments: m.attachments,
             created_at: rfc3339(m.created_at),
         }
     }

@@ -1,0 +1,244 @@
+//! Files and attachments (SPEC R2.2, R8.1; API.md "Attachments") against the real binary, on
+//! SQLite and PostgreSQL: `POST /v1/files` stores the raw body with its type sniffed from the
+//! bytes (a PNG named `.txt` is a PNG), serves it to its owner only, and refuses a body over
+//! `max_upload_bytes` (413, nothing stored). A submission's image reaches a vision model as
+//! an image part on the OpenAI wire (`image_url` data URL) and the Anthropic wire (`image`
+//! block), and a text-only model gets a note naming it instead; the transcript keeps the same
+//! reference either way. An inline `data:` attachment is stored and a retried submission is a
+//! duplicate; a text file is saved into the workspace and named by its path; someone else's
+//! `file_id` is refused. Deleting the session deletes the files only it referenced.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use base64::Engine;
+use serde_json::{json, Value};
+use turnkey_tests::wait::BOUND;
+use turnkey_tests::webhooks::Rows;
+use turnkey_tests::{pg, Api, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
+
+/// A 1×1 red PNG.
+const PNG: &[u8] = &[
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x02, 0x00, 0x00, 0x00, 0x90, 0x77, 0x53,
+    0xde, 0x00, 0x00, 0x00, 0x0c, 0x49, 0x44, 0x41, 0x54, 0x08, 0xd7, 0x63, 0xf8, 0xcf, 0xc0, 0x00,
+    0x00, 0x03, 0x01, 0x01, 0x00, 0x18, 0xdd, 0x8d, 0xb0, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e,
+    0x44, 0xae, 0x42, 0x60, 0x82,
+];
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+async fn start(database: Option<&str>, opts: TurnkeyOptions) -> Turnkey {
+    let opts = opts
+        .env("TURNKEY__SERVER__MAX_UPLOAD_BYTES", "4096")
+        .extra_toml("[tools]\napproval = \"off\"\n");
+    let opts = match database {
+        Some(url) => opts.database(url),
+        None => opts,
+    };
+    Turnkey::start(opts).await
+}
+
+async fn upload(api: &Api, name: &str, bytes: &[u8]) -> Value {
+    let r = api
+        .send_raw(
+            &format!("/v1/files?name={name}"),
+            "text/plain",
+            bytes.to_vec(),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    r.body
+}
+
+async fn submit(
+    api: &Api,
+    session: &str,
+    text: &str,
+    attachments: Value,
+    rid: &str,
+) -> turnkey_tests::Resp {
+    api.post(
+        &format!("/v1/sessions/{session}/submissions"),
+        &json!({"text": text, "request_id": rid, "attachments": attachments}),
+    )
+    .await
+}
+
+/// The user content of the last request the provider got.
+fn last_user_content(provider: &ScriptedProvider) -> Value {
+    let req = provider.requests().last().cloned().expect("a request");
+    req.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .map(|m| m["content"].clone())
+        .unwrap()
+}
+
+async fn files_and_vision(database: Option<&str>) {
+    let provider = ScriptedProvider::start();
+    let tk = start(
+        database,
+        TurnkeyOptions::new(&provider).provider_model("gpt-4o"),
+    )
+    .await;
+    let api = tk.api();
+    let rows = Rows::connect(&tk.database_url).await;
+
+    // Uploads: sniffed, served to the owner only, bounded.
+    let png = upload(&api, "../not-really.txt", PNG).await;
+    assert_eq!(png["content_type"], "image/png", "{png}");
+    assert_eq!(png["name"], "not-really.txt", "{png}");
+    assert_eq!(png["bytes"], PNG.len());
+    let again = upload(&api, "second-name.png", PNG).await;
+    assert_eq!(
+        again["file_id"], png["file_id"],
+        "the same bytes are the same file"
+    );
+    let id = png["file_id"].as_str().unwrap();
+    let got = api.get(&format!("/v1/files/{id}")).await;
+    assert_eq!(got.status, 200);
+    assert_eq!(got.content_type, "image/png");
+    let created = api.post("/v1/tokens", &json!({"name": "bob"})).await;
+    assert_eq!(created.status, 201, "{}", created.text);
+    let bob = api.with_token(Some(created.body["token"].as_str().unwrap()));
+    assert_eq!(bob.get(&format!("/v1/files/{id}")).await.status, 404);
+    let big = api
+        .send_raw(
+            "/v1/files?name=big.bin",
+            "application/octet-stream",
+            vec![7u8; 5000],
+        )
+        .await;
+    assert_eq!(big.status, 413, "{}", big.text);
+    assert_eq!(big.error_code(), Some("too_large"));
+    assert_eq!(
+        rows.count("files").await,
+        1,
+        "nothing stored for the refused upload"
+    );
+
+    // An image to a vision model (OpenAI wire): an image_url part with its bytes.
+    provider.on_user_text("what is in it", Reply::text("a red dot"));
+    let s = api.create_session_id().await;
+    let r = submit(&api, &s, "what is in it", json!([{"file_id": id}]), "r-1").await;
+    assert_eq!(r.status, 202, "{}", r.text);
+    api.wait_terminal(&r.str_field("admission_id"), BOUND).await;
+    let content = last_user_content(&provider);
+    let parts = content.as_array().expect("parts");
+    assert_eq!(parts[0], json!({"type": "text", "text": "what is in it"}));
+    assert_eq!(
+        parts[1]["image_url"]["url"],
+        format!("data:image/png;base64,{}", b64(PNG))
+    );
+    let messages = api.messages(&s).await;
+    let user = messages.iter().find(|m| m["role"] == "user").unwrap();
+    assert_eq!(
+        user["content"], "what is in it",
+        "the transcript keeps the text"
+    );
+
+    // Someone else's file is refused; bob's own inline file is stored, and a retry is one.
+    let bs = bob.create_session_id().await;
+    let r = submit(&bob, &bs, "look", json!([{"file_id": id}]), "b-1").await;
+    assert_eq!(r.status, 400, "{}", r.text);
+    assert_eq!(r.error_code(), Some("unknown_file"));
+    let inline = json!([{"url": format!("data:text/plain;base64,{}", b64(b"col1,col2\n1,2\n")), "name": "data.csv"}]);
+    let first = submit(&bob, &bs, "sum the file", inline.clone(), "b-2").await;
+    assert_eq!(first.status, 202, "{}", first.text);
+    let retry = submit(&bob, &bs, "sum the file", inline, "b-2").await;
+    assert_eq!(retry.status, 200, "a retry is a duplicate: {}", retry.text);
+    assert_eq!(retry.body["duplicate"], true);
+    bob.wait_terminal(&first.str_field("admission_id"), BOUND)
+        .await;
+    let note = last_user_content(&provider);
+    let note = note.as_str().unwrap_or_default();
+    assert!(
+        note.contains("[file attached: data.csv (text/plain") && note.contains("uploads/"),
+        "{note}"
+    );
+    let path = note
+        .split("saved in the workspace as ")
+        .nth(1)
+        .unwrap()
+        .trim_end_matches(']');
+    let saved = std::fs::read_dir(tk.dir.path().join("workspace").join("principals"))
+        .unwrap()
+        .map(|d| d.unwrap().path().join(path))
+        .find(|p| p.exists())
+        .expect("saved in bob's workspace");
+    assert_eq!(std::fs::read(saved).unwrap(), b"col1,col2\n1,2\n");
+
+    // Deleting the session deletes what only it referenced; bob's file stays with his.
+    assert_eq!(rows.count("files").await, 2);
+    let d = api
+        .try_send(
+            reqwest::Method::DELETE,
+            &format!("/v1/sessions/{s}"),
+            None,
+            &[],
+        )
+        .await
+        .unwrap();
+    assert!(d.status == 204 || d.status == 200, "{}", d.text);
+    assert_eq!(
+        rows.count("files").await,
+        1,
+        "the PNG only that session named is gone"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r2_2_files_are_sniffed_owned_bounded_and_reach_a_vision_model_sqlite() {
+    files_and_vision(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r2_2_files_are_sniffed_owned_bounded_and_reach_a_vision_model_postgres() {
+    let Some(db) = pg::fresh_database().await else {
+        return;
+    };
+    files_and_vision(Some(db.url())).await;
+}
+
+async fn image_on(kind: &str, vision: bool) -> Value {
+    let provider = ScriptedProvider::start();
+    let opts = TurnkeyOptions::new(&provider)
+        .provider_kind(kind)
+        .provider_toml(&format!("vision = {vision}"));
+    let tk = start(None, opts).await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    let inline = json!([{"url": format!("data:image/png;base64,{}", b64(PNG)), "name": "dot.png"}]);
+    let r = submit(&api, &s, "describe", inline, "r-1").await;
+    assert_eq!(r.status, 202, "{}", r.text);
+    api.wait_terminal(&r.str_field("admission_id"), BOUND).await;
+    let messages = api.messages(&s).await;
+    let user = messages.iter().find(|m| m["role"] == "user").unwrap();
+    assert_eq!(user["attachments"][0]["name"], "dot.png", "{user}");
+    last_user_content(&provider)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r8_1_an_image_is_an_image_block_on_the_anthropic_wire() {
+    let content = image_on("anthropic", true).await;
+    assert_eq!(content[0]["type"], "image", "{content}");
+    assert_eq!(content[0]["source"]["type"], "base64");
+    assert_eq!(content[0]["source"]["media_type"], "image/png");
+    assert_eq!(content[0]["source"]["data"], b64(PNG));
+    assert_eq!(content[1]["text"], "describe");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r8_1_a_text_only_model_gets_a_note_instead_of_the_image() {
+    let content = image_on("openai", false).await;
+    let text = content.as_str().expect("plain text content");
+    assert!(
+        text.starts_with("describe\n\n[image attached: dot.png (image/png")
+            && text.contains("this model cannot see images"),
+        "{text}"
+    );
+}

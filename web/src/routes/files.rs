@@ -1,0 +1,132 @@
+//! Files (SPEC R2.2; API.md "Attachments"): `POST /v1/files` stores a file for the caller —
+//! the raw body, its name from `?name=` — and answers its reference; `GET /v1/files/{id}`
+//! serves one of the caller's files. The type is sniffed from the bytes, not taken from the
+//! client; a body over `server.max_upload_bytes` is 413 `too_large` and nothing is stored.
+//! Files live in the database, so every replica serves every file.
+use crate::auth::AuthPrincipal;
+use crate::error::{ApiError, ErrorBody};
+use crate::startup::AppState;
+use actix_web::http::header;
+use actix_web::{web, HttpResponse};
+use futures::StreamExt;
+use serde::Deserialize;
+use turnkey_actors::attachments::{clean_name, default_name, sniff, too_large};
+use turnkey_storage::StoredFile;
+use utoipa::{IntoParams, ToSchema};
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct UploadQuery {
+    /// The file's name (its last path component is kept). Default: from its type.
+    pub name: Option<String>,
+}
+
+/// A stored file.
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct FileView {
+    pub file_id: String,
+    pub name: String,
+    /// Sniffed from the bytes.
+    pub content_type: String,
+    pub bytes: i64,
+    /// Hex SHA-256 of the bytes.
+    pub sha256: String,
+}
+
+impl From<StoredFile> for FileView {
+    fn from(f: StoredFile) -> Self {
+        Self {
+            file_id: f.id,
+            name: f.name,
+            content_type: f.content_type,
+            bytes: f.bytes,
+            sha256: f.sha256,
+        }
+    }
+}
+
+/// Stores the request body as one of the caller's files (the same bytes twice are one file).
+#[utoipa::path(
+    post,
+    path = "/v1/files",
+    operation_id = "upload_file",
+    tag = "files",
+    params(UploadQuery),
+    request_body(content = Vec<u8>, description = "The file's bytes", content_type = "application/octet-stream"),
+    responses(
+        (status = 201, description = "Stored", body = FileView),
+        (status = 400, description = "`empty_input`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 403, description = "`read_only`", body = ErrorBody),
+        (status = 413, description = "`too_large`: over `server.max_upload_bytes`; nothing stored", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub async fn upload(
+    state: web::Data<AppState>,
+    who: AuthPrincipal,
+    query: web::Query<UploadQuery>,
+    mut body: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let max = state.gateway.config().files.max_upload_bytes;
+    let mut bytes = web::BytesMut::new();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))?;
+        if bytes.len() + chunk.len() > max {
+            return Err(too_large("the file", bytes.len() + chunk.len(), max).into());
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    if bytes.is_empty() {
+        return Err(ApiError::bad_request("empty_input", "the file is empty"));
+    }
+    let content_type = sniff(&bytes);
+    let name = clean_name(
+        query.name.as_deref().unwrap_or_default(),
+        &default_name(content_type),
+    );
+    let file = state
+        .gateway
+        .store()
+        .put_file(&who.0.id, &name, content_type, &bytes)
+        .await?;
+    Ok(HttpResponse::Created().json(FileView::from(file)))
+}
+
+/// One of the caller's files, with the sniffed type; anyone else's is not found.
+#[utoipa::path(
+    get,
+    path = "/v1/files/{file_id}",
+    operation_id = "get_file",
+    tag = "files",
+    params(("file_id" = String, Path, description = "The file's id")),
+    responses(
+        (status = 200, description = "The file's bytes", content_type = "application/octet-stream"),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 404, description = "`not_found`", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub async fn get(
+    state: web::Data<AppState>,
+    who: AuthPrincipal,
+    id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let Some((file, data)) = state.gateway.store().file_with_data(&who.0.id, &id).await? else {
+        return Err(ApiError::not_found("file"));
+    };
+    // Served as an attachment, never rendered in the API's origin: a sniffed HTML or SVG
+    // upload cannot run script there.
+    let disposition = header::ContentDisposition {
+        disposition: header::DispositionType::Attachment,
+        parameters: vec![header::DispositionParam::Filename(file.name.clone())],
+    };
+    Ok(HttpResponse::Ok()
+        .content_type(file.content_type.as_str())
+        .insert_header(disposition)
+        .insert_header(("X-Content-Type-Options", "nosniff"))
+        .insert_header(("Cache-Control", "private, max-age=86400, immutable"))
+        .body(data))
+}
