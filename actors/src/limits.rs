@@ -86,7 +86,8 @@ pub fn model(name: &str) -> Result<(), GatewayError> {
     Ok(())
 }
 
-/// How many attachments an input may carry, each an object (checked before any is stored).
+/// How many attachments an input may carry, each an object of bounded size besides its
+/// inline `url` (checked before any is stored; the body limit bounds a data URL).
 pub fn attachment_count(list: &[Value]) -> Result<(), GatewayError> {
     if list.len() > MAX_ATTACHMENTS {
         return Err(invalid(
@@ -94,11 +95,20 @@ pub fn attachment_count(list: &[Value]) -> Result<(), GatewayError> {
             format!("{} attachments; the limit is {MAX_ATTACHMENTS}", list.len()),
         ));
     }
-    if list.iter().any(|a| !a.is_object()) {
-        return Err(invalid(
-            "invalid_attachment",
-            "each attachment must be an object".into(),
-        ));
+    for (i, a) in list.iter().enumerate() {
+        let Some(fields) = a.as_object() else {
+            return Err(invalid(
+                "invalid_attachment",
+                "each attachment must be an object".into(),
+            ));
+        };
+        let mut rest = fields.clone();
+        rest.remove("url");
+        json_size(
+            &format!("attachments[{i}]"),
+            &Value::Object(rest),
+            MAX_ATTACHMENT_BYTES,
+        )?;
     }
     Ok(())
 }

@@ -611,6 +611,8 @@ fn the_example_file_loads_and_shows_the_defaults() {
         "api_key",
         "api_key_env",
         "max_output_tokens",
+        // No fixed default: unset, it follows the model's name.
+        "vision",
     ] {
         required.insert(key.into(), provider[key].clone());
     }
