@@ -6,7 +6,7 @@
 //! into the principal's workspace (`uploads/`) so that tools can read it (`path`). The
 //! admission and its user row keep the references, never the bytes.
 //!
-//! On the wire (`project`), a user row's images become image parts for a provider that sees
+//! On the wire (`turn::request::wire_messages`), a user row's images become image parts for a provider that sees
 //! images, and a note naming the file for one that does not; other files are named by their
 //! workspace path. Only the wire copy changes: the transcript keeps the attachment.
 use crate::config::RuntimeConfig;
@@ -194,18 +194,6 @@ async fn save_into_workspace(
     tokio::fs::write(&partial, &bytes).await.map_err(io)?;
     tokio::fs::rename(&partial, &path).await.map_err(io)?;
     Ok(rel)
-}
-
-/// The references a row or a payload carries, by id.
-pub fn ids_of(attachments: &Value) -> Vec<String> {
-    attachments
-        .as_array()
-        .map(|l| {
-            l.iter()
-                .filter_map(|a| a["file_id"].as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

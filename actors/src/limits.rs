@@ -118,12 +118,6 @@ pub fn attachment_count(list: &[Value]) -> Result<(), GatewayError> {
 pub fn attachments(list: &[Value]) -> Result<(), GatewayError> {
     attachment_count(list)?;
     for (i, a) in list.iter().enumerate() {
-        if !a.is_object() {
-            return Err(invalid(
-                "invalid_attachment",
-                "each attachment must be an object".into(),
-            ));
-        }
         json_size(&format!("attachments[{i}]"), a, MAX_ATTACHMENT_BYTES)?;
     }
     Ok(())

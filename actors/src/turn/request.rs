@@ -173,35 +173,35 @@ fn with_attachments(
 /// [`MAX_IMAGES_PER_REQUEST`]) into `ctx.images`, once a turn, for a provider that sees images.
 /// A read that fails leaves the image to be named instead.
 pub async fn load_images(models: Models<'_>, ctx: &mut TurnContext) {
-    let wanted: Vec<String> = ctx
+    // (file id, its type as sniffed when it was stored), newest first.
+    let wanted: HashMap<String, String> = ctx
         .live_rows()
         .iter()
         .rev()
         .filter(|m| m.role == MessageRole::User)
         .filter_map(|m| m.attachments.as_ref().and_then(|a| a.as_array()))
         .flat_map(|l| l.iter().rev())
-        .filter(|a| {
-            a["content_type"]
-                .as_str()
-                .is_some_and(crate::attachments::is_image)
-        })
-        .filter_map(|a| a["file_id"].as_str().map(str::to_owned))
+        .filter_map(|a| Some((a["file_id"].as_str()?, a["content_type"].as_str()?)))
+        .filter(|(_, t)| crate::attachments::is_image(t))
         .take(MAX_IMAGES_PER_REQUEST)
+        .map(|(id, t)| (id.to_owned(), t.to_owned()))
         .collect();
     let missing: Vec<String> = wanted
-        .iter()
+        .keys()
         .filter(|id| !ctx.images.contains_key(*id))
         .cloned()
         .collect();
     if missing.is_empty() {
-        ctx.images.retain(|id, _| wanted.contains(id));
+        ctx.images.retain(|id, _| wanted.contains_key(id));
         return;
     }
     match models.store.file_bytes(&missing).await {
         Ok(found) => {
             use base64::Engine;
             for (id, bytes) in found {
-                let media_type = crate::attachments::sniff(&bytes).to_owned();
+                let Some(media_type) = wanted.get(&id).cloned() else {
+                    continue;
+                };
                 let base64 = base64::engine::general_purpose::STANDARD.encode(&bytes);
                 ctx.images
                     .insert(id, turnkey_providers::Image { media_type, base64 });
@@ -211,7 +211,7 @@ pub async fn load_images(models: Models<'_>, ctx: &mut TurnContext) {
             tracing::warn!(turn = %ctx.turn_id, error = %e, "attached images not read; they are named instead")
         }
     }
-    ctx.images.retain(|id, _| wanted.contains(id));
+    ctx.images.retain(|id, _| wanted.contains_key(id));
 }
 
 fn wire_row(m: &Message) -> ChatMessage {

@@ -210,13 +210,11 @@ mod tests {
             arguments: "{\"path\":\"a\"}".into(),
         };
         let assistant = ChatMessage {
-            images: Vec::new(),
             content: None,
             tool_calls: vec![call],
             ..ChatMessage::assistant("")
         };
         let result = ChatMessage {
-            images: Vec::new(),
             name: Some("read_file".into()),
             ..ChatMessage::tool_result("call_1", "contents")
         };
@@ -267,7 +265,6 @@ mod tests {
     #[test]
     fn invalid_participant_names_are_left_out() {
         let named = |n: &str| ChatMessage {
-            images: Vec::new(),
             name: Some(n.into()),
             ..ChatMessage::user("x")
         };

@@ -10,8 +10,8 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 
-/// A stored file, without its bytes.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+/// A stored file, without its bytes (also what a query of the `META` columns reads).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, sea_orm::FromQueryResult)]
 pub struct StoredFile {
     #[serde(rename = "file_id")]
     pub id: String,
@@ -49,31 +49,6 @@ const META: [file::Column; 7] = [
     file::Column::Bytes,
     file::Column::CreatedAt,
 ];
-
-#[derive(sea_orm::FromQueryResult)]
-struct Meta {
-    id: String,
-    principal: String,
-    sha256: String,
-    name: String,
-    content_type: String,
-    bytes: i64,
-    created_at: i64,
-}
-
-impl From<Meta> for StoredFile {
-    fn from(m: Meta) -> Self {
-        Self {
-            id: m.id,
-            principal: m.principal,
-            name: m.name,
-            content_type: m.content_type,
-            bytes: m.bytes,
-            sha256: m.sha256,
-            created_at: m.created_at,
-        }
-    }
-}
 
 impl Store {
     /// Stores `data` as `principal`'s file, or answers the file they already have with these
@@ -125,10 +100,9 @@ impl Store {
             .columns(META)
             .filter(file::Column::Principal.eq(principal))
             .filter(file::Column::Sha256.eq(sha256))
-            .into_model::<Meta>()
+            .into_model::<StoredFile>()
             .one(self.connection())
-            .await?
-            .map(StoredFile::from))
+            .await?)
     }
 
     /// `principal`'s files among `ids`, without their bytes; another's are left out.
@@ -141,12 +115,9 @@ impl Store {
             .columns(META)
             .filter(file::Column::Principal.eq(principal))
             .filter(file::Column::Id.is_in(ids.iter().cloned()))
-            .into_model::<Meta>()
+            .into_model::<StoredFile>()
             .all(self.connection())
-            .await?
-            .into_iter()
-            .map(StoredFile::from)
-            .collect())
+            .await?)
     }
 
     /// `principal`'s file `id` with its bytes; None when there is none of theirs.
