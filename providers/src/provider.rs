@@ -20,6 +20,16 @@ pub enum ProviderKind {
     Anthropic,
 }
 
+impl ProviderKind {
+    /// Its name in the configuration (`kind = "…"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Openai => "openai",
+            Self::Anthropic => "anthropic",
+        }
+    }
+}
+
 /// One `[[providers]]` entry of the configuration.
 // Debug is written by hand so that a logged config never shows the key.
 #[derive(Clone, Deserialize, Serialize)]

@@ -244,6 +244,9 @@ pub struct SessionUpdate {
     pub busy_policy: Option<Option<String>>,
     /// The session's display object (SPEC R3.1).
     pub display: Option<Option<serde_json::Value>>,
+    /// The model its turns run on (`None` inside: the primary provider's). Set on every
+    /// segment of the lineage, since a rotation copies it and a turn reads its own segment.
+    pub model: Option<Option<String>>,
 }
 
 /// A provider's reported prompt size and when it was recorded (ms since the epoch).

@@ -62,6 +62,11 @@ pub struct TurnkeyOptions {
     /// The executable to run instead of this build's `turnkey` (the harness's self-test runs
     /// a stand-in); per instance, so tests sharing the test binary are not affected.
     pub binary: Option<PathBuf>,
+    /// Whether turnkey.toml has the scripted `[[providers]]` entry (a first run has none).
+    pub with_provider: bool,
+    /// `server.detect_providers`: none by default, so that no test finds a server another
+    /// test (or the machine) runs on a usual port.
+    pub detect_providers: Vec<String>,
 }
 
 impl TurnkeyOptions {
@@ -87,6 +92,8 @@ impl TurnkeyOptions {
             provider_toml: String::new(),
             provider_kind: "openai".into(),
             binary: None,
+            with_provider: true,
+            detect_providers: Vec::new(),
         }
     }
 
@@ -123,6 +130,13 @@ impl TurnkeyOptions {
 
     pub fn extra_toml(mut self, toml: &str) -> Self {
         self.extra_toml.push_str(toml);
+        self
+    }
+
+    /// No `[[providers]]` entry; `serve` asks `detect` (base URLs) for a local server instead.
+    pub fn first_run(mut self, detect: &[&str]) -> Self {
+        self.with_provider = false;
+        self.detect_providers = detect.iter().map(|u| (*u).to_owned()).collect();
         self
     }
 
@@ -485,6 +499,7 @@ fn write_config(path: &Path, dir: &Path, database_url: &str, token: &str, o: &Tu
     let toml = format!(
         r#"[server]
 data_dir = "{data}"
+detect_providers = {detect:?}
 
 [database]
 url = "{database_url}"
@@ -492,14 +507,7 @@ url = "{database_url}"
 [auth]
 operator_token = "{token}"
 
-[[providers]]
-name = "scripted"
-kind = "{kind}"
-base_url = "{base}"
-api_key = "{api_key}"
-model = "{model}"
-context_window = {window}
-{provider_extra}
+{provider}
 [lease]
 ttl_s = {ttl}
 refresh_s = {refresh}
@@ -509,11 +517,27 @@ wait_s = {wait}
 {extra}
 "#,
         data = dir.join("data").display(),
-        kind = o.provider_kind,
-        base = o.provider_base_url,
-        window = o.provider_context_window,
-        api_key = o.provider_api_key,
-        model = o.provider_model,
+        detect = o.detect_providers,
+        provider = if o.with_provider {
+            format!(
+                r#"[[providers]]
+name = "scripted"
+kind = "{kind}"
+base_url = "{base}"
+api_key = "{api_key}"
+model = "{model}"
+context_window = {window}
+{provider_extra}"#,
+                kind = o.provider_kind,
+                base = o.provider_base_url,
+                window = o.provider_context_window,
+                api_key = o.provider_api_key,
+                model = o.provider_model,
+                provider_extra = o.provider_toml,
+            )
+        } else {
+            String::new()
+        },
         ttl = o.lease_ttl_s,
         refresh = o.lease_refresh_s,
         wait = o.lease_wait_s,
@@ -530,7 +554,6 @@ wait_s = {wait}
             "[memory]\nreview_every = 0\n"
         },
         extra = o.extra_toml,
-        provider_extra = o.provider_toml,
     );
     std::fs::write(path, toml).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
 }

@@ -264,6 +264,12 @@ pub struct ScriptedProvider {
 impl ScriptedProvider {
     /// Starts the server on 127.0.0.1 with a free port, on its own thread and actix System.
     pub fn start() -> Self {
+        Self::start_on(0).unwrap_or_else(|e| panic!("scripted provider did not start: {e}"))
+    }
+
+    /// Starts the server on 127.0.0.1:`port` (0: a free one); `Err` when it cannot bind there,
+    /// e.g. a real server already uses the port.
+    pub fn start_on(port: u16) -> Result<Self, String> {
         let shared = Arc::new(Shared {
             script: Mutex::new(Script::default()),
             hang_release: watch::channel(0).0,
@@ -272,20 +278,19 @@ impl ScriptedProvider {
         let for_server = shared.clone();
         std::thread::Builder::new()
             .name("scripted-provider".into())
-            .spawn(move || serve(for_server, tx))
-            .unwrap_or_else(|e| panic!("scripted provider: cannot spawn thread: {e}"));
+            .spawn(move || serve(for_server, port, tx))
+            .map_err(|e| format!("cannot spawn its thread: {e}"))?;
         let (addr, handle) = rx
             .recv_timeout(Duration::from_secs(10))
-            .unwrap_or_else(|e| panic!("scripted provider did not start: {e}"))
-            .unwrap_or_else(|e| panic!("scripted provider did not start: {e}"));
-        Self {
+            .map_err(|e| e.to_string())??;
+        Ok(Self {
             base_url: format!("http://{addr}/v1"),
             _server: Arc::new(ServerGuard {
                 handle,
                 shared: shared.clone(),
             }),
             shared,
-        }
+        })
     }
 
     /// Queues a reply; queued replies answer the next requests in order, before rules.

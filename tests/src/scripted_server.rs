@@ -13,7 +13,7 @@ const MAX_HANG: Duration = Duration::from_secs(300);
 
 pub(crate) type Started = Result<(std::net::SocketAddr, ServerHandle), String>;
 
-pub(crate) fn serve(shared: Arc<Shared>, started: std::sync::mpsc::Sender<Started>) {
+pub(crate) fn serve(shared: Arc<Shared>, port: u16, started: std::sync::mpsc::Sender<Started>) {
     let system = actix_rt::System::new();
     system.block_on(async move {
         let data = web::Data::from(shared);
@@ -29,7 +29,7 @@ pub(crate) fn serve(shared: Arc<Shared>, started: std::sync::mpsc::Sender<Starte
         .workers(2)
         .disable_signals()
         .shutdown_timeout(1)
-        .bind(("127.0.0.1", 0));
+        .bind(("127.0.0.1", port));
         let server = match server {
             Ok(s) => s,
             Err(e) => {

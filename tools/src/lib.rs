@@ -24,6 +24,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
+pub use web_fetch::{download, DownloadError};
 
 /// What a tool returns to the model. An error is a result too (SPEC R9.6), not a turn failure.
 #[derive(Clone, Debug, PartialEq)]

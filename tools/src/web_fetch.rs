@@ -93,6 +93,13 @@ impl Tool for WebFetch {
 impl WebFetch {
     async fn fetch(&self, url: &str) -> Result<String, String> {
         let url = non_empty("url", url)?;
+        let (url, response) = self.get(url).await?;
+        render(url, response).await
+    }
+
+    /// GET `url`, following up to [`MAX_REDIRECTS`] redirects, each hop through the guard:
+    /// the final URL and its response.
+    async fn get(&self, url: &str) -> Result<(Url, reqwest::Response), String> {
         let mut url =
             Url::parse(url).map_err(|e| format!("invalid arguments: invalid url {url:?}: {e}"))?;
         let mut hops = 0;
@@ -119,7 +126,7 @@ impl WebFetch {
                     .map_err(|e| format!("{url} redirected to an invalid URL {location:?}: {e}"))?;
                 continue;
             }
-            return render(url, response).await;
+            return Ok((url, response));
         }
     }
 
@@ -194,6 +201,73 @@ impl WebFetch {
             .build()
             .map_err(|e| format!("cannot set up an HTTP client: {e}"))
     }
+}
+
+/// Why [`download`] brought nothing back.
+#[derive(Debug, thiserror::Error)]
+pub enum DownloadError {
+    /// Larger than the bound given, by its `Content-Length` or by what arrived.
+    #[error("{url} is larger than {limit} bytes")]
+    TooLarge { url: String, limit: usize },
+    /// Refused by the guard, unreachable, an error status, too slow.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// The bytes of `url` (http or https) and the type the server declared, fetched the way
+/// `web_fetch` fetches: non-public addresses refused unless `fetch_allow` (the
+/// `tools.fetch_allow` entries) lets them through, each redirect checked again, at most `limit`
+/// bytes, within `timeout`. For attachments that arrive as links (SPEC R2.2).
+pub async fn download(
+    fetch_allow: &[String],
+    url: &str,
+    limit: usize,
+    timeout: Duration,
+) -> Result<(Vec<u8>, Option<String>), DownloadError> {
+    let allow = FetchAllow::parse(fetch_allow).map_err(|e| DownloadError::Failed(e.to_string()))?;
+    let fetcher = WebFetch::new(allow);
+    let fetched = async {
+        let (url, mut response) = fetcher.get(url).await.map_err(DownloadError::Failed)?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(DownloadError::Failed(format!(
+                "{url} answered HTTP {status}"
+            )));
+        }
+        let too_large = || DownloadError::TooLarge {
+            url: url.to_string(),
+            limit,
+        };
+        if response
+            .content_length()
+            .is_some_and(|n| usize::try_from(n).map_or(true, |n| n > limit))
+        {
+            return Err(too_large());
+        }
+        let declared = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| DownloadError::Failed(format!("reading {url} failed: {e}")))?
+        {
+            if body.len() + chunk.len() > limit {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok((body, declared))
+    };
+    tokio::time::timeout(timeout, fetched).await.map_err(|_| {
+        DownloadError::Failed(format!(
+            "fetching {url} took longer than {} s",
+            timeout.as_secs()
+        ))
+    })?
 }
 
 /// The response as text for the model: a short header, then the body (HTML rendered).

@@ -75,6 +75,10 @@ pub struct ServerSettings {
     /// Origins (`scheme://host[:port]`, exactly) whose pages may call the API from a browser
     /// (CORS). Empty: no CORS headers, only the UI served at `/` (same origin) can.
     pub cors_origins: Vec<String>,
+    /// With no provider configured, `serve` asks these OpenAI-compatible base URLs for their
+    /// models at start-up and uses the first that lists one (Ollama, LM Studio, llama.cpp and
+    /// vLLM on their usual ports by default). Empty: never.
+    pub detect_providers: Vec<String>,
 }
 
 impl Default for ServerSettings {
@@ -90,6 +94,10 @@ impl Default for ServerSettings {
             http_shutdown_grace_s: 5,
             sse_keepalive_s: 15,
             cors_origins: Vec::new(),
+            detect_providers: crate::provider_probe::LOCAL_SERVERS
+                .iter()
+                .map(|(_, url)| (*url).to_owned())
+                .collect(),
         }
     }
 }
@@ -217,6 +225,16 @@ impl Settings {
             validate_origin(origin).map_err(|reason| {
                 InvalidConfig::new(format!("server.cors_origins[{i}]"), reason)
             })?;
+        }
+        for (i, url) in self.server.detect_providers.iter().enumerate() {
+            let ok = reqwest::Url::parse(url)
+                .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
+            if !ok {
+                return Err(InvalidConfig::new(
+                    format!("server.detect_providers[{i}]"),
+                    format!("{url:?} is not an http(s) base URL such as http://127.0.0.1:11434/v1"),
+                ));
+            }
         }
         if self.server.max_body_bytes == 0 {
             return Err(InvalidConfig::new(
@@ -460,7 +478,11 @@ fn layered(
 }
 
 /// The keys whose `TURNKEY__SECTION__KEY` variable is a comma list.
-const LIST_KEYS: &[(&str, &str)] = &[("tools", "enabled"), ("server", "cors_origins")];
+const LIST_KEYS: &[(&str, &str)] = &[
+    ("tools", "enabled"),
+    ("server", "cors_origins"),
+    ("server", "detect_providers"),
+];
 
 fn comma_list(v: &str) -> Vec<String> {
     v.split(',')

@@ -9,7 +9,6 @@ use migration::{Migrator, MigratorTrait};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use turnkey_actors::config::ToolsConfig;
-use turnkey_providers::{ProviderConfig, ProviderKind};
 use turnkey_tools::Sandbox;
 
 /// How long a store or a provider gets to answer before doctor calls it a problem.
@@ -72,18 +71,32 @@ pub async fn check(settings: &Settings) -> Vec<Finding> {
     )];
     findings.push(check_store(&settings.database.url).await);
     findings.push(check_sandbox(&settings.tools));
-    if settings.providers.is_empty() {
-        findings.push(Finding::problem(
-            "providers",
-            "none configured, so every submission is refused (503 no_provider); add a \
-             [[providers]] table to turnkey.toml, or set OPENAI_BASE_URL, OPENAI_API_KEY and \
-             OPENAI_MODEL",
-        ));
+    let mut providers = settings.providers.clone();
+    if providers.is_empty() {
+        match crate::startup::detect_provider(settings).await {
+            Some(found) => {
+                findings.push(Finding::warning(
+                    "providers",
+                    format!(
+                        "none configured; serve would use the local server it finds at {} \
+                         (model {}) until a [[providers]] table or OPENAI_* variables name one",
+                        found.base_url, found.model
+                    ),
+                ));
+                providers.push(found);
+            }
+            None => findings.push(Finding::problem(
+                "providers",
+                "none configured and no local server found on the usual ports, so every \
+                 submission is refused (503 no_provider); add a [[providers]] table to \
+                 turnkey.toml, or set OPENAI_BASE_URL, OPENAI_API_KEY and OPENAI_MODEL",
+            )),
+        }
     }
-    for (i, p) in settings.providers.iter().enumerate() {
+    for (i, p) in providers.iter().enumerate() {
         let role = if i == 0 { "primary" } else { "fallback" };
         let subject = format!("provider[{i}] {} ({role}, model {})", p.name, p.model);
-        findings.push(match check_provider(p).await {
+        findings.push(match crate::provider_probe::check(p, CHECK_TIMEOUT).await {
             Ok(detail) => Finding::ok(subject, detail),
             Err(detail) => Finding::problem(subject, detail),
         });
@@ -185,69 +198,6 @@ async fn check_store(url: &str) -> Finding {
         tracing::debug!(error = %e, "closing the doctor's store connection");
     }
     finding
-}
-
-/// `GET {base_url}/models` with the key as the provider expects it (Bearer; Anthropic's
-/// `x-api-key` and `anthropic-version`): any 2xx is an answer; no answer within
-/// [`CHECK_TIMEOUT`], or an error status, is a problem.
-async fn check_provider(p: &ProviderConfig) -> Result<String, String> {
-    let url = format!("{}/models", p.base_url.trim_end_matches('/'));
-    let http = reqwest::Client::builder()
-        .timeout(CHECK_TIMEOUT)
-        .build()
-        .map_err(|e| format!("cannot build an HTTP client: {e}"))?;
-    let key = p.resolved_api_key();
-    let mut req = http.get(&url);
-    match (&key, p.kind) {
-        (Some(key), ProviderKind::Anthropic) => {
-            req = req
-                .header("x-api-key", key.expose())
-                .header("anthropic-version", "2023-06-01");
-        }
-        (Some(key), ProviderKind::Openai) => req = req.bearer_auth(key.expose()),
-        (None, _) => {}
-    }
-    let res = req.send().await.map_err(|e| {
-        if e.is_timeout() {
-            format!("GET {url}: no answer within {} s", CHECK_TIMEOUT.as_secs())
-        } else {
-            format!("GET {url}: no answer: {}", with_causes(&e))
-        }
-    })?;
-    let status = res.status();
-    if !status.is_success() {
-        let hint = match (status.as_u16(), &key) {
-            (401 | 403, None) => "; no API key is set (api_key, or the variable api_key_env names)",
-            (401 | 403, Some(_)) => "; the API key was refused",
-            (404, _) => "; is base_url right (it usually ends in /v1)?",
-            _ => "",
-        };
-        return Err(format!("GET {url}: answered HTTP {status}{hint}"));
-    }
-    let listed = res
-        .json::<serde_json::Value>()
-        .await
-        .ok()
-        .and_then(|v| v.get("data")?.as_array().cloned())
-        .map(|models| models.iter().any(|m| m["id"] == p.model.as_str()));
-    Ok(match listed {
-        Some(true) => format!("GET {url}: HTTP {status}, model {} is listed", p.model),
-        // Some servers list only part of what they serve; not a problem by itself.
-        Some(false) => format!("GET {url}: HTTP {status} (model {} is not listed)", p.model),
-        None => format!("GET {url}: HTTP {status}"),
-    })
-}
-
-/// reqwest's own message ("error sending request") hides the cause ("Connection refused").
-fn with_causes(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
-        cause = c.source();
-    }
-    text
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ pub mod doctor;
 pub mod error;
 pub mod follow;
 pub mod openapi;
+pub mod provider_probe;
 pub mod routes;
 pub mod security;
 pub mod startup;

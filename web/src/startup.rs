@@ -359,15 +359,58 @@ impl Application {
     }
 }
 
-/// Printed on stderr when `serve` starts without a provider: it serves, but refuses every
-/// submission until one is configured, and says how to configure one.
+/// Printed on stderr when `serve` starts without a provider and finds no local server: it
+/// serves, but refuses every submission until one is configured, and says how to configure one.
 pub const NO_PROVIDER_WARNING: &str = "\
 warning: no model provider is configured; submissions are refused with 503 no_provider until one is.
-  Set one either way, then restart:
+  No local OpenAI-compatible server answered on the usual ports (Ollama 11434, LM Studio 1234,
+  llama.cpp 8080, vLLM 8000; server.detect_providers). Set one either way, then restart:
   - a [[providers]] table in turnkey.toml (see deploy/turnkey.example.toml), or
   - the environment: OPENAI_BASE_URL (e.g. http://127.0.0.1:8000/v1), OPENAI_API_KEY and
     OPENAI_MODEL (default gpt-4o-mini), for any OpenAI-compatible server.
 ";
+
+/// With no provider configured, the first local server of `server.detect_providers` that
+/// lists a model becomes the provider, and stderr says so. `None`: nothing was configured or
+/// found (the caller warns).
+pub async fn detect_provider(settings: &Settings) -> Option<turnkey_providers::ProviderConfig> {
+    let candidates: Vec<(String, String)> = settings
+        .server
+        .detect_providers
+        .iter()
+        .map(|url| (crate::provider_probe::name_for(url), url.clone()))
+        .collect();
+    let own_port = settings
+        .server
+        .bind
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok());
+    crate::provider_probe::detect(&candidates, own_port).await
+}
+
+/// The line `serve` prints about the provider it will use (the primary; fallbacks counted).
+pub fn provider_line(providers: &[turnkey_providers::ProviderConfig], detected: bool) -> String {
+    let Some(p) = providers.first() else {
+        return String::new();
+    };
+    let how = if detected {
+        "detected, since none is configured; a [[providers]] table or OPENAI_* variables take precedence"
+    } else {
+        "configured"
+    };
+    let more = match providers.len() {
+        1 => String::new(),
+        n => format!(", then {} fallback(s)", n - 1),
+    };
+    format!(
+        "provider: {} ({}) at {}, model {} ({how}{more})\n",
+        p.name,
+        p.kind.as_str(),
+        p.base_url,
+        p.model
+    )
+}
 
 /// Printed on stderr when `serve` starts with `tools.sandbox = "auto"` on a kernel that cannot
 /// confine commands (SPEC R13.7: say so, do not pretend).
@@ -382,14 +425,45 @@ pub fn sandbox_warning(state: &turnkey_tools::SandboxState) -> String {
 }
 
 /// `turnkey serve`: prints the one-time token line (if generated) and the listening line.
-pub async fn serve(settings: Settings) -> Result<(), StartupError> {
+pub async fn serve(mut settings: Settings) -> Result<(), StartupError> {
+    let mut detected = false;
     if settings.providers.is_empty() {
-        let mut err = std::io::stderr();
-        err.write_all(NO_PROVIDER_WARNING.as_bytes())
-            .and_then(|()| err.flush())
-            .map_err(io_err("stderr"))?;
+        if let Some(found) = detect_provider(&settings).await {
+            settings.providers.push(found);
+            detected = true;
+        }
     }
+    let mut err = std::io::stderr();
+    let said = if settings.providers.is_empty() {
+        NO_PROVIDER_WARNING.to_owned()
+    } else {
+        provider_line(&settings.providers, detected)
+    };
+    err.write_all(said.as_bytes())
+        .and_then(|()| err.flush())
+        .map_err(io_err("stderr"))?;
+    let primary = settings.providers.first().cloned();
     let app = Application::build(settings).await?;
+    // The primary is asked what it serves while the server starts: a wrong URL, key or model
+    // name is said at once, not at the first message.
+    if let Some(p) = primary.filter(|_| !detected) {
+        actix_web::rt::spawn(async move {
+            if let Err(why) = crate::provider_probe::check(&p, crate::doctor::CHECK_TIMEOUT).await {
+                let line = format!(
+                    "warning: provider {} may not answer: {why} (turnkey doctor checks every provider)\n",
+                    p.name
+                );
+                let mut err = std::io::stderr();
+                if err
+                    .write_all(line.as_bytes())
+                    .and_then(|()| err.flush())
+                    .is_err()
+                {
+                    tracing::warn!(provider = %p.name, %why, "provider check failed");
+                }
+            }
+        });
+    }
     let sandbox = app.state().gateway.sandbox().clone();
     if !sandbox.complete() {
         let mut err = std::io::stderr();

@@ -102,6 +102,16 @@ export class Api {
     return this.request("PATCH", `/v1/sessions/${encodeURIComponent(id)}`, { body: { title } });
   }
 
+  /** The models a session can run on (`GET /v1/models`), in the server's order. */
+  async models() {
+    return (await this.get("/v1/models")).data.map((m) => m.id);
+  }
+
+  /** The session's next turns run on `model` (`null`: the first provider's). */
+  setModel(id, model) {
+    return this.request("PATCH", `/v1/sessions/${encodeURIComponent(id)}`, { body: { model } });
+  }
+
   messages(id) {
     return this.get(`/v1/sessions/${encodeURIComponent(id)}/messages`);
   }

@@ -18,6 +18,7 @@ export const ui = {
   title: $("session-title"),
   state: $("state"),
   usage: $("usage"),
+  model: $("model"),
   interrupt: $("interrupt"),
   banners: $("banners"),
   work: $("work"),

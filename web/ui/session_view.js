@@ -71,6 +71,7 @@ export class SessionView {
 
   close() {
     this.closed = true;
+    ui.model.hidden = true;
     this.work.close();
     clearInterval(this.ticker);
     if (this.follower) this.follower.stop();
@@ -118,6 +119,8 @@ export class SessionView {
     this.update(addMessages(this.state, shown));
     ui.title.textContent = session.title || "Untitled session";
     ui.usage.textContent = session.usage ? usageText(session.usage, session.usage.cost_usd) : "";
+    await this.showModels(session);
+    if (this.closed) return;
     this.update(applySession(this.state, session, since));
     await this.work.open(session);
     if (this.closed) return;
@@ -129,6 +132,46 @@ export class SessionView {
       onStop: (err) => showError(ui.chatError, `Stopped following this session: ${err.message || err.code}`),
     });
     this.scroll(true);
+  }
+
+  /**
+   * The model picker: the models `GET /v1/models` names, the session's selected. A choice is
+   * sent at once (PATCH) and applies from the next turn; a refused one puts the picker back.
+   * With no model at all, the page says so before anything is sent.
+   */
+  async showModels(session) {
+    let models = [];
+    try {
+      models = await this.api.models();
+    } catch (e) {
+      showError(ui.chatError, `The models could not be read: ${describe(e)}`);
+    }
+    if (this.closed) return;
+    const picker = ui.model;
+    picker.replaceChildren(...models.map((m) => el("option", { value: m }, m)));
+    picker.hidden = models.length === 0;
+    picker.value = session.model || models[0] || "";
+    picker.onchange = async () => {
+      const chosen = picker.value;
+      picker.disabled = true;
+      try {
+        const now = await this.api.setModel(this.id, chosen);
+        if (this.session) this.session.model = now.model;
+        picker.value = now.model || chosen;
+      } catch (e) {
+        picker.value = (this.session && this.session.model) || models[0] || "";
+        showError(ui.chatError, `The model was not changed: ${describe(e)}`);
+      } finally {
+        picker.disabled = false;
+      }
+    };
+    if (models.length === 0) {
+      showError(
+        ui.chatError,
+        "No model is configured: the server has no provider, so a message would not be answered. " +
+          "See the README's quick start to connect one.",
+      );
+    }
   }
 
   /** The latest event at or before seq `upTo` that matches, reading pages backwards (bounded). */

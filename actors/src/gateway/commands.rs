@@ -1,6 +1,6 @@
 //! Chat commands that bypass the queue (SPEC R1.4), the same on every platform: `/stop`,
-//! `/new`, `/queue <text>`, `/status`, `/approve [id]`, `/deny [id]`, `/retry` (and `/help`,
-//! `/start`). Telegram's `/cmd@BotName` form is accepted. Any other text, including an unknown
+//! `/new`, `/queue <text>`, `/status`, `/approve [id]`, `/deny [id]`, `/retry`, `/model [name]`
+//! (and `/help`, `/start`). Telegram's `/cmd@BotName` form is accepted. Any other text, including an unknown
 //! `/word`, is a message for the agent.
 //!
 //! Each command is handled once per platform update: the update is recorded in
@@ -45,6 +45,9 @@ pub enum Command {
     Deny(Option<String>),
     /// Run the chat's last `unknown` turn again.
     Retry,
+    /// Without a name: the model in use and the others; with one: switch to it from the next
+    /// turn (`default`: back to the primary provider's).
+    Model(Option<String>),
     Help,
 }
 
@@ -58,6 +61,7 @@ impl Command {
             Self::Approve(_) => "approve",
             Self::Deny(_) => "deny",
             Self::Retry => "retry",
+            Self::Model(_) => "model",
             Self::Help => "help",
         }
     }
@@ -90,6 +94,7 @@ impl Command {
             "approve" => Self::Approve(first_arg()),
             "deny" => Self::Deny(first_arg()),
             "retry" => Self::Retry,
+            "model" | "models" => Self::Model(first_arg()),
             "help" | "start" => Self::Help,
             _ => return None,
         })
@@ -153,6 +158,7 @@ pub async fn handle(gw: &Gateway, msg: &ChatMessage) -> Result<Handled, GatewayE
             None,
         ),
         Command::Retry => retry(gw, &principal, session).await?,
+        Command::Model(name) => (model(gw, session, name).await?, None),
         Command::Help | Command::New => (help(), None),
     };
     complete(gw, msg, session, name, &answer).await?;
@@ -330,6 +336,49 @@ async fn stop(
     } else {
         "Nothing is running.".into()
     })
+}
+
+/// `/model [name]`: what the chat's session runs on and what it could, or a switch.
+async fn model(
+    gw: &Gateway,
+    session: SessionId,
+    name: Option<String>,
+) -> Result<String, GatewayError> {
+    let row = gw
+        .store()
+        .get_session(session)
+        .await?
+        .ok_or_else(|| GatewayError::NotFound(format!("session {session}")))?;
+    let Some(name) = name else {
+        let in_use = gw.model_in_use(&row);
+        let models = gw.models();
+        if models.is_empty() {
+            return Ok("No model is configured yet.".into());
+        }
+        let list: Vec<String> = models
+            .iter()
+            .map(|m| {
+                if Some(m) == in_use.as_ref() {
+                    format!("• {m} (in use)")
+                } else {
+                    format!("• {m}")
+                }
+            })
+            .collect();
+        return Ok(format!(
+            "Models:\n{}\nSwitch with /model <name> (/model default: the first one).",
+            list.join("\n")
+        ));
+    };
+    let chosen = (!name.eq_ignore_ascii_case("default")).then_some(name);
+    match gw.set_model(&row, chosen).await {
+        Ok(now) => Ok(format!(
+            "🔁 The next turn runs on {}.",
+            gw.model_in_use(&now).unwrap_or_else(|| "no model".into())
+        )),
+        Err(GatewayError::InvalidInput { message, .. }) => Ok(format!("⚠️ {message}")),
+        Err(e) => Err(e),
+    }
 }
 
 async fn status(gw: &Gateway, session: SessionId) -> Result<String, GatewayError> {
@@ -541,7 +590,8 @@ async fn retry(
 fn help() -> String {
     "Commands: /stop (stop the running turn), /new (start a new conversation), \
      /queue <text> (run after the running turn), /status, /approve [id], /deny [id], \
-     /retry (run again a turn a crash cut off). Anything else goes to the agent."
+     /retry (run again a turn a crash cut off), /model [name] (show or switch the model). \
+     Anything else goes to the agent."
         .into()
 }
 
@@ -598,6 +648,11 @@ mod tests {
         assert_eq!(Command::parse("/new@TurnkeyBot please"), Some(Command::New));
         assert_eq!(Command::parse("/status"), Some(Command::Status));
         assert_eq!(Command::parse("/retry"), Some(Command::Retry));
+        assert_eq!(Command::parse("/model"), Some(Command::Model(None)));
+        assert_eq!(
+            Command::parse("/model@TurnkeyBot  big-model "),
+            Some(Command::Model(Some("big-model".into())))
+        );
         assert_eq!(Command::parse("/start"), Some(Command::Help));
         assert_eq!(
             Command::parse("/queue  then  do this\nand that "),

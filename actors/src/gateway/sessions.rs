@@ -163,6 +163,54 @@ impl Gateway {
             .or_else(|| self.deps.providers.first().map(|p| p.model().to_owned()))
     }
 
+    /// The models a session can be switched to: each configured provider's, in the order of
+    /// the fallback chain, once each (`GET /v1/models`, `PATCH /v1/sessions/{id}`, `/model`).
+    pub fn models(&self) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        for p in &self.deps.providers {
+            if !names.iter().any(|n| n == p.model()) {
+                names.push(p.model().to_owned());
+            }
+        }
+        names
+    }
+
+    /// Switches the lineage of `session` to `model` (`None`: back to the primary provider's)
+    /// from its next turn, which starts at preflight on the provider serving it (SPEC R8.4).
+    /// A model no provider serves is refused with `invalid_model`.
+    pub async fn set_model(
+        &self,
+        session: &Session,
+        model: Option<String>,
+    ) -> Result<Session, GatewayError> {
+        if let Some(m) = &model {
+            let known = self.models();
+            if !known.contains(m) {
+                return Err(GatewayError::InvalidInput {
+                    code: "invalid_model",
+                    message: if known.is_empty() {
+                        format!("no provider is configured, so {m:?} cannot be chosen")
+                    } else {
+                        format!(
+                            "{m:?} is not served here; choose one of {}",
+                            known.join(", ")
+                        )
+                    },
+                });
+            }
+        }
+        let lineage = session.lineage();
+        let change = SessionUpdate {
+            model: Some(model),
+            ..Default::default()
+        };
+        self.deps
+            .store
+            .update_session(lineage, change)
+            .await?
+            .ok_or_else(|| GatewayError::NotFound(format!("session {lineage}")))
+    }
+
     /// Idle or running, and how many inputs wait. A turn run by another replica counts as
     /// running: the lease says so.
     pub async fn session_state(&self, session: SessionId) -> Result<SessionState, GatewayError> {

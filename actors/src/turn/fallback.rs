@@ -16,13 +16,21 @@ pub struct Chain<'a> {
 }
 
 impl<'a> Chain<'a> {
-    /// The chain for a turn starting now.
-    pub fn new(models: Models<'a>) -> Self {
+    /// The chain for a turn starting now. The provider serving `chosen` (the session's model
+    /// or the input's, SPEC R8.4) leads it when one does, even an auxiliary one; the others
+    /// follow in their configured order.
+    pub fn new(models: Models<'a>, chosen: Option<&str>) -> Self {
         let auxiliary = |i: usize| models.config.providers.get(i).is_some_and(|p| p.auxiliary);
         let all: Vec<usize> = (0..models.providers.len()).collect();
         let mut candidates: Vec<usize> = all.iter().copied().filter(|&i| !auxiliary(i)).collect();
         if candidates.is_empty() {
             candidates = all;
+        }
+        if let Some(lead) =
+            chosen.and_then(|m| models.providers.iter().position(|p| p.model() == m))
+        {
+            candidates.retain(|&i| i != lead);
+            candidates.insert(0, lead);
         }
         let order = models.health.order(&candidates, Instant::now());
         if order.first() != candidates.first() {

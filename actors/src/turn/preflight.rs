@@ -59,10 +59,7 @@ pub async fn pass(
     state: &mut GateState,
 ) -> Result<Vec<ChatMessage>, TurnFailure> {
     let window = provider.context_window();
-    let model = ctx
-        .model_override
-        .clone()
-        .unwrap_or_else(|| provider.model().to_owned());
+    let model = request::model_for(models, ctx, provider.as_ref());
     let cfg = &models.config.compression.for_model(&model);
     let vision = provider.sees_images();
     if vision {

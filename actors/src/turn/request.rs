@@ -11,7 +11,7 @@ use actix::Addr;
 use serde_json::json;
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use turnkey_providers::activity::BytesSeen;
@@ -251,6 +251,30 @@ fn offered(models: Models<'_>, ctx: &TurnContext) -> Vec<turnkey_providers::Tool
         .collect()
 }
 
+/// The model a request to `provider` names: the chosen one (the session's or the input's) on
+/// the provider serving it; the provider's own on any other one the chain falls back to. A
+/// chosen name no provider serves goes as given to the primary only (the name of another model
+/// of the same server).
+pub fn model_for(models: Models<'_>, ctx: &TurnContext, provider: &dyn Provider) -> String {
+    let own = provider.model();
+    match ctx.model_override.as_deref() {
+        None => own.to_owned(),
+        Some(m) if m == own => own.to_owned(),
+        Some(m) => {
+            let served = models.providers.iter().any(|p| p.model() == m);
+            let primary = models
+                .providers
+                .first()
+                .is_some_and(|p| std::ptr::addr_eq(Arc::as_ptr(p), provider));
+            if !served && primary {
+                m.to_owned()
+            } else {
+                own.to_owned()
+            }
+        }
+    }
+}
+
 pub fn build_request(
     models: Models<'_>,
     ctx: &TurnContext,
@@ -259,10 +283,7 @@ pub fn build_request(
     stream: bool,
 ) -> ChatRequest {
     ChatRequest {
-        model: ctx
-            .model_override
-            .clone()
-            .unwrap_or_else(|| provider.model().to_owned()),
+        model: model_for(models, ctx, provider),
         messages,
         tools: offered(models, ctx),
         stream: stream && models.config.agent.streaming,

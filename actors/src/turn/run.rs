@@ -182,7 +182,7 @@ async fn drive(
         },
     };
     // The primary, or the first healthy fallback (SPEC R8.4).
-    let mut chain = fallback::Chain::new(models);
+    let mut chain = fallback::Chain::new(models, ctx.model_override.as_deref());
     let mut provider = chain.current().ok_or(TurnFailure::NoProvider)?;
     let cfg = &deps.config;
     // A resumed turn has spent one model call per assistant row it already wrote.

@@ -5,8 +5,8 @@ use crate::ids::{now_ms, SessionId};
 use crate::model::{NewSession, Session, SessionUpdate};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect,
+    ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter,
+    QueryOrder, QuerySelect,
 };
 
 /// How often a keyed create retries after losing a race (each retry reads the winner's row).
@@ -120,6 +120,19 @@ impl Store {
             );
         }
         q.exec(self.writer()).await?;
+        if let Some(m) = change.model {
+            // The root and its segments together: a rotation copies the model, and a turn
+            // reads the segment it runs in.
+            session::Entity::update_many()
+                .col_expr(session::Column::Model, Expr::value(m))
+                .filter(
+                    Condition::any()
+                        .add(session::Column::Id.eq(id.to_string()))
+                        .add(session::Column::RootId.eq(id.to_string())),
+                )
+                .exec(self.writer())
+                .await?;
+        }
         self.get_session(id).await
     }
 

@@ -411,9 +411,19 @@ async fn r2_2_openai_errors_have_the_openai_shape() {
             "unsupported_parameter",
         ),
         (
-            json!({"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}),
+            json!({"model": "m", "messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "x", "format": "wav"}}]}]}),
             400,
             "unsupported_content",
+        ),
+        (
+            json!({"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}),
+            400,
+            "invalid_attachment",
+        ),
+        (
+            json!({"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://127.0.0.1:9/cat.png"}}]}]}),
+            400,
+            "invalid_attachment",
         ),
         (
             json!({"model": "m", "messages": [{"role": "user", "content": "  "}]}),
@@ -515,4 +525,176 @@ out(**res)
     assert_eq!(out["stream"]["class"], "APIError", "{out}");
     assert_eq!(out["stream"]["code"], "provider_client_error");
     assert_eq!(provider.request_count(), 2, "each input ran once");
+}
+
+/// A 1×1 red PNG.
+const PNG: &[u8] = &[
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x02, 0x00, 0x00, 0x00, 0x90, 0x77, 0x53,
+    0xde, 0x00, 0x00, 0x00, 0x0c, 0x49, 0x44, 0x41, 0x54, 0x08, 0xd7, 0x63, 0xf8, 0xcf, 0xc0, 0x00,
+    0x00, 0x03, 0x01, 0x01, 0x00, 0x18, 0xdd, 0x8d, 0xb0, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e,
+    0x44, 0xae, 0x42, 0x60, 0x82,
+];
+
+/// A loopback server that answers every GET with `body` as `image/png` (plain HTTP/1.1, one
+/// request a connection), counting the requests.
+fn image_server(body: &'static [u8]) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{BufRead, BufReader, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/pictures/dot.png", listener.local_addr().unwrap());
+    let hits = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = hits.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+            }
+            counted.fetch_add(1, Ordering::SeqCst);
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            drop(
+                stream
+                    .write_all(head.as_bytes())
+                    .and_then(|()| stream.write_all(body)),
+            );
+        }
+    });
+    (url, hits)
+}
+
+/// The image parts of the user content of the provider's last request, as data URLs.
+fn image_parts(provider: &ScriptedProvider) -> Vec<String> {
+    let req = provider.requests().last().cloned().expect("a request");
+    let user = req.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .cloned()
+        .unwrap();
+    user["content"]
+        .as_array()
+        .map(|parts| {
+            parts
+                .iter()
+                .filter(|p| p["type"] == "image_url")
+                .map(|p| p["image_url"]["url"].as_str().unwrap().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Images through the OpenAI endpoint (issue 26): the official SDK sends a data URL, a plain
+/// client an http URL fetched through the guard (`tools.fetch_allow` lets the loopback test
+/// server through); both reach a vision model as image parts and stay in the transcript as
+/// attachments. Too large is 413 `too_large`, a URL the guard refuses 400
+/// `invalid_attachment`; neither admits anything.
+async fn openai_images(database: Option<&str>) {
+    use base64::Engine;
+    let dot = base64::engine::general_purpose::STANDARD.encode(PNG);
+    let data_url = format!("data:image/png;base64,{dot}");
+    let provider = ScriptedProvider::start();
+    let (picture, hits) = image_server(PNG);
+    let opts = TurnkeyOptions::new(&provider)
+        .provider_model("gpt-4o")
+        .env("TURNKEY__SERVER__MAX_UPLOAD_BYTES", "4096")
+        .extra_toml("[tools]\napproval = \"off\"\nfetch_allow = [\"127.0.0.1\"]\n");
+    let opts = match database {
+        Some(url) => opts.database(url),
+        None => opts,
+    };
+    let tk = Turnkey::start(opts).await;
+    let api = tk.api();
+
+    // The official SDK, a data URL.
+    if let Some(sdk) = OpenAiSdk::find_or_skip("r2_2_openai_sdk_image").await {
+        provider.on_user_text_times("what is in this picture", Reply::text("a red dot"), 1);
+        let call = script(
+            r#"
+raw = client.chat.completions.with_raw_response.create(
+    model="gpt-4o",
+    messages=[{"role": "user", "content": [
+        {"type": "text", "text": "what is in this picture?"},
+        {"type": "image_url", "image_url": {"url": os.environ["IMG"], "detail": "low"}}]}])
+r = raw.parse()
+out(session=raw.headers.get("x-turnkey-session"), text=r.choices[0].message.content)
+"#,
+        );
+        let got = sdk
+            .run(&call, &tk.url, &tk.token, &[("IMG", &data_url)])
+            .await;
+        assert_eq!(got["text"], "a red dot", "{got}");
+        assert_eq!(image_parts(&provider), std::slice::from_ref(&data_url));
+        let session = got["session"].as_str().unwrap();
+        let user = api.messages(session).await[0].clone();
+        assert_eq!(user["content"], "what is in this picture?", "{user}");
+        assert_eq!(
+            user["attachments"][0]["content_type"], "image/png",
+            "{user}"
+        );
+    }
+
+    // An http URL, fetched once; an image alone (no text) is an input too.
+    provider.push(Reply::text("the same dot"));
+    let r = api
+        .post(
+            "/v1/chat/completions",
+            &json!({"model": "gpt-4o", "messages": [{"role": "user", "content": [
+                {"type": "image_url", "image_url": {"url": picture}}]}]}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["choices"][0]["message"]["content"], "the same dot");
+    assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(image_parts(&provider), std::slice::from_ref(&data_url));
+
+    // Refused, nothing admitted: too large inline, and a loopback URL not on the allow list.
+    let before = provider.request_count();
+    let big = format!(
+        "data:image/png;base64,{}",
+        base64::engine::general_purpose::STANDARD.encode(vec![0u8; 5000])
+    );
+    let r = api
+        .post(
+            "/v1/chat/completions",
+            &json!({"model": "gpt-4o", "messages": [{"role": "user", "content": [
+                {"type": "text", "text": "too big"},
+                {"type": "image_url", "image_url": {"url": big}}]}]}),
+        )
+        .await;
+    assert_eq!(r.status, 413, "{}", r.text);
+    assert_eq!(r.body["error"]["code"], "too_large", "{}", r.text);
+    let r = api
+        .post(
+            "/v1/chat/completions",
+            &json!({"model": "gpt-4o", "messages": [{"role": "user", "content": [
+                {"type": "text", "text": "elsewhere"},
+                {"type": "image_url", "image_url": {"url": "http://127.0.0.2:1/x.png"}}]}]}),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.text);
+    assert_eq!(r.body["error"]["code"], "invalid_attachment", "{}", r.text);
+    assert_eq!(provider.request_count(), before, "nothing ran");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r2_2_openai_image_parts_reach_a_vision_model_sqlite() {
+    openai_images(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r2_2_openai_image_parts_reach_a_vision_model_postgres() {
+    let Some(db) = pg::fresh_database().await else {
+        return;
+    };
+    openai_images(Some(db.url())).await;
 }

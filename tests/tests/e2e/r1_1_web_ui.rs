@@ -668,3 +668,77 @@ async fn r13_1_ui_offers_retry_or_skip_for_a_tool_run_left_unknown() {
     assert_eq!(view.body["unknown_tool_runs"], json!([]), "{}", view.text);
     b.close().await;
 }
+
+/// The model picker in the chat's header (issue 26): it lists `GET /v1/models` with the
+/// session's model chosen; choosing another sends it at once and the next turn runs on that
+/// provider; after a reload the choice is still shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r8_4_ui_picks_the_model_of_the_next_turn() {
+    let _serial = SERIAL.lock().await;
+    let Some(b) = Browser::start_or_skip("r8_4_ui_picks_the_model…").await else {
+        return;
+    };
+    let primary = ScriptedProvider::start();
+    let second = ScriptedProvider::start();
+    primary.on_user_text("first", Reply::text("from the primary"));
+    second.on_user_text("second", Reply::text("from the second"));
+    let tk = Turnkey::start(TurnkeyOptions::new(&primary).extra_toml(&format!(
+        "[[providers]]\nname = \"second\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"other-model\"\n",
+        second.base_url
+    )))
+    .await;
+    sign_in(&b, &tk).await;
+    let session = new_session(&b).await;
+    let options = b
+        .wait_js(
+            "the picker's options",
+            PAGE_WAIT,
+            "const p = document.getElementById('model'); \
+             return p && !p.hidden && p.options.length === 2 \
+               ? [Array.from(p.options).map(o => o.value), p.value] : null;",
+        )
+        .await;
+    assert_eq!(
+        options,
+        json!([["scripted-model", "other-model"], "scripted-model"])
+    );
+    send(&b, "first question").await;
+    b.wait_js(
+        "the primary's answer",
+        BOUND,
+        "return document.body.textContent.includes('from the primary') || null;",
+    )
+    .await;
+
+    b.js(
+        "const p = document.getElementById('model'); p.value = 'other-model'; \
+         p.dispatchEvent(new Event('change'));",
+        vec![],
+    )
+    .await;
+    let api = tk.api();
+    eventually(BOUND, "the session's model is the chosen one", || async {
+        (api.session(&session).await.body["model"] == "other-model").then_some(())
+    })
+    .await;
+    send(&b, "second question").await;
+    b.wait_js(
+        "the second provider's answer",
+        BOUND,
+        "return document.body.textContent.includes('from the second') || null;",
+    )
+    .await;
+    assert_eq!(second.requests()[0].body["model"], "other-model");
+
+    b.js("location.reload();", vec![]).await;
+    let chosen = b
+        .wait_js(
+            "the picker after a reload",
+            PAGE_WAIT,
+            "const p = document.getElementById('model'); \
+             return p && !p.hidden && p.options.length === 2 ? p.value : null;",
+        )
+        .await;
+    assert_eq!(chosen, "other-model");
+    b.close().await;
+}

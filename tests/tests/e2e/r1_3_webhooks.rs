@@ -120,7 +120,6 @@ async fn message_in_reply_out(database: Option<&str>) {
             "hello from generic",
         ))
         .await;
-    assert_fast("a message on each platform", &[t1, t2, t3]);
     assert_eq!(gn.body["outcome"], "admitted", "{}", gn.text);
 
     // Answered while the turns still ran: the webhook only admitted.
@@ -231,6 +230,11 @@ async fn message_in_reply_out(database: Option<&str>) {
     for (r, _) in &later {
         api.reply_sent(&admission_id(r), BOUND).await;
     }
+    // Six answers, three of them while other turns ran: a median of three alone was at the
+    // mercy of one busy moment of a machine the whole suite shares.
+    let mut times = vec![t1, t2, t3];
+    times.extend(later.iter().map(|(_, t)| *t));
+    assert_fast("a message on each platform, then a later one", &times);
     let texts = |calls: Vec<turnkey_tests::FakeCall>| -> Vec<String> {
         calls.iter().map(|c| c.text().to_owned()).collect()
     };

@@ -74,6 +74,9 @@ pub struct SessionView {
     pub id: String,
     pub state: String,
     pub last_event_seq: i64,
+    /// What its turns run on (`None`: no provider configured).
+    #[serde(default)]
+    pub model: Option<String>,
     #[serde(default)]
     pub pending_approvals: Vec<PendingApproval>,
     #[serde(default)]
@@ -172,6 +175,31 @@ impl Client {
     pub async fn session(&self, id: &str) -> Result<SessionView, CallError> {
         self.call(self.request(reqwest::Method::GET, &format!("/v1/sessions/{id}")))
             .await
+    }
+
+    /// `GET /v1/models`: the models a session can be switched to.
+    pub async fn models(&self) -> Result<Vec<String>, CallError> {
+        #[derive(Deserialize)]
+        struct Entry {
+            id: String,
+        }
+        #[derive(Deserialize)]
+        struct List {
+            data: Vec<Entry>,
+        }
+        let list: List = self
+            .call(self.request(reqwest::Method::GET, "/v1/models"))
+            .await?;
+        Ok(list.data.into_iter().map(|e| e.id).collect())
+    }
+
+    /// `PATCH /v1/sessions/{id}` `{model}`: the session's next turn runs on `model`.
+    pub async fn set_model(&self, id: &str, model: &str) -> Result<SessionView, CallError> {
+        self.call(
+            self.request(reqwest::Method::PATCH, &format!("/v1/sessions/{id}"))
+                .json(&json!({ "model": model })),
+        )
+        .await
     }
 
     pub async fn messages(&self, id: &str) -> Result<Vec<Message>, CallError> {

@@ -27,6 +27,7 @@ const HELP: &[&str] = &[
     "Type a message and press Enter to send it. While a turn runs, Ctrl-C interrupts it.",
     "Ctrl-C at the prompt, Ctrl-D or /quit leaves (the session stays on the server).",
     "/retry  runs again the last input whose outcome is unknown (the server stopped during it)",
+    "/model [NAME]  shows the models, or runs the next turns on NAME",
     "/help   shows this",
 ];
 
@@ -418,6 +419,9 @@ impl<W: Write> Conversation<W> {
                 }
             }
             "/retry" => self.retry().await?,
+            cmd if cmd == "/model" || cmd.starts_with("/model ") => {
+                self.model(cmd["/model".len()..].trim()).await?
+            }
             _ => self.submit(&line, sigint).await?,
         }
         Ok(Step::Continue)
@@ -456,6 +460,54 @@ impl<W: Write> Conversation<W> {
             }
         }
         Ok(Step::Continue)
+    }
+
+    /// `/model [NAME]`: the models with the session's marked, or a switch from the next turn.
+    async fn model(&mut self, name: &str) -> Result<(), ChatError> {
+        if name.is_empty() {
+            let read = async {
+                Ok::<_, CallError>((
+                    self.client.models().await?,
+                    self.client.session(&self.session).await?,
+                ))
+            };
+            let (models, session) = match read.await {
+                Ok(read) => read,
+                Err(e) => {
+                    let e = fatal_if_refused(e)?;
+                    self.screen
+                        .line(&format!("[the models could not be read: {e}]"))?;
+                    return Ok(());
+                }
+            };
+            if models.is_empty() {
+                self.screen.line("[no model is configured on the server]")?;
+                return Ok(());
+            }
+            for m in models {
+                let mark = if session.model.as_deref() == Some(m.as_str()) {
+                    "* "
+                } else {
+                    "  "
+                };
+                self.screen.line(&format!("{mark}{m}"))?;
+            }
+            self.screen
+                .line("[/model NAME runs the next turns on NAME]")?;
+            return Ok(());
+        }
+        let answer = match self.client.set_model(&self.session, name).await {
+            Ok(s) => format!(
+                "[the next turn runs on {}]",
+                s.model.as_deref().unwrap_or(name)
+            ),
+            Err(e) => match fatal_if_refused(e)? {
+                CallError::Status { message, .. } => format!("[not switched: {message}]"),
+                e => format!("[not switched: {e}]"),
+            },
+        };
+        self.screen.line(&answer)?;
+        Ok(())
     }
 
     /// `/retry`: runs the last unknown input again (`POST /v1/admissions/{id}/retry`).

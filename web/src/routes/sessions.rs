@@ -389,10 +389,14 @@ pub struct SessionPatch {
     /// whole object `null`) follows the platform table and `[agent]`.
     #[schema(nullable = true, value_type = Option<Object>)]
     display: Option<Value>,
+    /// The model the session's turns run on from the next one: one of `GET /v1/models`;
+    /// `null` goes back to the primary provider's.
+    #[schema(nullable = true)]
+    model: Option<String>,
 }
 
 /// The fields [`update`] accepts (the properties of [`SessionPatch`]).
-pub const PATCH_FIELDS: [&str; 3] = ["title", "busy_policy", "display"];
+pub const PATCH_FIELDS: [&str; 4] = ["title", "busy_policy", "display", "model"];
 
 /// `DELETE /v1/sessions/{id}`: the session goes, with its sub-agents' sessions, transcript,
 /// events, outbox rows, background processes and files; a running turn is interrupted first.
@@ -424,9 +428,10 @@ pub async fn delete(
     Ok(HttpResponse::NoContent().finish())
 }
 
-/// `PATCH /v1/sessions/{id}` `{title?, busy_policy?, display?}`: a field that is absent stays
-/// as it was; `null` clears it (a cleared busy policy follows the platform's
-/// `agent.busy_policy` again, a cleared display the platform table and `[agent]`).
+/// `PATCH /v1/sessions/{id}` `{title?, busy_policy?, display?, model?}`: a field that is absent
+/// stays as it was; `null` clears it (a cleared busy policy follows the platform's
+/// `agent.busy_policy` again, a cleared display the platform table and `[agent]`, a cleared
+/// model the primary provider's). A new model applies from the session's next turn.
 #[utoipa::path(
     patch,
     path = "/v1/sessions/{id}",
@@ -436,7 +441,7 @@ pub async fn delete(
     request_body = SessionPatch,
     responses(
         (status = 200, description = "The session as it is now", body = SessionView),
-        (status = 400, description = "`invalid_id`, `invalid_busy_policy`, `invalid_title`, `invalid_display`, `invalid_field` (any other field), `field_too_long`, `forbidden_field`, `invalid_json`", body = ErrorBody),
+        (status = 400, description = "`invalid_id`, `invalid_busy_policy`, `invalid_title`, `invalid_display`, `invalid_model` (not one of `GET /v1/models`), `invalid_field` (any other field), `field_too_long`, `forbidden_field`, `invalid_json`", body = ErrorBody),
         (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
         (status = 404, description = "`not_found`: no such session, or someone else's", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
@@ -457,7 +462,7 @@ pub async fn update(
     if let Some(k) = body.keys().find(|k| !PATCH_FIELDS.contains(&k.as_str())) {
         return Err(ApiError::bad_request(
             "invalid_field",
-            format!("{k} cannot be changed; PATCH takes title, busy_policy and display"),
+            format!("{k} cannot be changed; PATCH takes title, busy_policy, display and model"),
         ));
     }
     let title = match body.get("title") {
@@ -493,12 +498,27 @@ pub async fn update(
                 .map_err(|e| ApiError::bad_request("invalid_display", e))?,
         ),
     };
+    let model = match body.get("model") {
+        None => None,
+        Some(Value::Null) => Some(None),
+        Some(Value::String(m)) => Some(Some(m.clone())),
+        Some(other) => {
+            return Err(ApiError::bad_request(
+                "invalid_model",
+                format!("model must be a string (one of GET /v1/models) or null; got {other}"),
+            ))
+        }
+    };
     let named = state.gateway.authorize(&who.0, id).await?;
+    if let Some(model) = model {
+        state.gateway.set_model(&named, model).await?;
+    }
     // Title, policy and display belong to the lineage: they are set on its root (SPEC R6.4).
     let change = SessionUpdate {
         title,
         busy_policy,
         display,
+        model: None,
     };
     state
         .gateway

@@ -164,11 +164,50 @@ fn doctor_in_landlock_mode_reports_the_sandbox_or_fails() {
 #[test]
 fn doctor_without_a_provider_exits_1() {
     let d = TempDir::new().unwrap();
-    let (code, out) = run(command(d.path()), &["doctor"]);
+    let mut c = command(d.path());
+    c.env("TURNKEY__SERVER__DETECT_PROVIDERS", closed_port());
+    let (code, out) = run(c, &["doctor"]);
     assert_eq!(code, Some(1), "{out}");
     assert!(out.contains("providers: PROBLEM: none configured"), "{out}");
     assert!(out.contains("doctor: 1 problem(s) found"), "{out}");
     assert!(snapshot(d.path()).is_empty());
+}
+
+/// Nothing configured, but a local server answers where `serve` would look: doctor says that
+/// `serve` would use it, checks it, and finds no problem.
+#[test]
+fn doctor_without_a_provider_reports_the_local_server_serve_would_use() {
+    let d = TempDir::new().unwrap();
+    let (base, _requests) = http_server("200 OK", MODELS);
+    let mut c = command(d.path());
+    c.env(
+        "TURNKEY__SERVER__DETECT_PROVIDERS",
+        format!("{},{base}", closed_port()),
+    );
+    let (code, out) = run(c, &["doctor"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains(&format!(
+            "serve would use the local server it finds at {base} (model test-model)"
+        )),
+        "{out}"
+    );
+    assert!(out.contains("model test-model is listed"), "{out}");
+}
+
+/// A model name the server does not serve is a problem, and the answer names what it serves.
+#[test]
+fn doctor_with_a_model_the_server_does_not_list_exits_1() {
+    let d = TempDir::new().unwrap();
+    let (base, _requests) = http_server("200 OK", MODELS);
+    let mut c = with_provider(command(d.path()), &base);
+    c.env("OPENAI_MODEL", "gpt-typo");
+    let (code, out) = run(c, &["doctor"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("model \"gpt-typo\" is not among what it serves: test-model"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -245,7 +284,9 @@ fn serve_with_a_bad_bind_exits_2_before_touching_the_store() {
 #[test]
 fn serve_without_a_provider_says_how_to_set_one() {
     let d = TempDir::new().unwrap();
+    // Detection asks a port where nothing listens (the usual ones may be a real server's).
     let mut child = command(d.path())
+        .env("TURNKEY__SERVER__DETECT_PROVIDERS", closed_port())
         .args(["serve", "--bind", "127.0.0.1:0"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

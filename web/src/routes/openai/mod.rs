@@ -21,8 +21,7 @@ use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse};
 use bytes::Bytes;
 use serde::Serialize;
-use serde_json::json;
-use std::collections::BTreeSet;
+use serde_json::{json, Value};
 use std::convert::Infallible;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -85,17 +84,12 @@ pub async fn models(
     req: HttpRequest,
 ) -> Result<HttpResponse, OpenAiError> {
     authenticate_request(&req).await?;
-    let names: BTreeSet<&str> = state
+    let data = state
         .gateway
-        .config()
-        .providers
-        .iter()
-        .map(|p| p.model.as_str())
-        .collect();
-    let data = names
+        .models()
         .into_iter()
-        .map(|m| ModelEntry {
-            id: m.to_owned(),
+        .map(|id| ModelEntry {
+            id,
             object: "model",
             created: 0,
             owned_by: OWNED_BY,
@@ -127,12 +121,12 @@ pub async fn models(
             (ChatCompletion = "application/json"),
             (String = "text/event-stream"),
         ), headers(("X-Turnkey-Session" = String, description = "The session the completion ran in"))),
-        (status = 400, description = "`invalid_messages`, `unsupported_content`, `unsupported_parameter`, `empty_input`, the submission's 400s, `invalid_json`; a turn that failed with `context_overflow` or `compression_failed`", body = OpenAiErrorBody),
+        (status = 400, description = "`invalid_messages`, `unsupported_content`, `unsupported_parameter`, `empty_input`, `invalid_attachment` (an `image_url` neither `data:` nor http(s), or one that cannot be fetched), the submission's 400s, `invalid_json`; a turn that failed with `context_overflow` or `compression_failed`", body = OpenAiErrorBody),
         (status = 401, description = "`unauthorized`", body = OpenAiErrorBody),
         (status = 404, description = "`not_found`: the `X-Turnkey-Session` is not the caller's", body = OpenAiErrorBody),
         (status = 405, description = "`method_not_allowed`", body = OpenAiErrorBody),
         (status = 409, description = "`idempotency_conflict`; a turn that ended `interrupted`", body = OpenAiErrorBody),
-        (status = 413, description = "`payload_too_large`", body = OpenAiErrorBody),
+        (status = 413, description = "`payload_too_large`; `too_large`: an image over `server.max_upload_bytes`", body = OpenAiErrorBody),
         (status = 415, description = "`unsupported_media_type`", body = OpenAiErrorBody),
         (status = 429, description = "A turn that failed with `rate_limited`", body = OpenAiErrorBody),
         (status = 502, description = "A turn that ended without an answer: its `failure_reason` (provider errors, `owner_died`, …)", body = OpenAiErrorBody),
@@ -147,8 +141,12 @@ pub async fn chat_completions(
     payload: web::Payload,
 ) -> Result<HttpResponse, OpenAiError> {
     let who = authenticate_request(&req).await?;
-    let body = read_request(&req, payload, state.max_body_bytes).await?;
-    let text = last_user_text(&body)?;
+    // Inline images make a body larger than other requests: room for the largest upload,
+    // base64 encoded, beside the usual bound.
+    let files = &state.gateway.config().files;
+    let limit = state.max_body_bytes + files.max_upload_bytes / 3 * 4 + 4;
+    let body = read_request(&req, payload, limit).await?;
+    let (text, images) = last_user_input(&body)?;
     let key = idempotency_header(&req)?
         .map(str::trim)
         .filter(|k| !k.is_empty());
@@ -156,9 +154,10 @@ pub async fn chat_completions(
     if let Some(k) = key {
         turnkey_actors::limits::request_id(k).map_err(crate::error::ApiError::from)?;
     }
-    if turnkey_actors::limits::sanitize_text(&text)
-        .trim()
-        .is_empty()
+    if images.is_empty()
+        && turnkey_actors::limits::sanitize_text(&text)
+            .trim()
+            .is_empty()
     {
         return Err(OpenAiError::invalid(
             "empty_input",
@@ -166,6 +165,7 @@ pub async fn chat_completions(
             Some("messages".into()),
         ));
     }
+    let attachments = image_attachments(&state, &images).await?;
     let session = resolve_session(&state, &who, &req, &body, key).await?;
     let sid = session.id;
     let in_session = |e: OpenAiError| e.in_session(sid);
@@ -176,7 +176,8 @@ pub async fn chat_completions(
         sid,
         key,
         SubmitBody {
-            text: Some(text),
+            text: (!text.trim().is_empty()).then_some(text),
+            attachments,
             model: model.override_for_turn.clone(),
             ..SubmitBody::default()
         },
@@ -295,8 +296,70 @@ async fn read_request(
     Ok(body)
 }
 
-/// The text of the last message, which must be the user's.
-fn last_user_text(body: &ChatRequest) -> Result<String, OpenAiError> {
+/// How long an image given by an http(s) URL may take to download.
+const IMAGE_FETCH_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The attachments of the input from its `image_url` parts: a `data:` URL as it is (admission
+/// stores it as a file, SPEC R2.2); an http(s) URL downloaded first, the way `web_fetch`
+/// fetches (public addresses only unless `tools.fetch_allow` lists the host; at most
+/// `server.max_upload_bytes`), then passed on as data. Any other URL, or one that cannot be
+/// fetched, is 400 `invalid_attachment`; a too large image 413 `too_large`. Nothing is admitted.
+async fn image_attachments(state: &AppState, urls: &[String]) -> Result<Vec<Value>, OpenAiError> {
+    use base64::Engine as _;
+    let config = state.gateway.config();
+    let mut out = Vec::with_capacity(urls.len());
+    for (i, url) in urls.iter().enumerate() {
+        let scheme = url
+            .split(':')
+            .next()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let invalid = |why: String| {
+            OpenAiError::invalid(
+                "invalid_attachment",
+                format!("image {i} of the last message: {why}"),
+                Some("messages".into()),
+            )
+        };
+        match scheme.as_str() {
+            "data" => out.push(json!({ "url": url })),
+            "http" | "https" => {
+                let limit = config.files.max_upload_bytes;
+                let fetched = turnkey_tools::download(
+                    &config.tools.fetch_allow,
+                    url,
+                    limit,
+                    IMAGE_FETCH_TIMEOUT,
+                )
+                .await;
+                let (bytes, _declared) = match fetched {
+                    Ok(got) => got,
+                    Err(turnkey_tools::DownloadError::TooLarge { url, limit }) => {
+                        return Err(OpenAiError::new(
+                            StatusCode::PAYLOAD_TOO_LARGE,
+                            "too_large",
+                            format!("the image at {url} is larger than {limit} bytes (server.max_upload_bytes)"),
+                        ))
+                    }
+                    Err(e) => return Err(invalid(format!("cannot fetch it: {e}"))),
+                };
+                let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+                // The type is sniffed again at admission; the one given here only has to parse.
+                out.push(json!({ "url": format!("data:application/octet-stream;base64,{data}") }));
+            }
+            _ => {
+                return Err(invalid(format!(
+                    "{:?} is neither a data: URL nor an http(s) URL",
+                    super::truncated(url, 64)
+                )))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The text and image URLs of the last message, which must be the user's.
+fn last_user_input(body: &ChatRequest) -> Result<(String, Vec<String>), OpenAiError> {
     let Some((i, last)) = body.messages.iter().enumerate().next_back() else {
         return Err(OpenAiError::invalid(
             "empty_input",
@@ -315,7 +378,7 @@ fn last_user_text(body: &ChatRequest) -> Result<String, OpenAiError> {
             Some(format!("messages[{i}].role")),
         ));
     }
-    last.text(i)
+    last.text_and_images(i)
 }
 
 /// The session of a request (see the module's documentation).
@@ -405,14 +468,8 @@ struct ChosenModel {
 /// turn; any other name (`"turnkey"`, an SDK default) leaves the session's model in use.
 fn chosen_model(state: &AppState, session: &Session, asked: Option<&str>) -> ChosenModel {
     let in_use = state.gateway.model_in_use(session);
-    let configured = asked.filter(|m| {
-        state
-            .gateway
-            .config()
-            .providers
-            .iter()
-            .any(|p| p.model == *m)
-    });
+    let models = state.gateway.models();
+    let configured = asked.filter(|m| models.iter().any(|known| known == m));
     match configured {
         Some(m) if Some(m) != in_use.as_deref() => ChosenModel {
             override_for_turn: Some(m.to_owned()),

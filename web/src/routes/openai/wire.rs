@@ -58,38 +58,64 @@ pub struct ChatMessage {
     /// `system`, `developer`, `user`, `assistant`, `tool`; the last one must be `user`.
     #[schema(example = "user")]
     pub role: String,
-    /// A string, or an array of parts of which only `{type: "text", text}` is accepted.
+    /// A string, or an array of `{type: "text", text}` parts and, in the last user message,
+    /// `{type: "image_url", image_url: {url}}` parts (a `data:` or http(s) URL).
     #[serde(default)]
     #[schema(value_type = Value)]
     pub content: Value,
 }
 
 impl ChatMessage {
-    /// The message's text: a string, or the text parts of a content array joined. Other parts
-    /// (images, audio, files) are refused rather than silently dropped.
+    /// The message's text: a string, or the text parts of a content array joined. Any other
+    /// part is refused rather than silently dropped.
     pub fn text(&self, index: usize) -> Result<String, OpenAiError> {
+        let (text, images) = self.text_and_images(index)?;
+        match images.first() {
+            None => Ok(text),
+            Some(_) => Err(unsupported(
+                index,
+                "content has an image_url part",
+                "only the last user message may carry images",
+            )),
+        }
+    }
+
+    /// The message's text and the URLs of its `image_url` parts (`{type: "image_url",
+    /// image_url: {url, detail?}}`, or `image_url` as the bare URL string), in order. Other
+    /// parts (audio, files) are refused rather than silently dropped.
+    pub fn text_and_images(&self, index: usize) -> Result<(String, Vec<String>), OpenAiError> {
         match &self.content {
-            Value::String(s) => Ok(s.clone()),
-            Value::Null => Ok(String::new()),
+            Value::String(s) => Ok((s.clone(), Vec::new())),
+            Value::Null => Ok((String::new(), Vec::new())),
             Value::Array(parts) => {
-                let mut out = Vec::with_capacity(parts.len());
+                let mut text = Vec::with_capacity(parts.len());
+                let mut images = Vec::new();
                 for (i, p) in parts.iter().enumerate() {
                     match (p["type"].as_str(), p["text"].as_str()) {
-                        (Some("text"), Some(t)) => out.push(t),
+                        (Some("text"), Some(t)) => text.push(t),
+                        (Some("image_url"), _) => {
+                            let url = p["image_url"]["url"]
+                                .as_str()
+                                .or(p["image_url"].as_str())
+                                .ok_or_else(|| {
+                                    OpenAiError::invalid(
+                                        "invalid_json",
+                                        format!("messages[{index}].content[{i}].image_url.url must be a string"),
+                                        Some(format!("messages[{index}].content")),
+                                    )
+                                })?;
+                            images.push(url.to_owned());
+                        }
                         (kind, _) => {
-                            return Err(OpenAiError::invalid(
-                                "unsupported_content",
-                                format!(
-                                    "messages[{index}].content[{i}] is of type {}; only text \
-                                     parts are accepted",
-                                    kind.unwrap_or("(none)")
-                                ),
-                                Some(format!("messages[{index}].content")),
+                            return Err(unsupported(
+                                index,
+                                &format!("content[{i}] is of type {}", kind.unwrap_or("(none)")),
+                                "only text and image_url parts are accepted",
                             ))
                         }
                     }
                 }
-                Ok(out.join("\n"))
+                Ok((text.join("\n"), images))
             }
             _ => Err(OpenAiError::invalid(
                 "invalid_json",
@@ -98,6 +124,14 @@ impl ChatMessage {
             )),
         }
     }
+}
+
+fn unsupported(index: usize, what: &str, rule: &str) -> OpenAiError {
+    OpenAiError::invalid(
+        "unsupported_content",
+        format!("messages[{index}].{what}; {rule}"),
+        Some(format!("messages[{index}].content")),
+    )
 }
 
 /// The body of an error on the OpenAI-compatible routes.
