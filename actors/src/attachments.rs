@@ -81,7 +81,7 @@ fn invalid(i: usize, message: impl std::fmt::Display) -> GatewayError {
 }
 
 /// The bytes and declared type of a `data:` URL (base64 only).
-fn decode_data_url(url: &str, i: usize) -> Result<Vec<u8>, GatewayError> {
+pub(crate) fn decode_data_url(url: &str, i: usize) -> Result<Vec<u8>, GatewayError> {
     let rest = url.strip_prefix("data:").ok_or_else(|| {
         invalid(
             i,

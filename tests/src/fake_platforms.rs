@@ -126,6 +126,8 @@ struct State {
     /// (chat, message id) → the message; ordered by id for `messages()`.
     messages: BTreeMap<(String, u64), FakeMessage>,
     next_id: u64,
+    /// Files a message may carry: Telegram's `getFile` and file URLs, Slack's private URLs.
+    files: HashMap<String, Vec<u8>>,
 }
 
 struct Shared {
@@ -253,6 +255,21 @@ impl FakePlatform {
             "allowed_users = [\"*\"]\n"
         };
         format!("\n{body}{allowed}{extra}\n")
+    }
+
+    /// A file the platform holds under `id`: Telegram's `getFile` finds it and its file URL
+    /// serves it under the bot token; Slack serves it at [`FakePlatform::slack_file_url`] to
+    /// the bot token. Each download is recorded as a call of method `file`.
+    pub fn add_file(&self, id: &str, bytes: &[u8]) {
+        self.shared
+            .lock()
+            .files
+            .insert(id.to_owned(), bytes.to_vec());
+    }
+
+    /// Where a Slack file added with `add_file` is (its `url_private_download`).
+    pub fn slack_file_url(&self, id: &str) -> String {
+        format!("{}/files/{id}", self.url)
     }
 
     /// Answers the next `times` calls of `method` with `fault`, after any faults queued before.
@@ -455,7 +472,61 @@ impl Outcome {
     }
 }
 
+/// A file download (Telegram `/file/bot<token>/<path>`, Slack `/files/<id>` with the bot token
+/// as bearer), recorded as a call of method `file`; `None` for any other path.
+fn download(req: &HttpRequest, shared: &Shared) -> Option<HttpResponse> {
+    let path = req.path();
+    let (authorized, id) = match shared.kind {
+        FakeKind::Telegram => {
+            let rest = path.strip_prefix("/file/bot")?;
+            let (token, file_path) = rest.split_once('/')?;
+            let id = file_path.rsplit('/').next().unwrap_or_default();
+            (token == shared.secret, id.to_owned())
+        }
+        FakeKind::Slack => {
+            let id = path.strip_prefix("/files/")?;
+            let bearer = req
+                .headers()
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "));
+            (bearer == Some(shared.secret.as_str()), id.to_owned())
+        }
+        FakeKind::Webhook => return None,
+    };
+    let mut state = shared.lock();
+    let found = state.files.get(&id).cloned();
+    let status = match (&found, authorized) {
+        (_, false) => 401,
+        (None, true) => 404,
+        (Some(_), true) => 200,
+    };
+    state.calls.push(FakeCall {
+        method: "file".into(),
+        body: json!({ "id": id }),
+        headers: Vec::new(),
+        at: Instant::now(),
+        status,
+        ok: status == 200,
+        message_id: None,
+        error: None,
+    });
+    Some(match (found, status) {
+        (Some(bytes), 200) => HttpResponse::Ok()
+            .content_type("application/octet-stream")
+            .body(bytes),
+        _ => HttpResponse::build(
+            actix_web::http::StatusCode::from_u16(status)
+                .unwrap_or(actix_web::http::StatusCode::NOT_FOUND),
+        )
+        .finish(),
+    })
+}
+
 async fn dispatch(req: HttpRequest, raw: web::Bytes, shared: web::Data<Shared>) -> HttpResponse {
+    if let Some(served) = download(&req, &shared) {
+        return served;
+    }
     let path = req.path().to_owned();
     let method = match shared.kind {
         FakeKind::Telegram => path
@@ -635,6 +706,21 @@ fn telegram(shared: &Shared, req: &HttpRequest, method: &str, body: &Value) -> O
                 json!({"ok": true, "result": {"message_id": id, "text": visible}}),
                 Some(id.to_string()),
             )
+        }
+        "getFile" => {
+            let id = body
+                .get("file_id")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            if shared.lock().files.contains_key(&id) {
+                Outcome::ok(
+                    json!({"ok": true, "result": {"file_id": id, "file_path": format!("documents/{id}")}}),
+                    None,
+                )
+            } else {
+                Outcome::telegram_error(400, "Bad Request: invalid file_id".into())
+            }
         }
         "answerCallbackQuery" => {
             if body.get("callback_query_id").is_none() {

@@ -83,11 +83,19 @@ impl Gateway {
             return Ok(ChatAdmission::Refused);
         }
         let inbound = self.chat_inbound(msg).await?;
+        let mut submission = platforms::chat_submission(msg, None);
+        if !msg.files.is_empty() {
+            // Fetched only for an allowed sender, once the update is recorded. A file that
+            // cannot be fetched becomes a line of the text: the message itself is never lost.
+            let fetched = platforms::files::fetch(&self.deps.config, &msg.files).await;
+            submission.text = fetched.text_with_notes(&submission.text);
+            submission.attachments = fetched.attachments;
+        }
         let receipt = self
             .submit(
                 &platforms::chat_principal(msg),
                 inbound.session_id,
-                platforms::chat_submission(msg, None),
+                submission,
             )
             .await?;
         Ok(ChatAdmission::Admitted(receipt))

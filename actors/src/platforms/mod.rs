@@ -5,6 +5,7 @@ pub mod client;
 pub mod config;
 mod draft_text;
 pub mod drafts;
+pub mod files;
 pub mod format;
 pub mod send;
 pub mod slack;
@@ -30,6 +31,9 @@ pub struct ChatMessage {
     /// The platform's id of the message itself (Telegram `message_id`, Slack `ts`, generic
     /// `message_id`), kept in the admission's `display.message_id` so a reply can answer it.
     pub message_id: Option<String>,
+    /// The files the message carries (photos, documents, voice notes, Slack files, links),
+    /// fetched when it is admitted (`files::fetch`).
+    pub files: Vec<files::PlatformFile>,
 }
 
 /// What became of a chat message.

@@ -1,5 +1,5 @@
 //! The Telegram Bot API client (https://core.telegram.org/bots/api): `sendMessage`,
-//! `editMessageText`, `answerCallbackQuery`, `setWebhook`. JSON bodies, HTML parse mode,
+//! `editMessageText`, `answerCallbackQuery`, `setWebhook`, `getFile`. JSON bodies, HTML parse mode,
 //! `message_thread_id` for forum topics, an inline keyboard for approvals. Every call is bounded
 //! by a timeout, and a failure is classified for the outbox sender (`CallError`). The bot token
 //! is part of every URL, so no error text carries the URL.
@@ -141,6 +141,20 @@ impl Telegram {
             "allowed_updates": ["message", "edited_message", "callback_query"],
         });
         self.call("setWebhook", &body).await.map(|_| ())
+    }
+
+    /// `getFile`: the path of a file under `<api_base>/file/bot<token>/`.
+    pub async fn file_path(&self, file_id: &str) -> Result<String, CallError> {
+        let result = self.call("getFile", &json!({ "file_id": file_id })).await?;
+        result
+            .get("file_path")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| {
+                CallError::Permanent(
+                    "telegram getFile: no file_path (the file may be larger than 20 MB)".into(),
+                )
+            })
     }
 
     /// One Bot API call; answers its `result`.

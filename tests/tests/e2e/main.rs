@@ -45,6 +45,7 @@ mod r1_5_work;
 mod r1_first_run;
 mod r2_2_attachments;
 mod r2_2_input_limits;
+mod r2_2_platform_files;
 mod r2_4_graceful_shutdown;
 mod r2_4_unknown_turns;
 mod r2_admission;

@@ -1,13 +1,16 @@
 //! `POST /webhooks/generic`: a chat of the integrator's own. The body is
-//! `{chat_id, message_id, user, text, user_name?}` signed with `X-Signature: sha256=HEX`
+//! `{chat_id, message_id, user, text, user_name?, attachments?}` signed with `X-Signature: sha256=HEX`
 //! (HMAC-SHA256 of the raw body with `platforms.webhook.secret`). `message_id` is the id for
 //! dedupe: the same one again is admitted once. Replies go to `platforms.webhook.reply_url`.
+//! `attachments` is `[{url, name?}]`: a `data:` URL, or an http(s) URL the server fetches at
+//! admission through the `web_fetch` guard (public addresses unless `tools.fetch_allow`).
 use super::{body, configured, handle, parse, verify};
 use crate::error::{ApiError, ErrorBody};
 use crate::startup::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 use serde_json::Value;
+use turnkey_actors::platforms::files::PlatformFile;
 use turnkey_actors::platforms::{ChatMessage, ChatTarget};
 use utoipa::ToSchema;
 
@@ -30,9 +33,25 @@ pub struct GenericMessage {
     /// The sender's id, checked against `platforms.webhook.allowed_users`.
     #[schema(value_type = String)]
     pub user: Value,
+    /// Required unless `attachments` has one.
+    #[serde(default)]
     pub text: String,
     pub user_name: Option<String>,
+    /// Files: `{url, name?}`, the url a `data:` URL or http(s). At most 16.
+    #[serde(default)]
+    pub attachments: Vec<GenericAttachment>,
 }
+
+/// A file of a generic message.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct GenericAttachment {
+    /// `data:<type>;base64,<data>`, or an http(s) URL fetched at admission.
+    pub url: String,
+    pub name: Option<String>,
+}
+
+/// The most files one generic message carries.
+const MAX_ATTACHMENTS: usize = 16;
 
 /// A string or integer id: trimmed, not empty, at most `ID_CHARS` characters.
 fn id(v: &Value, field: &str, visible_ascii: bool) -> Result<String, ApiError> {
@@ -69,6 +88,31 @@ fn id(v: &Value, field: &str, visible_ascii: bool) -> Result<String, ApiError> {
 /// Reads a generic message.
 pub fn parse_message(m: GenericMessage) -> Result<ChatMessage, ApiError> {
     let message_id = id(&m.message_id, "message_id", true)?;
+    if m.attachments.len() > MAX_ATTACHMENTS {
+        return Err(ApiError::bad_request(
+            "invalid_attachment",
+            format!("at most {MAX_ATTACHMENTS} attachments"),
+        ));
+    }
+    let mut files = Vec::with_capacity(m.attachments.len());
+    for (i, a) in m.attachments.into_iter().enumerate() {
+        let scheme = a
+            .url
+            .split(':')
+            .next()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        if !matches!(scheme.as_str(), "data" | "http" | "https") {
+            return Err(ApiError::bad_request(
+                "invalid_attachment",
+                format!("attachments[{i}].url must be a data: or http(s) URL"),
+            ));
+        }
+        files.push(PlatformFile::Url {
+            url: a.url,
+            name: super::clean(a.name.as_deref(), NAME_CHARS),
+        });
+    }
     Ok(ChatMessage {
         chat: ChatTarget::Webhook {
             chat_id: id(&m.chat_id, "chat_id", false)?,
@@ -78,6 +122,7 @@ pub fn parse_message(m: GenericMessage) -> Result<ChatMessage, ApiError> {
         user_name: super::clean(m.user_name.as_deref(), NAME_CHARS),
         text: m.text,
         message_id: Some(message_id),
+        files,
     })
 }
 
@@ -93,7 +138,7 @@ pub fn parse_message(m: GenericMessage) -> Result<ChatMessage, ApiError> {
     request_body = GenericMessage,
     responses(
         (status = 200, description = "What became of the message (`admitted`, `duplicate`, `command`, `refused`, `rejected`)", body = super::WebhookAck),
-        (status = 400, description = "`invalid_json`, `invalid_update`, `invalid_field`, `invalid_body`", body = ErrorBody),
+        (status = 400, description = "`invalid_json`, `invalid_update`, `invalid_field`, `invalid_attachment`, `invalid_body`", body = ErrorBody),
         (status = 401, description = "`invalid_signature`: missing or wrong signature; nothing was written", body = ErrorBody),
         (status = 404, description = "`platform_not_configured`: no `[platforms.webhook]`", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),

@@ -16,6 +16,7 @@ use crate::startup::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
 use turnkey_actors::gateway::commands;
+use turnkey_actors::platforms::files::PlatformFile;
 use turnkey_actors::platforms::{ChatMessage, ChatTarget};
 use turnkey_storage::ApprovalDecision;
 use utoipa::ToSchema;
@@ -58,6 +59,17 @@ pub struct Event {
     pub ts: Option<String>,
     pub thread_ts: Option<String>,
     pub team: Option<String>,
+    /// Files shared with the message (`file_share`).
+    #[serde(default)]
+    pub files: Vec<SlackFile>,
+}
+
+/// A file of a message: fetched with the bot token at admission.
+#[derive(Debug, Deserialize)]
+pub struct SlackFile {
+    pub name: Option<String>,
+    pub url_private_download: Option<String>,
+    pub url_private: Option<String>,
 }
 
 /// The answer to `url_verification`.
@@ -125,8 +137,19 @@ pub fn parse_envelope(e: Envelope) -> Parsed {
         return Parsed::Ignored("no team, channel or ts");
     };
     let text = text_of(ev.text.as_deref().unwrap_or_default(), &bots);
-    if text.trim().is_empty() {
-        return Parsed::Ignored("no text");
+    let files: Vec<PlatformFile> = ev
+        .files
+        .iter()
+        .filter_map(|f| {
+            let url = f.url_private_download.clone().or(f.url_private.clone())?;
+            Some(PlatformFile::Slack {
+                url,
+                name: clean(f.name.as_deref(), NAME_CHARS),
+            })
+        })
+        .collect();
+    if text.trim().is_empty() && files.is_empty() {
+        return Parsed::Ignored("no text and no file");
     }
     Parsed::Message(ChatMessage {
         chat: ChatTarget::Slack {
@@ -139,6 +162,7 @@ pub fn parse_envelope(e: Envelope) -> Parsed {
         user_name: None,
         text,
         message_id: Some(ts),
+        files,
     })
 }
 
@@ -256,6 +280,7 @@ pub fn parse_slash_command(c: SlashCommand) -> Option<ChatMessage> {
             .trim()
             .to_owned(),
         message_id: None,
+        files: Vec::new(),
     })
 }
 
@@ -352,6 +377,7 @@ pub fn parse_interaction(i: Interaction) -> Press {
             user_id: user.id,
             text: format!("{}:{approval}", decision.as_str()),
             message_id: message.ts,
+            files: Vec::new(),
         }),
         approval,
         decision,

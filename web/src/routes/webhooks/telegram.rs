@@ -1,6 +1,7 @@
 //! `POST /webhooks/telegram`: Telegram's Bot API webhook. Verified by
 //! `X-Telegram-Bot-Api-Secret-Token` (the `secret_token` given to `setWebhook`). An `Update`
-//! with a text `message` is admitted (or is a command); a `callback_query` whose data is
+//! with a text `message`, or a photo, document, voice note, audio or video (with its caption),
+//! is admitted (or is a command; the files are fetched at admission with `getFile`); a `callback_query` whose data is
 //! `approve:<id>` / `deny:<id>` decides that approval, and the answer to the webhook is the
 //! `answerCallbackQuery` call itself (Telegram runs a method named in a webhook's answer), so
 //! the button stops spinning at once. Any other update is answered 200 and ignored. The
@@ -11,6 +12,7 @@ use crate::startup::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
 use turnkey_actors::gateway::commands;
+use turnkey_actors::platforms::files::PlatformFile;
 use turnkey_actors::platforms::{ChatMessage, ChatTarget};
 use turnkey_storage::ApprovalDecision;
 use utoipa::ToSchema;
@@ -36,6 +38,51 @@ pub struct Message {
     pub from: Option<User>,
     pub chat: Chat,
     pub text: Option<String>,
+    /// The text of a photo, document, voice note or audio.
+    pub caption: Option<String>,
+    /// The sizes of a photo, smallest first.
+    #[serde(default)]
+    pub photo: Vec<TelegramFile>,
+    pub document: Option<TelegramFile>,
+    pub voice: Option<TelegramFile>,
+    pub audio: Option<TelegramFile>,
+    pub video: Option<TelegramFile>,
+}
+
+/// A photo size, document, voice note, audio or video: what `getFile` takes.
+#[derive(Debug, Deserialize)]
+pub struct TelegramFile {
+    pub file_id: String,
+    pub file_name: Option<String>,
+}
+
+impl Message {
+    /// The files the message carries: the largest size of a photo, then a document, voice
+    /// note, audio or video.
+    fn files(&self) -> Vec<PlatformFile> {
+        let mut files = Vec::new();
+        let mut add = |f: &TelegramFile, kind: &'static str| {
+            files.push(PlatformFile::Telegram {
+                file_id: f.file_id.clone(),
+                name: clean(f.file_name.as_deref(), NAME_CHARS),
+                kind,
+            });
+        };
+        if let Some(largest) = self.photo.last() {
+            add(largest, "photo");
+        }
+        for (f, kind) in [
+            (&self.document, "document"),
+            (&self.voice, "voice note"),
+            (&self.audio, "audio"),
+            (&self.video, "video"),
+        ] {
+            if let Some(f) = f {
+                add(f, kind);
+            }
+        }
+        files
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -138,6 +185,7 @@ pub fn parse_update(u: Update) -> Parsed {
                 user_name: name_of(&q.from),
                 text: data.clone(),
                 message_id: Some(message.message_id.to_string()),
+                files: Vec::new(),
             },
             callback_query_id: q.id,
         };
@@ -148,16 +196,24 @@ pub fn parse_update(u: Update) -> Parsed {
     let Some(from) = m.from.as_ref().filter(|f| !f.is_bot) else {
         return Parsed::Ignored("not from a person");
     };
-    let Some(text) = m.text.as_ref().filter(|t| !t.trim().is_empty()) else {
-        return Parsed::Ignored("not a text message");
-    };
+    let files = m.files();
+    let text = m
+        .text
+        .as_ref()
+        .or(m.caption.as_ref())
+        .cloned()
+        .unwrap_or_default();
+    if text.trim().is_empty() && files.is_empty() {
+        return Parsed::Ignored("not a text message and no file");
+    }
     Parsed::Message(ChatMessage {
         chat: chat_of(&m),
         external_id,
         user_id: from.id.to_string(),
         user_name: name_of(from),
-        text: text.clone(),
+        text,
         message_id: Some(m.message_id.to_string()),
+        files,
     })
 }
 

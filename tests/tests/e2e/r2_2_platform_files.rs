@@ -1,0 +1,260 @@
+//! Files from chat platforms (issue 26, SPEC R2.2) through the real webhooks and fake platforms,
+//! on SQLite and PostgreSQL: a Telegram photo (its largest size, fetched with `getFile` and the
+//! file URL under the bot token) and a Slack file (its private URL, with the bot token) reach a
+//! vision model as image parts; a Telegram document is saved into the chat's workspace and named
+//! to the model; the generic webhook's `attachments` take a `data:` URL and an http URL fetched
+//! through the `web_fetch` guard. A file that cannot be fetched costs nothing but itself: the
+//! message is admitted with a line naming it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use base64::Engine;
+use serde_json::{json, Value};
+use turnkey_tests::wait::BOUND;
+use turnkey_tests::webhooks::{
+    generic_message, platforms_toml, slack_message, telegram_message, Endpoints, Webhooks,
+    SLACK_BOT_USER,
+};
+use turnkey_tests::{pg, Api, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
+
+const ALICE: i64 = 4242;
+const SLACK_USER: &str = "U123ABC456";
+
+/// A 1×1 red PNG.
+const PNG: &[u8] = &[
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x02, 0x00, 0x00, 0x00, 0x90, 0x77, 0x53,
+    0xde, 0x00, 0x00, 0x00, 0x0c, 0x49, 0x44, 0x41, 0x54, 0x08, 0xd7, 0x63, 0xf8, 0xcf, 0xc0, 0x00,
+    0x00, 0x03, 0x01, 0x01, 0x00, 0x18, 0xdd, 0x8d, 0xb0, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e,
+    0x44, 0xae, 0x42, 0x60, 0x82,
+];
+
+fn data_url() -> String {
+    format!(
+        "data:image/png;base64,{}",
+        base64::engine::general_purpose::STANDARD.encode(PNG)
+    )
+}
+
+/// The user content of the provider's last request whose last user text has `needle`.
+fn user_content(provider: &ScriptedProvider, needle: &str) -> Value {
+    let req = provider
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|r| r.last_user_text.contains(needle))
+        .unwrap_or_else(|| panic!("no request with {needle:?}"));
+    req.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .map(|m| m["content"].clone())
+        .unwrap()
+}
+
+fn images_of(content: &Value) -> Vec<String> {
+    content
+        .as_array()
+        .map(|parts| {
+            parts
+                .iter()
+                .filter(|p| p["type"] == "image_url")
+                .map(|p| p["image_url"]["url"].as_str().unwrap().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// Waits for the turn of a webhook's admission and answers the session's user row.
+async fn admitted_row(api: &Api, r: &turnkey_tests::Resp) -> Value {
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["outcome"], "admitted", "{}", r.text);
+    let id = r.body["receipt"]["admission_id"].as_str().unwrap();
+    let done = api.wait_terminal(id, BOUND).await;
+    assert_eq!(done["outcome"]["result"], "completed", "{done}");
+    let session = r.body["receipt"]["session_id"].as_str().unwrap();
+    let rows = api.messages(session).await;
+    rows.into_iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .unwrap()
+}
+
+/// A loopback server answering every GET with the PNG.
+fn picture_server() -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/dot.png", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+            }
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                PNG.len()
+            );
+            drop(
+                stream
+                    .write_all(head.as_bytes())
+                    .and_then(|()| stream.write_all(PNG)),
+            );
+        }
+    });
+    url
+}
+
+async fn files_from_chats(database: Option<&str>) {
+    let provider = ScriptedProvider::start();
+    for needle in ["photo", "notes", "lost", "slack", "generic", "linked"] {
+        provider.on_user_text(needle, Reply::text(&format!("seen: {needle}")));
+    }
+    let (to, [telegram, slack, _webhook]) = Endpoints::fakes();
+    telegram.add_file("small", b"not the largest size");
+    telegram.add_file("large", PNG);
+    telegram.add_file("doc", b"alpha,beta\n1,2\n");
+    slack.add_file("F1", PNG);
+    let toml = platforms_toml(&to, &[&ALICE.to_string()], &[SLACK_USER]);
+    let opts = TurnkeyOptions::new(&provider)
+        .provider_model("gpt-4o")
+        .extra_toml(&format!(
+            "{toml}\n[tools]\napproval = \"off\"\nfetch_allow = [\"127.0.0.1\"]\n"
+        ));
+    let opts = match database {
+        Some(url) => opts.database(url),
+        None => opts,
+    };
+    let tk = Turnkey::start(opts).await;
+    let api = tk.api();
+    let hooks = Webhooks::new(&tk.url);
+
+    // A Telegram photo with a caption: its largest size reaches the model as an image.
+    let mut photo = telegram_message(1, ALICE, ALICE, "");
+    photo["message"].as_object_mut().unwrap().remove("text");
+    photo["message"]["caption"] = json!("what is in this photo");
+    photo["message"]["photo"] = json!([
+        {"file_id": "small", "file_unique_id": "s", "width": 90, "height": 90},
+        {"file_id": "large", "file_unique_id": "l", "width": 800, "height": 800},
+    ]);
+    let (r, _) = hooks.telegram(&photo).await;
+    let row = admitted_row(&api, &r).await;
+    assert_eq!(row["content"], "what is in this photo", "{row}");
+    assert_eq!(row["attachments"][0]["content_type"], "image/png", "{row}");
+    assert_eq!(images_of(&user_content(&provider, "photo")), [data_url()]);
+    let fetched: Vec<Value> = telegram
+        .calls_to("getFile")
+        .iter()
+        .map(|c| c.body.clone())
+        .collect();
+    assert_eq!(
+        fetched,
+        [json!({"file_id": "large"})],
+        "the largest size only"
+    );
+
+    // A document without a caption: saved into the chat's workspace, named to the model.
+    let mut doc = telegram_message(2, ALICE, ALICE, "");
+    doc["message"].as_object_mut().unwrap().remove("text");
+    doc["message"]["document"] =
+        json!({"file_id": "doc", "file_unique_id": "d", "file_name": "notes.csv"});
+    let (r, _) = hooks.telegram(&doc).await;
+    let row = admitted_row(&api, &r).await;
+    assert_eq!(row["attachments"][0]["name"], "notes.csv", "{row}");
+    let path = row["attachments"][0]["path"].as_str().unwrap().to_owned();
+    assert!(
+        path.starts_with("uploads/") && path.ends_with("-notes.csv"),
+        "{row}"
+    );
+    let last = provider.requests().pop().unwrap();
+    let said = last.body["messages"].to_string();
+    assert!(said.contains("[file attached: notes.csv"), "{said}");
+
+    // A photo the platform no longer has: the caption is admitted with a line about it.
+    let mut lost = telegram_message(3, ALICE, ALICE, "");
+    lost["message"].as_object_mut().unwrap().remove("text");
+    lost["message"]["caption"] = json!("the lost one");
+    lost["message"]["photo"] =
+        json!([{"file_id": "gone", "file_unique_id": "g", "width": 1, "height": 1}]);
+    let (r, _) = hooks.telegram(&lost).await;
+    let row = admitted_row(&api, &r).await;
+    let text = row["content"].as_str().unwrap();
+    assert!(
+        text.starts_with("the lost one\n[attachment photo could not be kept:"),
+        "{row}"
+    );
+    assert!(
+        !text.contains("123456:TEST"),
+        "the bot token stays out: {text}"
+    );
+    assert!(row.get("attachments").is_none(), "{row}");
+
+    // A Slack file: fetched with the bot token, an image for the model.
+    let mut shared = slack_message(
+        "Ev1",
+        "C1",
+        "1700000000.000100",
+        SLACK_USER,
+        &format!("<@{SLACK_BOT_USER}> what is in the slack picture"),
+    );
+    shared["event"]["subtype"] = json!("file_share");
+    shared["event"]["files"] = json!([{
+        "id": "F1", "name": "dot.png", "mimetype": "image/png",
+        "url_private_download": slack.slack_file_url("F1"),
+    }]);
+    let (r, _) = hooks.slack(&shared).await;
+    let row = admitted_row(&api, &r).await;
+    assert_eq!(row["attachments"][0]["name"], "dot.png", "{row}");
+    assert_eq!(images_of(&user_content(&provider, "slack")), [data_url()]);
+    let downloads = slack.calls_to("file");
+    assert_eq!(downloads.len(), 1);
+    assert!(downloads[0].ok, "fetched with the bot token");
+
+    // The generic webhook: a data: URL and a link fetched through the guard.
+    let mut inline = generic_message("room-1", "m-1", "alice", "generic inline");
+    inline["attachments"] = json!([{"url": data_url(), "name": "a.png"}]);
+    let (r, _) = hooks.generic(&inline).await;
+    admitted_row(&api, &r).await;
+    assert_eq!(images_of(&user_content(&provider, "generic")), [data_url()]);
+    let mut linked = generic_message("room-1", "m-2", "alice", "linked picture");
+    linked["attachments"] = json!([{"url": picture_server()}]);
+    let (r, _) = hooks.generic(&linked).await;
+    admitted_row(&api, &r).await;
+    assert_eq!(images_of(&user_content(&provider, "linked")), [data_url()]);
+    let mut bad = generic_message("room-1", "m-3", "alice", "bad link");
+    bad["attachments"] = json!([{"url": "ftp://example.com/x.png"}]);
+    let (r, _) = hooks.generic(&bad).await;
+    assert_eq!(r.status, 400, "{}", r.text);
+    assert_eq!(r.error_code(), Some("invalid_attachment"), "{}", r.text);
+    assert!(text_of(&user_content(&provider, "linked")).contains("linked picture"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r2_2_telegram_slack_and_webhook_files_reach_the_model_sqlite() {
+    files_from_chats(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r2_2_telegram_slack_and_webhook_files_reach_the_model_postgres() {
+    let Some(db) = pg::fresh_database().await else {
+        return;
+    };
+    files_from_chats(Some(db.url())).await;
+}
