@@ -22,9 +22,10 @@ use actix_web::middleware::Next;
 use actix_web::{web, HttpResponse, ResponseError};
 
 /// The policy of the UI's pages and files: only its own script, style and images (and `data:`
-/// images), requests only to this origin, never framed, no `<base>`, forms post here only.
+/// images, and `blob:` ones: the thumbnails of files the page read itself with the token),
+/// requests only to this origin, never framed, no `<base>`, forms post here only.
 pub const UI_CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; \
-     img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; \
+     img-src 'self' data: blob:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; \
      form-action 'self'";
 /// The policy of every other answer: JSON and event streams load nothing and are never framed.
 pub const API_CSP: &str = "default-src 'none'; frame-ancestors 'none'";

@@ -41,11 +41,14 @@ export class Api {
   }
 
   /** One request; resolves to the JSON body (null when there is none), rejects with ApiError. */
-  async request(method, path, { body, headers = {}, signal } = {}) {
+  async request(method, path, { body, raw, headers = {}, signal } = {}) {
     const init = { method, headers: this.headers(headers), signal, cache: "no-store" };
     if (body !== undefined) {
       init.headers["Content-Type"] = "application/json";
       init.body = JSON.stringify(body);
+    } else if (raw !== undefined) {
+      init.headers["Content-Type"] = raw.type || "application/octet-stream";
+      init.body = raw;
     }
     let res;
     try {
@@ -112,6 +115,22 @@ export class Api {
     return this.request("PATCH", `/v1/sessions/${encodeURIComponent(id)}`, { body: { model } });
   }
 
+  /** Stores a file (a `File` or `Blob`) as one of the caller's: `{file_id, name, content_type, bytes}`. */
+  uploadFile(file) {
+    const name = encodeURIComponent(file.name || "");
+    return this.request("POST", `/v1/files?name=${name}`, { raw: file });
+  }
+
+  /** An object URL of one of the caller's files (read with the token; the caller revokes it). */
+  async fileUrl(fileId) {
+    const res = await fetch(`/v1/files/${encodeURIComponent(fileId)}`, {
+      headers: this.headers(),
+      cache: "no-store",
+    });
+    if (!res.ok) throw new ApiError(res.status, `http_${res.status}`, `the file answered ${res.status}`);
+    return URL.createObjectURL(await res.blob());
+  }
+
   messages(id) {
     return this.get(`/v1/sessions/${encodeURIComponent(id)}/messages`);
   }
@@ -125,11 +144,13 @@ export class Api {
    * lost (network error) or that met a stopping server (503 with Retry-After) is sent again
    * with the same key, so the server admits the input once whatever happened.
    */
-  async submit(id, text, key = newKey()) {
+  async submit(id, text, attachments = [], key = newKey()) {
     const path = `/v1/sessions/${encodeURIComponent(id)}/submissions`;
+    const body = attachments.length ? { attachments } : {};
+    if (text || !attachments.length) body.text = text;
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.post(path, { text }, { headers: { "Idempotency-Key": key } });
+        return await this.post(path, body, { headers: { "Idempotency-Key": key } });
       } catch (e) {
         const again = e instanceof ApiError && (e.status === 0 || (e.status === 503 && e.retryAfter));
         if (!again || attempt >= SUBMIT_ATTEMPTS) throw e;

@@ -8,12 +8,15 @@ import { parseRoute } from "./route.js";
 import { SessionView } from "./session_view.js";
 import { MemoryView } from "./memory_view.js";
 import { SkillsView } from "./skills_view.js";
+import { PendingFiles } from "./attach.js";
 
 const TOKEN_KEY = "turnkey.token";
 
 let api = null;
 /** The open session, or null. */
 let view = null;
+/** The files picked for the next message of the open session. */
+let pending = null;
 /** The open Memory or Skills page (`kind` "memory" or "skills"), or null. */
 let page = null;
 
@@ -25,6 +28,8 @@ function signedOut(message = "") {
   view = null;
   closePage();
   api = null;
+  if (pending) pending.clear();
+  pending = null;
   ui.app.hidden = true;
   ui.signin.hidden = false;
   showError(ui.signinError, message);
@@ -41,6 +46,7 @@ async function signIn(token) {
   await candidate.listSessions(1);
   localStorage.setItem(TOKEN_KEY, token);
   api = new Api(token, unauthorized);
+  pending = new PendingFiles(api, ui.pendingFiles, (m) => showError(ui.chatError, m));
   ui.signin.hidden = true;
   ui.app.hidden = false;
   showError(ui.signinError, "");
@@ -199,6 +205,7 @@ async function route() {
   showError(ui.chatError, "");
   ui.transcript.replaceChildren();
   ui.banners.replaceChildren();
+  if (pending) pending.clear();
   ui.empty.hidden = Boolean(id);
   ui.composer.hidden = !id;
   ui.interrupt.disabled = true;
@@ -220,11 +227,43 @@ window.addEventListener("hashchange", route);
 ui.composer.addEventListener("submit", async (ev) => {
   ev.preventDefault();
   const text = ui.input.value.trim();
-  if (!text || !view) return;
+  if (!view || !pending) return;
+  if (pending.busy()) {
+    showError(ui.chatError, "A file is still uploading; send when it is ready.");
+    return;
+  }
+  const files = pending.refs();
+  if (!text && files.length === 0) return;
   showError(ui.chatError, "");
   ui.input.value = "";
-  const sent = await view.send(text);
+  pending.clear();
+  const sent = await view.send(text, files);
   if (!sent && !ui.input.value) ui.input.value = text;
+});
+
+// Files for the next message: the Attach button, a drop on the chat, a paste of files.
+ui.attach.addEventListener("click", () => ui.fileInput.click());
+ui.fileInput.addEventListener("change", () => {
+  if (pending) pending.add(ui.fileInput.files);
+  ui.fileInput.value = "";
+});
+ui.chat.addEventListener("dragover", (ev) => {
+  if (!view || !ev.dataTransfer || !Array.from(ev.dataTransfer.types).includes("Files")) return;
+  ev.preventDefault();
+  ui.chat.classList.add("dropping");
+});
+ui.chat.addEventListener("dragleave", () => ui.chat.classList.remove("dropping"));
+ui.chat.addEventListener("drop", (ev) => {
+  ui.chat.classList.remove("dropping");
+  if (!view || !pending || !ev.dataTransfer || ev.dataTransfer.files.length === 0) return;
+  ev.preventDefault();
+  pending.add(ev.dataTransfer.files);
+});
+ui.input.addEventListener("paste", (ev) => {
+  const files = ev.clipboardData ? ev.clipboardData.files : null;
+  if (!pending || !files || files.length === 0) return;
+  ev.preventDefault();
+  pending.add(files);
 });
 
 ui.input.addEventListener("keydown", (ev) => {

@@ -182,9 +182,9 @@ export function turnsMissingReports(state, admissions) {
 }
 
 /** An input this page is sending, shown before the server has taken it. */
-export function sendStarted(state, sentId, text) {
+export function sendStarted(state, sentId, text, attachments = []) {
   const s = draft(state);
-  addEntry(s, { key: `sent:${sentId}`, type: "user", text, pending: true, admissionId: null });
+  addEntry(s, { key: `sent:${sentId}`, type: "user", text, attachments, pending: true, admissionId: null });
   return s;
 }
 
@@ -440,7 +440,14 @@ function addMessage(s, m) {
   if (m.role === "user") {
     const report = parseReport(m.content);
     if (report) addEntry(s, { type: "report", report, turnId: m.turn_id || null });
-    else addEntry(s, { type: "user", text: m.content || "", pending: false, admissionId: null });
+    else
+      addEntry(s, {
+        type: "user",
+        text: m.content || "",
+        attachments: m.attachments || [],
+        pending: false,
+        admissionId: null,
+      });
   } else if (m.role === "assistant") {
     ensureTurn(s, m.turn_id);
     if (m.content) editTurn(s, m.turn_id, (t) => withText(s, t, m.content));

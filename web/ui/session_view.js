@@ -30,6 +30,7 @@ import {
   turnsMissingReports,
 } from "./session_state.js";
 import { WorkView, reportNode } from "./work_view.js";
+import { attachmentNodes } from "./attach.js";
 
 /** Pages of 500 events read backwards at most, to find where a running turn began. */
 const BACKFILL_PAGES = 8;
@@ -306,7 +307,11 @@ export class SessionView {
       if (!node && r.type === "report") {
         node = reportNode(r.report);
       } else if (!node && r.type === "user") {
-        node = el("li", { class: "msg user" }, el("span", { class: "who" }, "you"), el("div", { class: "plain" }, r.text));
+        const files = r.attachments && r.attachments.length
+          ? el("div", { class: "files" }, ...attachmentNodes(this.api, r.attachments))
+          : null;
+        const text = r.text ? el("div", { class: "plain" }, r.text) : null;
+        node = el("li", { class: "msg user" }, el("span", { class: "who" }, "you"), files, text);
       } else if (!node) {
         node = el("li", { class: "msg system" }, r.text);
       }
@@ -425,15 +430,17 @@ export class SessionView {
     }
   }
 
-  async send(text) {
+  /** Sends `text` with `files` (the uploaded files' references); true when it was taken. */
+  async send(text, files = []) {
     this.sent += 1;
     const sentId = this.sent;
-    this.update(sendStarted(this.state, sentId, text));
+    this.update(sendStarted(this.state, sentId, text, files));
     this.scroll(true);
     try {
-      const receipt = await this.api.submit(this.id, text);
+      const attachments = files.map((f) => ({ file_id: f.file_id }));
+      const receipt = await this.api.submit(this.id, text, attachments);
       this.update(sendAccepted(this.state, sentId, receipt.admission_id));
-      if (this.session && !this.session.title) {
+      if (this.session && !this.session.title && text) {
         this.session.title = text.slice(0, 60);
         ui.title.textContent = this.session.title;
         this.api.renameSession(this.id, this.session.title).then(this.onListChanged, () => {});

@@ -15,7 +15,7 @@ use turnkey_tests::harness::turnkey_binary;
 use turnkey_tests::{ScriptedProvider, Turnkey, TurnkeyOptions};
 
 const UI_CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; \
-     img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; \
+     img-src 'self' data: blob:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; \
      form-action 'self'";
 const API_CSP: &str = "default-src 'none'; frame-ancestors 'none'";
 const ALLOWED: &str = "https://ui.example.com";

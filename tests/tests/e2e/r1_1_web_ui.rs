@@ -742,3 +742,119 @@ async fn r8_4_ui_picks_the_model_of_the_next_turn() {
     assert_eq!(chosen, "other-model");
     b.close().await;
 }
+
+/// A 1×1 red PNG, base64.
+const DOT_PNG_B64: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVQI12P4z8AAAAMBAQAY3Y2wAAAAAElFTkSuQmCC";
+
+/// Files in the page (issue 26): a PNG dropped on the chat and a text file pasted into the
+/// message box are uploaded at once and shown as chips; the message goes with them, the vision
+/// model gets the image, and the transcript shows the image as a thumbnail (read with the
+/// token) and the other file as a chip, also after a reload. A file picked with the Attach
+/// button goes alone, without text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r2_2_ui_uploads_by_drop_paste_and_button_and_shows_thumbnails() {
+    let _serial = SERIAL.lock().await;
+    let Some(b) = Browser::start_or_skip("r2_2_ui_uploads…").await else {
+        return;
+    };
+    let provider = ScriptedProvider::start();
+    provider.on_user_text("what are these", Reply::text("a dot and some notes"));
+    provider.on_user_text("alone.txt", Reply::text("got the file"));
+    let tk = Turnkey::start(TurnkeyOptions::new(&provider).provider_model("gpt-4o")).await;
+    sign_in(&b, &tk).await;
+    let session = new_session(&b).await;
+
+    // One drop, one paste: DataTransfer objects as a person's browser makes them.
+    let drop_and_paste = format!(
+        "const bytes = Uint8Array.from(atob('{DOT_PNG_B64}'), c => c.charCodeAt(0)); \
+         const dropped = new DataTransfer(); \
+         dropped.items.add(new File([bytes], 'dot.png', {{type: 'image/png'}})); \
+         document.getElementById('chat').dispatchEvent(new DragEvent('drop', \
+           {{dataTransfer: dropped, bubbles: true, cancelable: true}})); \
+         const pasted = new DataTransfer(); \
+         pasted.items.add(new File(['alpha, beta'], 'notes.txt', {{type: 'text/plain'}})); \
+         document.getElementById('input').dispatchEvent(new ClipboardEvent('paste', \
+           {{clipboardData: pasted, bubbles: true, cancelable: true}}));"
+    );
+    b.js(&drop_and_paste, vec![]).await;
+    b.wait_js(
+        "two uploaded chips",
+        PAGE_WAIT,
+        "const c = document.querySelectorAll('#pending-files .pending-file[data-state=ready]'); \
+         return c.length === 2 ? true : null;",
+    )
+    .await;
+    send(&b, "what are these?").await;
+    let answered = b
+        .wait_js(
+            "the answer",
+            BOUND,
+            "const e = document.getElementById('chat-error'); \
+             if (e && !e.hidden && e.textContent) return 'error: ' + e.textContent; \
+             return document.body.textContent.includes('a dot and some notes') || null;",
+        )
+        .await;
+    assert_eq!(answered, true, "{answered}");
+    let req = provider
+        .requests()
+        .into_iter()
+        .find(|r| r.last_user_text.contains("what are these"))
+        .unwrap();
+    let sent = req.body["messages"].to_string();
+    assert!(
+        sent.contains(&format!("data:image/png;base64,{DOT_PNG_B64}")),
+        "the image reached the model: {sent}"
+    );
+    assert!(sent.contains("[file attached: notes.txt"), "{sent}");
+    assert_eq!(
+        b.count("#pending-files .pending-file").await,
+        0,
+        "chips cleared"
+    );
+
+    let shown = "const t = document.querySelector('.msg.user img.thumb'); \
+         const chip = Array.from(document.querySelectorAll('.msg.user .file-chip')) \
+           .some(c => c.textContent.includes('notes.txt')); \
+         return t && t.complete && t.naturalWidth === 1 && chip ? true : null;";
+    b.wait_js("the thumbnail and the chip", PAGE_WAIT, shown)
+        .await;
+    b.js("location.reload();", vec![]).await;
+    b.wait_js(
+        "the thumbnail and the chip after a reload",
+        PAGE_WAIT,
+        shown,
+    )
+    .await;
+
+    // The Attach button's input, and no text.
+    b.js(
+        "const dt = new DataTransfer(); \
+         dt.items.add(new File(['just a file'], 'alone.txt', {type: 'text/plain'})); \
+         const input = document.getElementById('file-input'); \
+         input.files = dt.files; input.dispatchEvent(new Event('change'));",
+        vec![],
+    )
+    .await;
+    b.wait_js(
+        "the picked file's chip",
+        PAGE_WAIT,
+        "return document.querySelector('#pending-files .pending-file[data-state=ready]') ? true : null;",
+    )
+    .await;
+    b.click("#send").await;
+    b.wait_js(
+        "the answer to the file alone",
+        BOUND,
+        "return document.body.textContent.includes('got the file') || null;",
+    )
+    .await;
+    let api = tk.api();
+    let rows = api.messages(&session).await;
+    let last_user = rows.iter().rev().find(|m| m["role"] == "user").unwrap();
+    assert_eq!(
+        last_user["attachments"][0]["name"], "alone.txt",
+        "{last_user}"
+    );
+    b.close().await;
+}

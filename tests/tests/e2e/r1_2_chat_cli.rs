@@ -635,3 +635,54 @@ async fn r1_2_bad_usage_exits_2_and_an_unreachable_server_exits_1() {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("cannot reach http://127.0.0.1:1"), "{err}");
 }
+
+/// `/attach PATH` uploads a file and the next line goes with it; `/model` lists the models and
+/// `/model NAME` switches (issue 26). A path that cannot be read is said, nothing is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r1_2_attach_sends_a_file_with_the_next_line_and_model_switches() {
+    let provider = ScriptedProvider::start();
+    provider.on_user_text("what is in the file", Reply::text("two numbers"));
+    provider.on_user_text("and now", Reply::text("still here"));
+    let tk = start(&provider, "approval = \"off\"").await;
+    let api = tk.api();
+    let file = tk.dir.path().join("numbers.csv");
+    std::fs::write(&file, "a,b\n1,2\n").unwrap();
+
+    let mut pty = chat(&tk, &[]);
+    let session = blocking(|| {
+        let id = session_id(&mut pty);
+        pty.expect(PROMPT);
+        pty.send_line("/attach /nonexistent/nothing.txt");
+        pty.expect("[cannot read /nonexistent/nothing.txt");
+        pty.send_line(&format!("/attach {}", file.display()));
+        pty.expect("[attached numbers.csv (text/plain, 8 bytes); it goes with your next message]");
+        pty.send_line("what is in the file?");
+        pty.expect("two numbers");
+        pty.expect(PROMPT);
+        pty.send_line("/model");
+        pty.expect("* scripted-model");
+        pty.send_line("/model nonexistent");
+        pty.expect("[not switched:");
+        pty.send_line("and now?");
+        pty.expect("still here");
+        pty.expect(PROMPT);
+        id
+    });
+    let messages = api.messages(&session).await;
+    assert_eq!(messages[0]["content"], "what is in the file?");
+    assert_eq!(
+        messages[0]["attachments"][0]["name"], "numbers.csv",
+        "{messages:?}"
+    );
+    assert!(
+        messages[2].get("attachments").is_none(),
+        "the file went with one message only: {messages:?}"
+    );
+    let sent = provider.requests()[0].body["messages"].to_string();
+    assert!(sent.contains("[file attached: numbers.csv"), "{sent}");
+    let code = blocking(|| {
+        pty.ctrl_d();
+        pty.exit_code(BOUND)
+    });
+    assert_eq!(code, 0, "{}", pty.output());
+}

@@ -121,6 +121,74 @@ async fn files_and_vision(database: Option<&str>) {
         "nothing stored for the refused upload"
     );
 
+    // A multipart form: the `file` field is the file, named by its filename; other fields
+    // are read past; a form without `file`, and a file over the bound, store nothing.
+    let boundary = "tk-boundary-7";
+    let form = |fields: &[(&str, Option<&str>, &[u8])]| {
+        let mut body = Vec::new();
+        for (name, filename, bytes) in fields {
+            body.extend_from_slice(format!("--{boundary}\r\n").as_bytes());
+            let disposition = match filename {
+                Some(f) => format!("form-data; name=\"{name}\"; filename=\"{f}\""),
+                None => format!("form-data; name=\"{name}\""),
+            };
+            body.extend_from_slice(
+                format!("Content-Disposition: {disposition}\r\nContent-Type: text/plain\r\n\r\n")
+                    .as_bytes(),
+            );
+            body.extend_from_slice(bytes);
+            body.extend_from_slice(b"\r\n");
+        }
+        body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+        body
+    };
+    let multipart = format!("multipart/form-data; boundary={boundary}");
+    let r = api
+        .send_raw(
+            "/v1/files",
+            &multipart,
+            form(&[("purpose", None, b"vision"), ("file", Some("pic.png"), PNG)]),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(
+        r.body["file_id"], png["file_id"],
+        "the same bytes: {}",
+        r.text
+    );
+    let r = api
+        .send_raw(
+            "/v1/files",
+            &multipart,
+            form(&[("file", Some("letters.txt"), b"plain words")]),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(r.body["name"], "letters.txt");
+    assert_eq!(r.body["content_type"], "text/plain");
+    let r = api
+        .send_raw("/v1/files", &multipart, form(&[("other", None, b"x")]))
+        .await;
+    assert_eq!(r.status, 400, "{}", r.text);
+    assert_eq!(r.error_code(), Some("invalid_body"));
+    let r = api
+        .send_raw(
+            "/v1/files",
+            &multipart,
+            form(&[("file", Some("big.bin"), &[7u8; 5000])]),
+        )
+        .await;
+    assert_eq!(r.status, 413, "{}", r.text);
+    let r = api
+        .send_raw(
+            "/v1/files",
+            &multipart,
+            b"--tk-boundary-7\r\ngarbage".to_vec(),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.text);
+    assert_eq!(rows.count("files").await, 2, "the PNG and the text only");
+
     // An image to a vision model (OpenAI wire): an image_url part with its bytes.
     provider.on_user_text("what is in it", Reply::text("a red dot"));
     let s = api.create_session_id().await;
@@ -172,8 +240,9 @@ async fn files_and_vision(database: Option<&str>) {
         .expect("saved in bob's workspace");
     assert_eq!(std::fs::read(saved).unwrap(), b"col1,col2\n1,2\n");
 
-    // Deleting the session deletes what only it referenced; bob's file stays with his.
-    assert_eq!(rows.count("files").await, 2);
+    // Deleting the session deletes what only it referenced; bob's file stays with his (and
+    // the text uploaded above, which no admission names, is not the session's to delete).
+    assert_eq!(rows.count("files").await, 3);
     let d = api
         .try_send(
             reqwest::Method::DELETE,
@@ -186,7 +255,7 @@ async fn files_and_vision(database: Option<&str>) {
     assert!(d.status == 204 || d.status == 200, "{}", d.text);
     assert_eq!(
         rows.count("files").await,
-        1,
+        2,
         "the PNG only that session named is gone"
     );
 }

@@ -83,6 +83,15 @@ pub struct SessionView {
     pub unknown_tool_runs: Vec<Value>,
 }
 
+/// A stored file, as `POST /v1/files` answers it.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Uploaded {
+    pub file_id: String,
+    pub name: String,
+    pub content_type: String,
+    pub bytes: u64,
+}
+
 /// An approval waiting for a person, as `approval.requested` and `pending_approvals` carry it.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 pub struct PendingApproval {
@@ -213,16 +222,48 @@ impl Client {
         Ok(page.messages)
     }
 
-    /// One submission under `key` (sent as `Idempotency-Key`): sending it again with the same
-    /// key returns the same receipt and runs nothing twice.
-    pub async fn submit(&self, session: &str, text: &str, key: &str) -> Result<Receipt, CallError> {
+    /// One submission under `key` (sent as `Idempotency-Key`), with the files of `attachments`
+    /// (file ids): sending it again with the same key returns the same receipt and runs
+    /// nothing twice.
+    pub async fn submit(
+        &self,
+        session: &str,
+        text: &str,
+        attachments: &[String],
+        key: &str,
+    ) -> Result<Receipt, CallError> {
+        let mut body = json!({});
+        if !text.is_empty() || attachments.is_empty() {
+            body["text"] = json!(text);
+        }
+        if !attachments.is_empty() {
+            body["attachments"] = attachments
+                .iter()
+                .map(|id| json!({ "file_id": id }))
+                .collect();
+        }
         self.call(
             self.request(
                 reqwest::Method::POST,
                 &format!("/v1/sessions/{session}/submissions"),
             )
             .header("Idempotency-Key", key)
-            .json(&json!({ "text": text })),
+            .json(&body),
+        )
+        .await
+    }
+
+    /// `POST /v1/files?name=NAME` with `bytes`: the stored file's id and sniffed type.
+    pub async fn upload(&self, name: &str, bytes: Vec<u8>) -> Result<Uploaded, CallError> {
+        let mut url = reqwest::Url::parse(&format!("{}/v1/files", self.base))
+            .map_err(|e| CallError::BadAnswer(e.to_string()))?;
+        url.query_pairs_mut().append_pair("name", name);
+        self.call(
+            self.http
+                .post(url)
+                .bearer_auth(&self.token)
+                .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+                .body(bytes),
         )
         .await
     }

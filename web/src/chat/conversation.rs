@@ -28,6 +28,7 @@ const HELP: &[&str] = &[
     "Ctrl-C at the prompt, Ctrl-D or /quit leaves (the session stays on the server).",
     "/retry  runs again the last input whose outcome is unknown (the server stopped during it)",
     "/model [NAME]  shows the models, or runs the next turns on NAME",
+    "/attach PATH   uploads a file; it goes with your next message",
     "/help   shows this",
 ];
 
@@ -90,6 +91,8 @@ pub struct Conversation<W: Write> {
     interrupting: Option<Interrupting>,
     /// The last admission whose outcome is unknown, for `/retry`.
     last_unknown: Option<String>,
+    /// Files uploaded with `/attach` for the next message (their ids).
+    attached: Vec<String>,
     stdin_closed: bool,
     interactive: bool,
 }
@@ -107,6 +110,7 @@ impl<W: Write> Conversation<W> {
             screen,
             renderer,
             pending: Vec::new(),
+            attached: Vec::new(),
             hold: false,
             foreign: start.running,
             running: start.running,
@@ -422,6 +426,9 @@ impl<W: Write> Conversation<W> {
             cmd if cmd == "/model" || cmd.starts_with("/model ") => {
                 self.model(cmd["/model".len()..].trim()).await?
             }
+            cmd if cmd == "/attach" || cmd.starts_with("/attach ") => {
+                self.attach(cmd["/attach".len()..].trim()).await?
+            }
             _ => self.submit(&line, sigint).await?,
         }
         Ok(Step::Continue)
@@ -460,6 +467,42 @@ impl<W: Write> Conversation<W> {
             }
         }
         Ok(Step::Continue)
+    }
+
+    /// `/attach PATH`: uploads the file now; its id goes with the next message sent.
+    async fn attach(&mut self, path: &str) -> Result<(), ChatError> {
+        if path.is_empty() {
+            self.screen.line("[usage: /attach PATH]")?;
+            return Ok(());
+        }
+        let path = std::path::Path::new(path);
+        let bytes = match tokio::fs::read(path).await {
+            Ok(b) => b,
+            Err(e) => {
+                self.screen
+                    .line(&format!("[cannot read {}: {e}]", path.display()))?;
+                return Ok(());
+            }
+        };
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let answer = match self.client.upload(&name, bytes).await {
+            Ok(file) => {
+                self.attached.push(file.file_id);
+                format!(
+                    "[attached {} ({}, {} bytes); it goes with your next message]",
+                    file.name, file.content_type, file.bytes
+                )
+            }
+            Err(e) => match fatal_if_refused(e)? {
+                CallError::Status { message, .. } => format!("[not attached: {message}]"),
+                e => format!("[not attached: {e}]"),
+            },
+        };
+        self.screen.line(&answer)?;
+        Ok(())
     }
 
     /// `/model [NAME]`: the models with the session's marked, or a switch from the next turn.
@@ -540,7 +583,7 @@ impl<W: Write> Conversation<W> {
         loop {
             // Ctrl-C also ends a try the server is slow to answer (up to the 30 s call bound).
             let sent = tokio::select! {
-                sent = self.client.submit(&self.session, text, &key) => Some(sent),
+                sent = self.client.submit(&self.session, text, &self.attached, &key) => Some(sent),
                 _ = sigint.recv() => None,
             };
             let Some(sent) = sent else {
@@ -555,6 +598,7 @@ impl<W: Write> Conversation<W> {
                     } else if told {
                         self.screen.line("[sent]")?;
                     }
+                    self.attached.clear();
                     self.accepted(receipt.admission_id);
                     return Ok(());
                 }

@@ -1,13 +1,15 @@
 //! Files (SPEC R2.2; API.md "Attachments"): `POST /v1/files` stores a file for the caller —
-//! the raw body, its name from `?name=` — and answers its reference; `GET /v1/files/{id}`
+//! the raw body (its name from `?name=`) or a multipart form's `file` field (its filename, unless
+//! `?name=`) — and answers its reference; `GET /v1/files/{id}`
 //! serves one of the caller's files. The type is sniffed from the bytes, not taken from the
 //! client; a body over `server.max_upload_bytes` is 413 `too_large` and nothing is stored.
 //! Files live in the database, so every replica serves every file.
 use crate::auth::AuthPrincipal;
 use crate::error::{ApiError, ErrorBody};
 use crate::startup::AppState;
+use actix_multipart::Multipart;
 use actix_web::http::header;
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use futures::StreamExt;
 use serde::Deserialize;
 use turnkey_actors::attachments::{clean_name, default_name, sniff, too_large};
@@ -52,10 +54,10 @@ impl From<StoredFile> for FileView {
     operation_id = "upload_file",
     tag = "files",
     params(UploadQuery),
-    request_body(content = Vec<u8>, description = "The file's bytes", content_type = "application/octet-stream"),
+    request_body(content = Vec<u8>, description = "The file's bytes as the body, or a `multipart/form-data` form whose field `file` holds them (its filename names the file unless `?name=` does)", content_type = "application/octet-stream"),
     responses(
         (status = 201, description = "Stored", body = FileView),
-        (status = 400, description = "`empty_input`", body = ErrorBody),
+        (status = 400, description = "`empty_input`; `invalid_body`: a malformed multipart form, or one without a `file` field", body = ErrorBody),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 403, description = "`read_only`", body = ErrorBody),
         (status = 413, description = "`too_large`: over `server.max_upload_bytes`; nothing stored", body = ErrorBody),
@@ -67,23 +69,30 @@ pub async fn upload(
     state: web::Data<AppState>,
     who: AuthPrincipal,
     query: web::Query<UploadQuery>,
-    mut body: web::Payload,
+    req: HttpRequest,
+    body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     let max = state.gateway.config().files.max_upload_bytes;
-    let mut bytes = web::BytesMut::new();
-    while let Some(chunk) = body.next().await {
-        let chunk = chunk.map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))?;
-        if bytes.len() + chunk.len() > max {
-            return Err(too_large("the file", bytes.len() + chunk.len(), max).into());
-        }
-        bytes.extend_from_slice(&chunk);
-    }
+    let multipart = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.to_ascii_lowercase().starts_with("multipart/form-data"));
+    let (bytes, sent_name) = if multipart {
+        file_field(Multipart::new(req.headers(), body), max).await?
+    } else {
+        (bounded(body, max).await?, None)
+    };
     if bytes.is_empty() {
         return Err(ApiError::bad_request("empty_input", "the file is empty"));
     }
     let content_type = sniff(&bytes);
     let name = clean_name(
-        query.name.as_deref().unwrap_or_default(),
+        query
+            .name
+            .as_deref()
+            .or(sent_name.as_deref())
+            .unwrap_or_default(),
         &default_name(content_type),
     );
     let file = state
@@ -92,6 +101,56 @@ pub async fn upload(
         .put_file(&who.0.id, &name, content_type, &bytes)
         .await?;
     Ok(HttpResponse::Created().json(FileView::from(file)))
+}
+
+/// The whole raw body, at most `max` bytes (413 `too_large` past it, read no further).
+async fn bounded(
+    mut body: impl futures::Stream<Item = Result<web::Bytes, impl std::fmt::Display>> + Unpin,
+    max: usize,
+) -> Result<web::BytesMut, ApiError> {
+    let mut bytes = web::BytesMut::new();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))?;
+        if bytes.len() + chunk.len() > max {
+            return Err(too_large("the file", bytes.len() + chunk.len(), max).into());
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(bytes)
+}
+
+/// The multipart form's field `file` (its bytes, at most `max`, and its filename); the other
+/// fields are read past. No `file` field: 400 `invalid_body`.
+async fn file_field(
+    mut form: Multipart,
+    max: usize,
+) -> Result<(web::BytesMut, Option<String>), ApiError> {
+    let bad = |e: actix_multipart::MultipartError| {
+        ApiError::bad_request(
+            "invalid_body",
+            format!("the multipart body is malformed: {e}"),
+        )
+    };
+    let mut found = None;
+    while let Some(field) = form.next().await {
+        let mut field = field.map_err(bad)?;
+        let is_file = field.name() == Some("file");
+        if is_file && found.is_none() {
+            let name = field
+                .content_disposition()
+                .and_then(|d| d.get_filename())
+                .map(str::to_owned);
+            found = Some((bounded(&mut field, max).await?, name));
+        } else {
+            // Another field is read and dropped, never kept.
+            while let Some(chunk) = field.next().await {
+                chunk.map_err(bad)?;
+            }
+        }
+    }
+    found.ok_or_else(|| {
+        ApiError::bad_request("invalid_body", "the multipart body has no field named file")
+    })
 }
 
 /// One of the caller's files, with the sniffed type; anyone else's is not found.

@@ -41,6 +41,7 @@ const ASSETS: &[Asset] = &[
     asset!("icon.svg", "image/svg+xml"),
     asset!("app.js", JS),
     asset!("api.js", JS),
+    asset!("attach.js", JS),
     asset!("actions.js", JS),
     asset!("events.js", JS),
     asset!("markdown.js", JS),
