@@ -23,6 +23,7 @@ mod m20261212_000001_skills_and_reviews;
 mod m20261213_000001_work;
 mod m20261214_000001_tenancy;
 mod m20261215_000001_files;
+mod m20261216_000001_search;
 
 pub struct Migrator;
 
@@ -51,6 +52,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261213_000001_work::Migration),
             Box::new(m20261214_000001_tenancy::Migration),
             Box::new(m20261215_000001_files::Migration),
+            Box::new(m20261216_000001_search::Migration),
         ]
     }
 }

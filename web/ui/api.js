@@ -89,8 +89,14 @@ export class Api {
     return this.request("POST", path, { ...opts, body });
   }
 
-  listSessions(limit = 50) {
-    return this.get(`/v1/sessions?limit=${limit}`);
+  /** The caller's sessions, newest first; with `q`, those whose title or transcript holds it. */
+  listSessions(limit = 50, q = "") {
+    const search = q ? `&q=${encodeURIComponent(q)}` : "";
+    return this.get(`/v1/sessions?limit=${limit}${search}`);
+  }
+
+  deleteSession(id) {
+    return this.request("DELETE", `/v1/sessions/${encodeURIComponent(id)}`);
   }
 
   createSession(title) {

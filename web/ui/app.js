@@ -76,13 +76,64 @@ ui.signinForm.addEventListener("submit", async (ev) => {
 
 ui.signOut.addEventListener("click", () => signedOut());
 
+// The search box lists the sessions whose title or transcript holds what is typed.
+let searchTimer = null;
+ui.sessionSearch.addEventListener("input", () => {
+  clearTimeout(searchTimer);
+  searchTimer = setTimeout(refreshSessions, 250);
+});
+
+// Rename: the title becomes a text field until Enter (saves) or Escape (keeps it).
+ui.rename.addEventListener("click", () => {
+  if (!view) return;
+  const field = el("input", { class: "rename-field", value: ui.title.textContent, "aria-label": "Session title" });
+  const id = view.id;
+  const done = async (save) => {
+    field.replaceWith(ui.title);
+    ui.rename.hidden = false;
+    const title = field.value.trim();
+    if (!save || !title || title === ui.title.textContent) return;
+    try {
+      await api.renameSession(id, title);
+      if (view && view.id === id) ui.title.textContent = title;
+      await refreshSessions();
+    } catch (e) {
+      showError(ui.chatError, `Not renamed: ${describe(e)}`);
+    }
+  };
+  field.addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter") done(true);
+    if (ev.key === "Escape") done(false);
+  });
+  field.addEventListener("blur", () => field.isConnected && done(true));
+  ui.title.replaceWith(field);
+  ui.rename.hidden = true;
+  field.focus();
+  field.select();
+});
+
+// Delete: asked once; the session, its transcript and its files go (DELETE /v1/sessions/{id}).
+ui.deleteSession.addEventListener("click", async () => {
+  if (!view) return;
+  const id = view.id;
+  const name = ui.title.textContent || "this session";
+  if (!window.confirm(`Delete "${name}" with its whole transcript and files? This cannot be undone.`)) return;
+  try {
+    await api.deleteSession(id);
+    location.hash = "#/";
+    await refreshSessions();
+  } catch (e) {
+    showError(ui.chatError, `Not deleted: ${describe(e)}`);
+  }
+});
+
 // ---------- sessions ----------
 
 async function refreshSessions() {
   if (!api) return;
   let list;
   try {
-    list = (await api.listSessions()).sessions;
+    list = (await api.listSessions(50, ui.sessionSearch.value.trim())).sessions;
   } catch (e) {
     showError(ui.chatError, `Could not list sessions: ${describe(e)}`);
     ui.chatError.dataset.source = "sessions";
@@ -91,6 +142,10 @@ async function refreshSessions() {
   // A failure to list, shown earlier, is over.
   if (ui.chatError.dataset.source === "sessions") showError(ui.chatError, "");
   const current = view ? view.id : null;
+  if (list.length === 0 && ui.sessionSearch.value.trim()) {
+    ui.sessions.replaceChildren(el("li", { class: "session-none" }, "No session matches."));
+    return;
+  }
   ui.sessions.replaceChildren(
     ...list.map((s) => {
       const link = el(
@@ -208,6 +263,8 @@ async function route() {
   if (pending) pending.clear();
   ui.empty.hidden = Boolean(id);
   ui.composer.hidden = !id;
+  ui.rename.hidden = !id;
+  ui.deleteSession.hidden = !id;
   ui.interrupt.disabled = true;
   ui.title.textContent = id ? "Loading…" : "No session open";
   ui.state.textContent = "";

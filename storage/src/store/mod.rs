@@ -38,6 +38,7 @@ pub use quotas::{day_of, next_day_at};
 mod rotation;
 pub use rotation::{Rotation, RotationDone};
 mod schedules;
+mod search;
 pub use schedules::{ConfigSchedulesSynced, MissedPolicy, NewSchedule, Schedule, ScheduleSource};
 mod sessions;
 mod subagents;

@@ -858,3 +858,79 @@ async fn r2_2_ui_uploads_by_drop_paste_and_button_and_shows_thumbnails() {
     );
     b.close().await;
 }
+
+/// The session list's search box, rename and delete (issue 26): a word of an earlier message
+/// finds its session, a rename shows in the header and the list, a delete (confirmed) removes
+/// it from the list and the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r1_1_ui_searches_renames_and_deletes_sessions() {
+    let _serial = SERIAL.lock().await;
+    let Some(b) = Browser::start_or_skip("r1_1_ui_searches…").await else {
+        return;
+    };
+    let provider = ScriptedProvider::start();
+    provider.on_user_text("", Reply::text("ok"));
+    let tk = Turnkey::start(TurnkeyOptions::new(&provider)).await;
+    let api = tk.api();
+    let aardvark = api.create_session_id().await;
+    let a = api
+        .submit_accepted(&aardvark, "tell me about the aardvark")
+        .await;
+    api.wait_terminal(&a, BOUND).await;
+    let other = api.create_session_id().await;
+    let a = api.submit_accepted(&other, "something else").await;
+    api.wait_terminal(&a, BOUND).await;
+
+    sign_in(&b, &tk).await;
+    b.wait_js(
+        "both sessions listed",
+        PAGE_WAIT,
+        "return document.querySelectorAll('#sessions .session-link').length === 2 || null;",
+    )
+    .await;
+    b.type_into("#session-search", "aardv").await;
+    let hit = b
+        .wait_js(
+            "one session found",
+            PAGE_WAIT,
+            "const l = document.querySelectorAll('#sessions .session-link'); \
+             return l.length === 1 ? l[0].getAttribute('href') : null;",
+        )
+        .await;
+    assert_eq!(hit, format!("#/s/{aardvark}"));
+
+    b.click("#sessions .session-link").await;
+    b.wait_visible("#rename", PAGE_WAIT).await;
+    b.click("#rename").await;
+    b.js(
+        "const f = document.querySelector('.rename-field'); f.value = 'About aardvarks'; \
+         f.dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter'}));",
+        vec![],
+    )
+    .await;
+    eventually(BOUND, "the new title on the server", || async {
+        (api.session(&aardvark).await.body["title"] == "About aardvarks").then_some(())
+    })
+    .await;
+    b.wait_js(
+        "the new title in the list",
+        PAGE_WAIT,
+        "return document.querySelector('#sessions').textContent.includes('About aardvarks') || null;",
+    )
+    .await;
+
+    b.js("window.confirm = () => true;", vec![]).await;
+    b.click("#delete").await;
+    eventually(BOUND, "the session deleted", || async {
+        (api.session(&aardvark).await.status == 404).then_some(())
+    })
+    .await;
+    b.wait_js(
+        "no match left",
+        PAGE_WAIT,
+        "return document.querySelector('#sessions .session-none') ? true : null;",
+    )
+    .await;
+    assert_eq!(api.session(&other).await.status, 200, "the other one stays");
+    b.close().await;
+}

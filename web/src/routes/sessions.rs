@@ -271,7 +271,14 @@ pub struct ListQuery {
     pub limit: Option<u64>,
     /// RFC 3339 time or milliseconds since the epoch: only sessions created before it.
     pub before: Option<String>,
+    /// Search: only sessions whose title holds this text, or with a message holding all of
+    /// its words (each as a word prefix). At most 200 characters; empty lists all.
+    #[param(max_length = 200)]
+    pub q: Option<String>,
 }
+
+/// The longest `q` of `GET /v1/sessions`.
+pub const MAX_QUERY_CHARS: usize = 200;
 
 /// `GET /v1/sessions`.
 #[derive(Debug, Serialize, ToSchema)]
@@ -303,7 +310,7 @@ pub fn parse_before(raw: &str) -> Result<i64, ApiError> {
 }
 
 /// Lists the caller's sessions (all of them for the operator), newest first, each rotated
-/// lineage once by its root.
+/// lineage once by its root; with `q`, only those whose title or transcript holds it.
 #[utoipa::path(
     get,
     path = "/v1/sessions",
@@ -312,7 +319,7 @@ pub fn parse_before(raw: &str) -> Result<i64, ApiError> {
     params(ListQuery),
     responses(
         (status = 200, description = "The sessions", body = SessionList),
-        (status = 400, description = "`invalid_query`: `limit` out of range, `before` unreadable", body = ErrorBody),
+        (status = 400, description = "`invalid_query`: `limit` out of range, `before` unreadable, `q` over 200 characters", body = ErrorBody),
         (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
         (status = 503, description = "`store_unavailable`", body = ErrorBody),
     ),
@@ -332,11 +339,18 @@ pub async fn list(
     }
     let before = query.before.as_deref().map(parse_before).transpose()?;
     let owner = (!who.is_operator()).then_some(who.0.id.as_str());
-    let rows = state
-        .gateway
-        .store()
-        .list_sessions(owner, limit, before)
-        .await?;
+    let q = query.q.as_deref().map(str::trim).filter(|q| !q.is_empty());
+    if q.is_some_and(|q| q.chars().count() > MAX_QUERY_CHARS) {
+        return Err(ApiError::bad_request(
+            "invalid_query",
+            format!("q must be at most {MAX_QUERY_CHARS} characters"),
+        ));
+    }
+    let store = state.gateway.store();
+    let rows = match q {
+        Some(q) => store.search_sessions(owner, q, limit, before).await?,
+        None => store.list_sessions(owner, limit, before).await?,
+    };
     let views = futures::future::try_join_all(
         rows.into_iter()
             .map(|s| SessionView::load(&state.gateway, s)),
