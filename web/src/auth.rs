@@ -208,6 +208,7 @@ impl FromRequest for AuthPrincipal {
 /// through here (HTTP headers, the WebSocket's `auth` message).
 pub async fn authenticate(state: &AppState, token: &str) -> Result<(Principal, Grant), ApiError> {
     if tokens_match(token, &state.operator_token) {
+        state.operator_used.note();
         return Ok((operator_principal(), Grant::default()));
     }
     match state.gateway.store().principal_for_token(token).await {

@@ -20,6 +20,9 @@ use turnkey_actors::{Gateway, GatewayError};
 use turnkey_storage::{Store, StoreError};
 
 const OPERATOR_TOKEN_FILE: &str = "operator.token";
+/// Written in the data directory the first time the operator token from `operator.token` is
+/// used: until then every start says where the token is.
+const OPERATOR_TOKEN_USED_FILE: &str = "operator.token.used";
 /// `server.sse_keepalive_s` by default.
 const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(15);
 
@@ -71,6 +74,8 @@ pub struct AppState {
     pub cors: Arc<CorsPolicy>,
     /// API tokens' last use and revocations, for open streams.
     pub tokens: Arc<crate::auth::TokenWatch>,
+    /// Notes the first use of a generated operator token (see [`OperatorToken::file`]).
+    pub operator_used: Arc<OperatorUse>,
     shutdown: watch::Sender<bool>,
 }
 
@@ -84,6 +89,7 @@ impl AppState {
             keepalive: DEFAULT_KEEPALIVE,
             cors: Arc::new(CorsPolicy::default()),
             tokens: Arc::new(crate::auth::TokenWatch::default()),
+            operator_used: Arc::new(OperatorUse::default()),
             shutdown: watch::channel(false).0,
         }
     }
@@ -120,6 +126,51 @@ impl AppState {
 pub struct OperatorToken {
     pub value: String,
     pub generated: bool,
+    /// The file it was generated into (`None` when `auth.operator_token` configures it).
+    pub file: Option<PathBuf>,
+}
+
+impl OperatorToken {
+    /// Whether the token of the file has been used since it was generated.
+    pub fn used(&self) -> bool {
+        self.file
+            .as_ref()
+            .is_none_or(|f| f.with_file_name(OPERATOR_TOKEN_USED_FILE).exists())
+    }
+}
+
+/// The first use of the operator token read from `operator.token`: it writes
+/// `operator.token.used` beside it, once, so that later starts stop saying where it is.
+#[derive(Debug, Default)]
+pub struct OperatorUse {
+    marker: Option<PathBuf>,
+    noted: std::sync::atomic::AtomicBool,
+}
+
+impl OperatorUse {
+    fn for_token(token: &OperatorToken) -> Self {
+        Self {
+            marker: token
+                .file
+                .as_ref()
+                .map(|f| f.with_file_name(OPERATOR_TOKEN_USED_FILE))
+                .filter(|m| !m.exists()),
+            noted: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// The operator token was just accepted.
+    pub fn note(&self) {
+        let Some(marker) = &self.marker else { return };
+        if self.noted.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        // A hint for the next start, not a record of anything: a failure only means the
+        // next start says once more where the token is.
+        if let Err(e) = std::fs::write(marker, b"") {
+            tracing::warn!(path = %marker.display(), error = %e, "cannot note the operator token's first use");
+        }
+    }
 }
 
 /// Creates the data directory (spills, checkpoints, the SQLite file, the operator token).
@@ -136,6 +187,7 @@ pub fn resolve_operator_token(settings: &Settings) -> Result<OperatorToken, Star
         return Ok(OperatorToken {
             value: t.expose().trim().to_owned(),
             generated: false,
+            file: None,
         });
     }
     let path = settings.server.data_dir.join(OPERATOR_TOKEN_FILE);
@@ -143,6 +195,7 @@ pub fn resolve_operator_token(settings: &Settings) -> Result<OperatorToken, Star
         return Ok(OperatorToken {
             value,
             generated: false,
+            file: Some(path),
         });
     }
     let value = auth::generate_token();
@@ -150,12 +203,14 @@ pub fn resolve_operator_token(settings: &Settings) -> Result<OperatorToken, Star
         Ok(()) => Ok(OperatorToken {
             value,
             generated: true,
+            file: Some(path),
         }),
         // Another process sharing the data directory won the race: use its token.
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read_token_file(&path)?
             .map(|value| OperatorToken {
                 value,
                 generated: false,
+                file: Some(path.clone()),
             })
             .ok_or_else(|| StartupError::Io {
                 context: format!("{} is empty", path.display()),
@@ -206,9 +261,10 @@ pub async fn prepare(settings: &Settings) -> Result<(AppState, OperatorToken), S
     runtime.security.extra_secrets.push(token.value.clone());
     crate::telemetry::mask_logs(turnkey_actors::redact::Redactor::new(&runtime));
     let gateway = Gateway::start(runtime, store).await?;
-    let state = AppState::new(gateway, token.value.clone(), settings.server.max_body_bytes)
+    let mut state = AppState::new(gateway, token.value.clone(), settings.server.max_body_bytes)
         .with_keepalive(Duration::from_secs(settings.server.sse_keepalive_s))
         .with_cors_origins(settings.server.cors_origins.clone());
+    state.operator_used = Arc::new(OperatorUse::for_token(&token));
     Ok((state, token))
 }
 
@@ -472,9 +528,21 @@ pub async fn serve(mut settings: Settings) -> Result<(), StartupError> {
             .map_err(io_err("stderr"))?;
     }
     let mut out = std::io::stdout();
-    if app.operator_token().generated {
-        writeln!(out, "operator token: {}", app.operator_token().value)
-            .map_err(io_err("stdout"))?;
+    let token = app.operator_token();
+    if token.generated {
+        writeln!(out, "operator token: {}", token.value).map_err(io_err("stdout"))?;
+    } else if let Some(file) = token.file.as_ref().filter(|_| !token.used()) {
+        // Generated by an earlier start that may never have shown it (its port was taken):
+        // said on every start until the token is used once.
+        let line = format!(
+            "operator token: not used yet; it is in {} (sign in to http://{} with it)\n",
+            file.display(),
+            app.local_addr()
+        );
+        let mut err = std::io::stderr();
+        err.write_all(line.as_bytes())
+            .and_then(|()| err.flush())
+            .map_err(io_err("stderr"))?;
     }
     writeln!(out, "listening on http://{}", app.local_addr()).map_err(io_err("stdout"))?;
     out.flush().map_err(io_err("stdout"))?;

@@ -433,3 +433,114 @@ fn r13_7_serve_in_auto_mode_without_landlock_starts_and_says_it_loudly() {
     );
     assert!(err.contains("Landlock is not in this kernel"), "{err}");
 }
+
+/// One `serve` on a free port in `dir` (no provider to look for): runs `during` with the
+/// listening address once it is up, then stops it with SIGTERM and answers (stdout, stderr).
+fn serve_once(dir: &Path, during: impl FnOnce(&str)) -> (String, String) {
+    let mut child = command(dir)
+        .env("TURNKEY__SERVER__DETECT_PROVIDERS", closed_port())
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut out = String::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let addr = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) => {
+                out.push_str(&line);
+                out.push('\n');
+                if let Some(addr) = line.strip_prefix("listening on http://") {
+                    break Some(addr.to_owned());
+                }
+            }
+            Err(_) => break None,
+        }
+    };
+    if let Some(addr) = &addr {
+        during(addr);
+    }
+    let pid = child.id().to_string();
+    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    child.wait().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(addr.is_some(), "serve did not start: {err}");
+    (out, err)
+}
+
+/// `GET /v1/sessions` with `token` over plain HTTP: the status code.
+fn get_sessions(addr: &str, token: &str) -> u16 {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET /v1/sessions HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A first start whose port is taken writes the operator token but cannot print it; every
+/// later start says where it is until it has been used once (issue 26).
+#[test]
+fn the_operator_tokens_file_is_named_on_every_start_until_it_is_used() {
+    let d = TempDir::new().unwrap();
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().to_string();
+    let (code, out) = run(
+        {
+            let mut c = command(d.path());
+            c.env("TURNKEY__SERVER__DETECT_PROVIDERS", closed_port());
+            c
+        },
+        &["serve", "--bind", &port],
+    );
+    assert_eq!(code, Some(1), "{out}");
+    let file = d.path().join("data").join("operator.token");
+    let token = std::fs::read_to_string(&file).unwrap().trim().to_owned();
+    assert!(!token.is_empty());
+    drop(taken);
+
+    for _ in 0..2 {
+        let (stdout, stderr) = serve_once(d.path(), |_| {});
+        assert!(!stdout.contains("operator token:"), "{stdout}");
+        assert!(
+            stderr.contains("operator token: not used yet; it is in ")
+                && stderr.contains("data/operator.token"),
+            "{stderr}"
+        );
+    }
+    // A wrong token does not count as a use; the right one does.
+    let (_, stderr) = serve_once(d.path(), |addr| {
+        assert_eq!(get_sessions(addr, "tk_wrong"), 401);
+        assert_eq!(get_sessions(addr, &token), 200);
+    });
+    assert!(
+        stderr.contains("not used yet"),
+        "said on the start it was used: {stderr}"
+    );
+    let (_, stderr) = serve_once(d.path(), |_| {});
+    assert!(!stderr.contains("operator token"), "{stderr}");
+}
