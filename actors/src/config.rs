@@ -37,6 +37,55 @@ pub struct RuntimeConfig {
     pub limits: LimitsConfig,
     /// Uploads and attachments (`[server] max_upload_bytes`).
     pub files: FilesConfig,
+    /// `[stt]`: voice notes transcribed by an OpenAI-compatible `/audio/transcriptions`.
+    pub stt: SttConfig,
+}
+
+/// `[stt]`: speech to text for the voice notes and audio files chats send. Off unless
+/// `base_url` is set; then an audio file is sent to `{base_url}/audio/transcriptions`
+/// (OpenAI's shape: a multipart form with `file` and `model`) and its text joins the message.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SttConfig {
+    /// An OpenAI-compatible base URL up to and including `/v1`; empty: no transcription.
+    pub base_url: String,
+    #[serde(skip_serializing)]
+    pub api_key: Option<turnkey_providers::Secret>,
+    /// The variable holding the key, when `api_key` is not set.
+    pub api_key_env: Option<String>,
+    pub model: String,
+    /// Bound on one transcription.
+    pub timeout_s: u64,
+}
+
+impl Default for SttConfig {
+    fn default() -> Self {
+        Self {
+            base_url: String::new(),
+            api_key: None,
+            api_key_env: None,
+            model: "whisper-1".into(),
+            timeout_s: 60,
+        }
+    }
+}
+
+impl SttConfig {
+    pub fn on(&self) -> bool {
+        !self.base_url.trim().is_empty()
+    }
+
+    /// `api_key`, else the variable `api_key_env` names.
+    pub fn resolved_api_key(&self) -> Option<turnkey_providers::Secret> {
+        if let Some(key) = self.api_key.as_ref().filter(|k| !k.is_empty()) {
+            return Some(key.clone());
+        }
+        let var = self.api_key_env.as_ref().filter(|v| !v.is_empty())?;
+        std::env::var(var)
+            .ok()
+            .filter(|k| !k.is_empty())
+            .map(turnkey_providers::Secret::from)
+    }
 }
 
 /// Uploads and attachments (API.md "Attachments").

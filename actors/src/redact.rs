@@ -56,6 +56,9 @@ impl Redactor {
                 }
             }
         }
+        if let Some(k) = config.stt.resolved_api_key() {
+            values.push(k.expose().to_owned());
+        }
         let platforms = &config.platforms;
         if let Some(t) = &platforms.telegram {
             values.push(t.bot_token.expose().to_owned());

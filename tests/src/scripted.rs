@@ -175,6 +175,10 @@ pub(crate) struct Script {
     pub(crate) rules: Vec<Rule>,
     pub(crate) records: Vec<RecordedRequest>,
     pub(crate) other_requests: Vec<String>,
+    /// What `/audio/transcriptions` answers (`None`: "scripted transcript").
+    pub(crate) transcript: Option<String>,
+    /// The multipart bodies `/audio/transcriptions` got, as text (lossy).
+    pub(crate) transcriptions: Vec<String>,
 }
 
 pub(crate) struct Shared {
@@ -374,6 +378,16 @@ impl ScriptedProvider {
     }
 
     /// Paths of requests that were not model calls (e.g. `/v1/models`).
+    /// `/audio/transcriptions` (speech to text) answers `{text}` from now on.
+    pub fn set_transcript(&self, text: &str) {
+        self.shared.lock().transcript = Some(text.to_owned());
+    }
+
+    /// The multipart bodies of the transcription requests so far (lossy text).
+    pub fn transcriptions(&self) -> Vec<String> {
+        self.shared.lock().transcriptions.clone()
+    }
+
     pub fn other_requests(&self) -> Vec<String> {
         self.shared.lock().other_requests.clone()
     }

@@ -87,6 +87,17 @@ async fn dispatch(req: HttpRequest, body: web::Bytes, shared: web::Data<Shared>)
         Wire::Anthropic
     } else {
         shared.lock().other_requests.push(path.clone());
+        if path.ends_with("/audio/transcriptions") {
+            let mut script = shared.lock();
+            script
+                .transcriptions
+                .push(String::from_utf8_lossy(&body).into_owned());
+            let text = script
+                .transcript
+                .clone()
+                .unwrap_or_else(|| "scripted transcript".into());
+            return HttpResponse::Ok().json(json!({ "text": text }));
+        }
         return if path.ends_with("/models") {
             HttpResponse::Ok().json(json!({"object": "list", "data": [
                 {"id": "scripted-model", "object": "model", "created": 0, "owned_by": "scripted"}

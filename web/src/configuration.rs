@@ -52,6 +52,8 @@ pub struct Settings {
     pub limits: turnkey_actors::config::LimitsConfig,
     /// `[telemetry]`: OpenTelemetry traces over OTLP/HTTP, off unless `otlp_endpoint` is set.
     pub telemetry: TelemetrySettings,
+    /// `[stt]`: voice notes transcribed, off unless `base_url` is set.
+    pub stt: turnkey_actors::config::SttConfig,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -216,6 +218,7 @@ impl Settings {
             files: turnkey_actors::config::FilesConfig {
                 max_upload_bytes: self.server.max_upload_bytes,
             },
+            stt: self.stt.clone(),
         }
     }
 
@@ -225,6 +228,22 @@ impl Settings {
             validate_origin(origin).map_err(|reason| {
                 InvalidConfig::new(format!("server.cors_origins[{i}]"), reason)
             })?;
+        }
+        if self.stt.on() {
+            let ok = reqwest::Url::parse(self.stt.base_url.trim())
+                .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
+            if !ok {
+                return Err(InvalidConfig::new(
+                    "stt.base_url",
+                    "must be an http(s) base URL such as https://api.openai.com/v1, or empty",
+                ));
+            }
+        }
+        if self.stt.timeout_s == 0 {
+            return Err(InvalidConfig::new(
+                "stt.timeout_s",
+                "must be greater than 0",
+            ));
         }
         for (i, url) in self.server.detect_providers.iter().enumerate() {
             let ok = reqwest::Url::parse(url)

@@ -51,19 +51,21 @@ impl PlatformFile {
     }
 }
 
-/// What the files of one message became: attachments for the submission, and a line for each
-/// file that could not be fetched.
+/// What the files of one message became: attachments for the submission, a line with the
+/// text of each voice note or audio file (`[stt]`), and a line for each file that could not be
+/// fetched.
 #[derive(Clone, Debug, Default)]
 pub struct Fetched {
     pub attachments: Vec<Value>,
+    pub transcripts: Vec<String>,
     pub missing: Vec<String>,
 }
 
 impl Fetched {
-    /// `text` with a line per missing file after it.
+    /// `text` with the transcripts and a line per missing file after it.
     pub fn text_with_notes(&self, text: &str) -> String {
         let mut out = text.to_owned();
-        for line in &self.missing {
+        for line in self.transcripts.iter().chain(&self.missing) {
             if !out.is_empty() {
                 out.push('\n');
             }
@@ -80,6 +82,25 @@ pub async fn fetch(config: &RuntimeConfig, files: &[PlatformFile]) -> Fetched {
     for file in files {
         match fetch_one(config, file, limit).await {
             Ok(bytes) => {
+                let audio = crate::attachments::sniff(&bytes).starts_with("audio/")
+                    || matches!(
+                        file,
+                        PlatformFile::Telegram {
+                            kind: "voice note" | "audio",
+                            ..
+                        }
+                    );
+                if audio && config.stt.on() {
+                    let label = file.label();
+                    let named = file.name().map(|n| format!(" {n}")).unwrap_or_default();
+                    out.transcripts.push(match transcribe(&config.stt, &label, &bytes).await {
+                        Ok(text) => format!("[voice note{named}, transcribed]: {text}"),
+                        Err(why) => {
+                            tracing::warn!(file = %label, %why, "a voice note was not transcribed");
+                            format!("[voice note{named} could not be transcribed: {why}]")
+                        }
+                    });
+                }
                 let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
                 let mut attachment = json!({
                     // The type is sniffed from the bytes at admission; this one only parses.
@@ -157,6 +178,49 @@ async fn fetch_one(
     }
 }
 
+/// The text of an audio file from `[stt]`'s OpenAI-compatible `/audio/transcriptions`.
+async fn transcribe(
+    stt: &crate::config::SttConfig,
+    name: &str,
+    bytes: &[u8],
+) -> Result<String, String> {
+    let url = format!(
+        "{}/audio/transcriptions",
+        stt.base_url.trim().trim_end_matches('/')
+    );
+    let part = reqwest::multipart::Part::bytes(bytes.to_vec())
+        .file_name(name.to_owned())
+        .mime_str(crate::attachments::sniff(bytes))
+        .map_err(|e| e.to_string())?;
+    let form = reqwest::multipart::Form::new()
+        .text("model", stt.model.clone())
+        .text("response_format", "json")
+        .part("file", part);
+    let http = http_client(Duration::from_secs(stt.timeout_s));
+    let mut req = http.post(url).multipart(form);
+    if let Some(key) = stt.resolved_api_key() {
+        req = req.bearer_auth(key.expose());
+    }
+    let resp = req.send().await.map_err(|e| {
+        format!(
+            "the transcription service did not answer: {}",
+            e.without_url()
+        )
+    })?;
+    let status = resp.status();
+    if !status.is_success() {
+        return Err(format!("the transcription service answered HTTP {status}"));
+    }
+    let body: Value = resp
+        .json()
+        .await
+        .map_err(|e| format!("the transcription is not JSON: {}", e.without_url()))?;
+    body["text"]
+        .as_str()
+        .map(|t| t.trim().to_owned())
+        .ok_or_else(|| "the transcription has no text".to_owned())
+}
+
 /// GET `url` (the platform's own file URL) with the bot token when given, at most `limit`
 /// bytes. The URL is left out of every error: a Telegram file URL holds the bot token.
 async fn get(url: &str, bearer: Option<&str>, limit: usize) -> Result<Vec<u8>, String> {
@@ -202,6 +266,7 @@ mod tests {
     fn r2_2_missing_files_are_lines_after_the_text() {
         let f = Fetched {
             attachments: Vec::new(),
+            transcripts: Vec::new(),
             missing: vec!["[attachment photo could not be kept: x]".into()],
         };
         assert_eq!(

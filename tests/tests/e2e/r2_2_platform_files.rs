@@ -258,3 +258,72 @@ async fn r2_2_telegram_slack_and_webhook_files_reach_the_model_postgres() {
     };
     files_from_chats(Some(db.url())).await;
 }
+
+/// A Telegram voice note with `[stt]` set: transcribed by the OpenAI-shaped
+/// `/audio/transcriptions` (a scripted one), its text joins the message, and the audio is kept
+/// as an attachment. On SQLite and PostgreSQL.
+async fn voice_note(database: Option<&str>) {
+    let provider = ScriptedProvider::start();
+    provider.on_user_text("water the plants", Reply::text("will do"));
+    let stt = ScriptedProvider::start();
+    stt.set_transcript("please water the plants");
+    let (to, [telegram, _slack, _webhook]) = Endpoints::fakes();
+    let mut ogg = b"OggS\x00\x02\x00\x00\x00\x00\x00\x00\x00\x00".to_vec();
+    ogg.extend_from_slice(&[0u8; 64]);
+    telegram.add_file("v1", &ogg);
+    let toml = platforms_toml(&to, &[&ALICE.to_string()], &[SLACK_USER]);
+    let opts = TurnkeyOptions::new(&provider).extra_toml(&format!(
+        "{toml}\n[stt]\nbase_url = \"{}\"\napi_key = \"stt-key-123456\"\nmodel = \"whisper-test\"\n",
+        stt.base_url
+    ));
+    let opts = match database {
+        Some(url) => opts.database(url),
+        None => opts,
+    };
+    let tk = Turnkey::start(opts).await;
+    let api = tk.api();
+    let hooks = Webhooks::new(&tk.url);
+
+    let mut voice = telegram_message(7, ALICE, ALICE, "");
+    voice["message"].as_object_mut().unwrap().remove("text");
+    voice["message"]["voice"] =
+        json!({"file_id": "v1", "file_unique_id": "v", "duration": 2, "mime_type": "audio/ogg"});
+    let (r, _) = hooks.telegram(&voice).await;
+    let row = admitted_row(&api, &r).await;
+    assert_eq!(
+        row["content"], "[voice note, transcribed]: please water the plants",
+        "{row}"
+    );
+    assert_eq!(row["attachments"][0]["content_type"], "audio/ogg", "{row}");
+    let asked = provider.requests().pop().unwrap();
+    assert_eq!(
+        asked.reply, "text",
+        "answered by the rule for the transcript"
+    );
+    let sent = stt.transcriptions();
+    assert_eq!(sent.len(), 1);
+    assert!(
+        sent[0].contains("name=\"model\"") && sent[0].contains("whisper-test"),
+        "{}",
+        sent[0]
+    );
+    assert!(sent[0].contains("name=\"file\""), "{}", sent[0]);
+    assert_eq!(
+        stt.request_count(),
+        0,
+        "no chat request went to the speech server"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r2_2_a_voice_note_is_transcribed_when_stt_is_set_sqlite() {
+    voice_note(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r2_2_a_voice_note_is_transcribed_when_stt_is_set_postgres() {
+    let Some(db) = pg::fresh_database().await else {
+        return;
+    };
+    voice_note(Some(db.url())).await;
+}

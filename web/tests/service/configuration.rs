@@ -566,6 +566,9 @@ fn the_example_file_loads_and_shows_the_defaults() {
     // Every value shown is the default, except those that have none.
     let mut on = ok(&dir_with_file(Some(&example_uncommented())), &[]);
     assert!(on.auth.operator_token.take().is_some());
+    // The speech-to-text key and its variable have no default either.
+    assert!(on.stt.api_key.take().is_some());
+    assert!(on.stt.api_key_env.take().is_some());
     assert_eq!(on.providers.len(), 1, "the example shows one provider");
     let provider = serde_json::to_value(on.providers.remove(0)).expect("provider json");
     let mcp = std::mem::take(&mut on.tools.mcp);
@@ -626,8 +629,9 @@ fn the_example_file_loads_and_shows_the_defaults() {
 }
 
 /// Every configuration key that holds a `Secret`.
-const SECRET_KEYS: [&str; 7] = [
+const SECRET_KEYS: [&str; 8] = [
     "auth.operator_token",
+    "stt.api_key",
     "providers.api_key",
     "platforms.telegram.bot_token",
     "platforms.telegram.secret_token",
