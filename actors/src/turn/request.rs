@@ -199,10 +199,15 @@ pub async fn load_images(models: Models<'_>, ctx: &mut TurnContext) {
         Ok(found) => {
             use base64::Engine;
             for (id, bytes) in found {
-                let Some(media_type) = wanted.get(&id).cloned() else {
+                let Some(media_type) = wanted.get(&id) else {
                     continue;
                 };
-                let base64 = base64::engine::general_purpose::STANDARD.encode(&bytes);
+                let fitted = crate::attachments::fit::fit_file(&id, bytes, media_type).await;
+                if fitted.bytes.is_empty() {
+                    continue;
+                }
+                let base64 = base64::engine::general_purpose::STANDARD.encode(&fitted.bytes);
+                let media_type = fitted.media_type.clone();
                 ctx.images
                     .insert(id, turnkey_providers::Image { media_type, base64 });
             }

@@ -311,3 +311,47 @@ async fn r8_1_a_text_only_model_gets_a_note_instead_of_the_image() {
         "{text}"
     );
 }
+
+/// An image larger than providers take (3000 px wide) goes to the model scaled to 1568 px on
+/// its long edge, as JPEG, keeping its ratio; the stored file stays as uploaded (issue 26).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r8_1_a_too_large_image_is_scaled_for_the_model_only() {
+    use std::io::Cursor;
+    let provider = ScriptedProvider::start();
+    provider.on_user_text("how wide", Reply::text("wide"));
+    let tk = Turnkey::start(TurnkeyOptions::new(&provider).provider_model("gpt-4o")).await;
+    let api = tk.api();
+    let wide = image::RgbImage::from_fn(3000, 300, |x, y| {
+        image::Rgb([(x % 251) as u8, (y % 241) as u8, 9])
+    });
+    let mut png = Cursor::new(Vec::new());
+    image::DynamicImage::from(wide)
+        .write_to(&mut png, image::ImageFormat::Png)
+        .unwrap();
+    let png = png.into_inner();
+    let stored = upload(&api, "wide.png", &png).await;
+    let s = api.create_session_id().await;
+    let id = stored["file_id"].as_str().unwrap();
+    let r = submit(&api, &s, "how wide is it", json!([{"file_id": id}]), "w-1").await;
+    assert_eq!(r.status, 202, "{}", r.text);
+    api.wait_terminal(&r.str_field("admission_id"), BOUND).await;
+    let content = last_user_content(&provider);
+    let url = content[1]["image_url"]["url"].as_str().unwrap();
+    let data = url
+        .strip_prefix("data:image/jpeg;base64,")
+        .unwrap_or_else(|| panic!("scaled to JPEG: {}", &url[..40]));
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .unwrap();
+    let sent = image::load_from_memory(&bytes).unwrap();
+    assert_eq!((sent.width(), sent.height()), (1568, 157));
+    let kept = api.get(&format!("/v1/files/{id}")).await;
+    assert_eq!(kept.status, 200);
+    assert_eq!(
+        kept.content_type, "image/png",
+        "the stored file is the upload"
+    );
+    assert_eq!(stored["bytes"], png.len());
+    let messages = api.messages(&s).await;
+    assert_eq!(messages[0]["attachments"][0]["content_type"], "image/png");
+}

@@ -8,7 +8,10 @@
 //!
 //! On the wire (`turn::request::wire_messages`), a user row's images become image parts for a provider that sees
 //! images, and a note naming the file for one that does not; other files are named by their
-//! workspace path. Only the wire copy changes: the transcript keeps the attachment.
+//! workspace path. Only the wire copy changes: the transcript keeps the attachment. An image
+//! too large for providers is scaled down for the wire (`fit`).
+pub mod fit;
+
 use crate::config::RuntimeConfig;
 use crate::error::GatewayError;
 use base64::Engine;
