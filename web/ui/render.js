@@ -64,8 +64,47 @@ export class TextBlock {
 
   flush() {
     this.pending = false;
-    this.node.replaceChildren(renderMarkdown(this.text));
+    const rendered = renderMarkdown(this.text);
+    for (const pre of rendered.querySelectorAll ? rendered.querySelectorAll("pre") : []) {
+      const code = pre.querySelector("code");
+      pre.append(button("Copy", (ev) => copyText(code ? code.textContent : pre.textContent, ev.currentTarget), { class: "copy secondary" }));
+    }
+    this.node.replaceChildren(rendered);
   }
+}
+
+/**
+ * Puts `text` on the clipboard and says so on `btn` for a moment. The Clipboard API needs a
+ * secure context (https, or the loopback); elsewhere a selection is copied the old way.
+ */
+export async function copyText(text, btn) {
+  let ok = false;
+  try {
+    if (navigator.clipboard && window.isSecureContext) {
+      await navigator.clipboard.writeText(text);
+      ok = true;
+    }
+  } catch {
+    ok = false;
+  }
+  if (!ok) {
+    const area = el("textarea", { class: "visually-hidden", readonly: true });
+    area.value = text;
+    document.body.append(area);
+    area.select();
+    try {
+      ok = document.execCommand("copy");
+    } catch {
+      ok = false;
+    }
+    area.remove();
+  }
+  if (btn) {
+    const label = btn.textContent;
+    btn.textContent = ok ? "Copied" : "Not copied";
+    setTimeout(() => (btn.textContent = label), 1500);
+  }
+  return ok;
 }
 
 const STATUS_LABEL = {
@@ -125,12 +164,23 @@ export class TurnView {
   constructor(turnId) {
     this.body = el("div", { class: "turn-body" });
     this.footer = el("p", { class: "turn-foot", hidden: true });
+    this.text = "";
+    // Copy the answer (its Markdown as written); Regenerate asks the session view to send the
+    // turn's input again (a `regenerate` event it listens for).
+    this.copy = button("Copy answer", (ev) => copyText(this.text, ev.currentTarget), { class: "copy secondary", hidden: true });
+    this.regenerate = button(
+      "Regenerate",
+      () => this.node.dispatchEvent(new CustomEvent("regenerate", { bubbles: true, detail: { turnId } })),
+      { class: "regenerate secondary", hidden: true },
+    );
+    this.actions = el("div", { class: "turn-actions" }, this.copy, this.regenerate);
     this.node = el(
       "li",
       { class: "msg assistant", dataset: { turn: turnId || "" } },
       el("span", { class: "who" }, "assistant"),
       this.body,
       this.footer,
+      this.actions,
     );
     /** Item key → its TextBlock, or the node of a note. */
     this.blocks = new Map();
@@ -155,6 +205,12 @@ export class TurnView {
     });
     this.blocks = blocks;
     placeChildren(this.body, nodes);
+    this.text = turn.items
+      .filter((i) => i.type === "text" && !i.live)
+      .map((i) => i.text)
+      .join("\n\n");
+    this.copy.hidden = !this.text;
+    this.regenerate.hidden = !this.text || turn.items.some((i) => i.live);
     if (turn.spent) {
       this.footer.textContent = usageText(turn.spent.usage, turn.spent.cost);
       this.footer.hidden = false;

@@ -328,6 +328,12 @@ function dropLive(t) {
   return t.items.some((i) => i.live) ? withItems(t, t.items.filter((i) => !i.live)) : t;
 }
 
+/** At most `n` characters of `text`, an ellipsis when cut. */
+function clip(text, n) {
+  const chars = Array.from(text);
+  return chars.length > n ? `${chars.slice(0, n).join("")}…` : text;
+}
+
 function withNote(s, t, text, kind) {
   return withItems(t, [...t.items, { key: `b${nextKey(s)}`, type: "note", text, kind }]);
 }
@@ -335,7 +341,10 @@ function withNote(s, t, text, kind) {
 function finish(s, t, d) {
   let done = settle(t);
   if (d.result && d.result !== "completed") {
-    const why = d.failure_reason && d.failure_reason !== d.result ? `: ${d.failure_reason}` : "";
+    const code = d.failure_reason && d.failure_reason !== d.result ? d.failure_reason : "";
+    // A failed turn says why in words (the server's failure_message), its code after it.
+    const message = d.result === "failed" && d.failure_message ? clip(d.failure_message, 300) : "";
+    const why = message ? `: ${message}${code ? ` (${code})` : ""}` : code ? `: ${code}` : "";
     done = withNote(s, done, `${d.result.charAt(0).toUpperCase() + d.result.slice(1)}${why}`, "warn");
   } else if (d.stop_reason === "truncated") {
     done = withNote(s, done, "Cut off by the output limit", "warn");

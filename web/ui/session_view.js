@@ -68,10 +68,22 @@ export class SessionView {
     this.reportReads = new Map();
     this.readingReports = false;
     this.ticker = setInterval(() => this.tick(), 1000);
+    this.onRegenerate = (ev) => this.regenerate(ev.detail && ev.detail.turnId);
+    ui.transcript.addEventListener("regenerate", this.onRegenerate);
+  }
+
+  /** Sends again the input of turn `turnId` (the user message shown just before it). */
+  regenerate(turnId) {
+    const entries = this.state.entries;
+    const at = entries.findIndex((r) => r.type === "turn" && this.state.turns[r.turnKey] && this.state.turns[r.turnKey].id === turnId);
+    const input = entries.slice(0, at < 0 ? entries.length : at).reverse().find((r) => r.type === "user");
+    if (!input) return;
+    this.send(input.text, input.attachments || []);
   }
 
   close() {
     this.closed = true;
+    ui.transcript.removeEventListener("regenerate", this.onRegenerate);
     ui.model.hidden = true;
     this.work.close();
     clearInterval(this.ticker);

@@ -934,3 +934,59 @@ async fn r1_1_ui_searches_renames_and_deletes_sessions() {
     assert_eq!(api.session(&other).await.status, 200, "the other one stays");
     b.close().await;
 }
+
+/// An answer has a Copy button, and so has each of its code blocks; Regenerate sends the
+/// turn's input again and a new answer follows; a failed turn says why in words, its code
+/// after (issue 26).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r1_1_ui_copies_regenerates_and_explains_failures() {
+    let _serial = SERIAL.lock().await;
+    let Some(b) = Browser::start_or_skip("r1_1_ui_copies…").await else {
+        return;
+    };
+    let provider = ScriptedProvider::start();
+    provider.push(Reply::text("first take:\n```rust\nfn main() {}\n```"));
+    provider.push(Reply::text("second take"));
+    provider.push(Reply::error(400, "the model refused this request"));
+    let tk = Turnkey::start(TurnkeyOptions::new(&provider).provider_toml("max_retries = 0")).await;
+    sign_in(&b, &tk).await;
+    new_session(&b).await;
+    send(&b, "write a program").await;
+    b.wait_js(
+        "the answer with its copy buttons",
+        BOUND,
+        "const a = document.querySelector('.msg.assistant'); \
+         return a && a.querySelector('pre .copy') && !a.querySelector('.turn-actions .copy').hidden \
+           && !a.querySelector('.regenerate').hidden ? true : null;",
+    )
+    .await;
+    b.click(".msg.assistant .regenerate").await;
+    b.wait_js(
+        "the second answer",
+        BOUND,
+        "return document.body.textContent.includes('second take') || null;",
+    )
+    .await;
+    let asked: Vec<String> = provider
+        .requests()
+        .iter()
+        .map(|r| r.last_user_text.clone())
+        .collect();
+    assert_eq!(asked, ["write a program", "write a program"]);
+
+    send(&b, "and now?").await;
+    let note = b
+        .wait_js(
+            "the failure, explained",
+            BOUND,
+            "const n = Array.from(document.querySelectorAll('.turn-note')).map(n => n.textContent) \
+               .find(t => t.startsWith('Failed')); return n || null;",
+        )
+        .await;
+    let note = note.as_str().unwrap();
+    assert!(
+        note.contains("the model refused this request") && note.ends_with(')'),
+        "{note}"
+    );
+    b.close().await;
+}

@@ -144,6 +144,12 @@ test("an interrupted turn stops streaming, says so and shows what it spent", () 
   const failed = play([ev("turn.started", {}, "turn-b"), ev("turn.finished", { result: "failed", failure_reason: "provider_error", usage: {} }, "turn-b")]);
   assert.deepEqual(blocks(failed, "turn-b"), ["note:warn:Failed: provider_error"]);
   assert.equal(failed.turns["turn-b"].spent, null, "nothing spent, no usage line");
+
+  const explained = play([
+    ev("turn.started", {}, "turn-c"),
+    ev("turn.finished", { result: "failed", failure_reason: "max_iterations", failure_message: "the turn reached its iteration limit", usage: {} }, "turn-c"),
+  ]);
+  assert.deepEqual(blocks(explained, "turn-c"), ["note:warn:Failed: the turn reached its iteration limit (max_iterations)"]);
 });
 
 test("status events give the session's state and queue depth", () => {
