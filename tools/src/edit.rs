@@ -47,8 +47,8 @@ impl Tool for WriteFile {
     }
 
     fn description(&self) -> &str {
-        "Create or overwrite a file in the workspace with the given content. Missing parent \
-         directories are created. The old file is checkpointed first and can be restored."
+        "Create or overwrite a workspace file (parent directories are created; the old file is \
+         checkpointed)."
     }
 
     fn parameters(&self) -> Value {
@@ -56,7 +56,7 @@ impl Tool for WriteFile {
             "type": "object",
             "properties": {
                 "path": {"type": "string", "description": "Path relative to the workspace"},
-                "content": {"type": "string", "description": "The complete new content of the file"}
+                "content": {"type": "string", "description": "The whole new content"}
             },
             "required": ["path", "content"],
             "additionalProperties": false
@@ -101,9 +101,8 @@ impl Tool for Patch {
     }
 
     fn description(&self) -> &str {
-        "Edit a text file in the workspace by replacing one exact piece of text. `old` must \
-         occur exactly once in the file (include surrounding lines to make it unique); it is \
-         replaced by `new`. The old file is checkpointed first and can be restored."
+        "Replace one exact piece of text in a workspace file: `old` must occur exactly once \
+         (add surrounding lines to make it unique). The old file is checkpointed."
     }
 
     fn parameters(&self) -> Value {
@@ -111,7 +110,7 @@ impl Tool for Patch {
             "type": "object",
             "properties": {
                 "path": {"type": "string", "description": "Path relative to the workspace"},
-                "old": {"type": "string", "description": "Exact text to replace; must occur exactly once"},
+                "old": {"type": "string", "description": "Exact text, occurring once"},
                 "new": {"type": "string", "description": "Replacement text"}
             },
             "required": ["path", "old", "new"],

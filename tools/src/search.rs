@@ -36,10 +36,9 @@ impl Tool for SearchFiles {
     }
 
     fn description(&self) -> &str {
-        "Search the workspace's files for a regular expression (Rust regex syntax), skipping \
-         files ignored by .gitignore and hidden files. Optional path limits the search to a \
-         file or directory; optional glob (e.g. \"*.rs\") limits it to matching file names. \
-         Returns up to 200 matches as `path:line: text`."
+        "Search workspace files for a regex (Rust syntax), skipping hidden and .gitignored \
+         files; `path` and `glob` (e.g. \"*.rs\") narrow it. Returns up to 200 `path:line: text` \
+         matches."
     }
 
     fn parameters(&self) -> Value {
@@ -47,8 +46,8 @@ impl Tool for SearchFiles {
             "type": "object",
             "properties": {
                 "pattern": {"type": "string", "description": "Regular expression to search for"},
-                "path": {"type": "string", "description": "File or directory relative to the workspace (default: the whole workspace)"},
-                "glob": {"type": "string", "description": "Only search files matching this glob, e.g. \"*.py\" or \"src/**/*.rs\""}
+                "path": {"type": "string", "description": "File or directory (default: the workspace)"},
+                "glob": {"type": "string", "description": "File name glob, e.g. \"*.py\""}
             },
             "required": ["pattern"],
             "additionalProperties": false

@@ -62,10 +62,9 @@ impl Tool for Terminal {
     }
 
     fn description(&self) -> &str {
-        "Run a shell command (sh -c) in the workspace directory. Returns JSON with exit_code, \
-         stdout and stderr (each cut at 64 KiB). timeout_s defaults to 120 and may be up to \
-         600; on timeout the command and everything it started is killed. Background processes \
-         do not outlive the call."
+        "Run `sh -c COMMAND` in the workspace. Returns JSON {exit_code, stdout, stderr}, each \
+         cut at 64 KiB. timeout_s: default 120, at most 600; on timeout everything it started is \
+         killed. Background processes do not outlive the call."
     }
 
     fn parameters(&self) -> Value {
@@ -73,7 +72,7 @@ impl Tool for Terminal {
             "type": "object",
             "properties": {
                 "command": {"type": "string", "description": "Shell command to run"},
-                "timeout_s": {"type": "number", "minimum": 1, "maximum": 600, "description": "Seconds before the command is killed (default 120)"}
+                "timeout_s": {"type": "number", "minimum": 1, "maximum": 600, "description": "Seconds before it is killed"}
             },
             "required": ["command"],
             "additionalProperties": false

@@ -54,16 +54,15 @@ impl Tool for WebFetch {
     }
 
     fn description(&self) -> &str {
-        "Fetch an http or https URL and return its content as text (HTML is converted to \
-         readable text; at most 64 KiB is returned). Redirects are followed (up to 5). \
-         Private, loopback and link-local addresses are refused."
+        "GET an http(s) URL and return it as text (HTML made readable; at most 64 KiB; up to 5 \
+         redirects). Private and loopback addresses are refused."
     }
 
     fn parameters(&self) -> Value {
         json!({
             "type": "object",
             "properties": {
-                "url": {"type": "string", "description": "The http:// or https:// URL to fetch"}
+                "url": {"type": "string", "description": "http(s) URL"}
             },
             "required": ["url"],
             "additionalProperties": false

@@ -28,8 +28,7 @@ impl turnkey_tools::Tool for SkillView {
     }
 
     fn description(&self) -> &str {
-        "Load a skill listed under # Skills in your instructions: its SKILL.md (the steps to \
-         follow), or with `path` one of the files beside it that the SKILL.md names."
+        "Load a skill listed under # Skills: its SKILL.md, or with `path` a file beside it."
     }
 
     fn parameters(&self) -> Value {
@@ -116,9 +115,8 @@ pub fn manage_parameters() -> Value {
 }
 
 pub const MANAGE_DESCRIPTION: &str =
-    "Create, patch or delete a skill: a procedure that worked, written so that a later session \
-     can follow it (steps, commands, pitfalls). A change may be recorded as a proposal that a \
-     person accepts before it takes effect.";
+    "Create, patch or delete a skill: a procedure that worked (steps, commands, pitfalls) \
+     for later sessions. A change may wait for a person's approval.";
 
 #[async_trait]
 impl turnkey_tools::Tool for SkillManage {

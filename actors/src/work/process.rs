@@ -84,12 +84,10 @@ impl Tool for BackgroundTerminal {
     }
 
     fn description(&self) -> &str {
-        "Run a shell command (sh -c) in the workspace directory. Returns JSON with exit_code, \
-         stdout and stderr (each cut at 64 KiB). timeout_s defaults to 120 and may be up to \
-         600; on timeout the command and everything it started is killed. With \
-         background: true the command runs on its own and this returns at once with a \
-         process_id: its exit code and the end of its output come back later as a message from \
-         the gateway (use the process tool to poll, read the log or kill it)."
+        "Run `sh -c COMMAND` in the workspace. Returns JSON {exit_code, stdout, stderr}, each \
+         cut at 64 KiB. timeout_s: default 120, at most 600; on timeout everything it started is \
+         killed. background: true returns at once with a process_id; the exit code and the end \
+         of the output arrive later as a gateway message (the process tool polls or kills it)."
     }
 
     fn parameters(&self) -> Value {
@@ -97,7 +95,7 @@ impl Tool for BackgroundTerminal {
         if let Some(props) = p.get_mut("properties").and_then(Value::as_object_mut) {
             props.insert(
                 "background".into(),
-                json!({"type": "boolean", "description": "Run in the background and return at once with a process_id (timeout_s does not apply)."}),
+                json!({"type": "boolean", "description": "Return at once with a process_id; no timeout."}),
             );
         }
         p
@@ -488,9 +486,8 @@ impl Tool for ProcessTool {
     }
 
     fn description(&self) -> &str {
-        "Look after a background process of this session (started with terminal and \
-         background: true): `poll` its status and exit code, read the end of its `log`, or \
-         `kill` it (its whole process group)."
+        "A background process of this session (terminal with background: true): `poll` its \
+         status and exit code, read the end of its `log`, or `kill` it with its process group."
     }
 
     fn parameters(&self) -> Value {

@@ -34,11 +34,10 @@ impl Tool for ScheduleTool {
     }
 
     fn description(&self) -> &str {
-        "Schedule a message to this conversation: `create` with `text` and either `in_s` \
-         (once, that many seconds from now; e.g. a reminder in 30 minutes is in_s: 1800) or \
-         `cron` (repeating, 5 fields in UTC, e.g. \"0 8 * * 1-5\" for 08:00 on weekdays); \
-         `list` this conversation's schedules; `delete` one by `id`. When it falls due, `text` \
-         arrives as a message from the scheduler and you act on it then."
+        "Schedule a message to this conversation. `create` with `text` and `in_s` (once, seconds \
+         from now: 1800 = in 30 minutes) or `cron` (repeating, 5 fields, UTC: \"0 8 * * 1-5\" = \
+         08:00 on weekdays); `list`; `delete` by `id`. When due, `text` arrives as a scheduler \
+         message: act on it then."
     }
 
     fn parameters(&self) -> Value {
@@ -48,7 +47,7 @@ impl Tool for ScheduleTool {
                 "action": {"type": "string", "enum": ["create", "list", "delete"]},
                 "in_s": {"type": "integer", "minimum": 1, "maximum": MAX_IN_S, "description": "Once, this many seconds from now."},
                 "cron": {"type": "string", "description": "Repeating: a cron expression in UTC."},
-                "text": {"type": "string", "description": "What arrives when it falls due: an instruction to yourself."},
+                "text": {"type": "string", "description": "An instruction to yourself, for when it falls due."},
                 "id": {"type": "string", "description": "The schedule to delete."}
             },
             "required": ["action"],

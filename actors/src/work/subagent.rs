@@ -127,10 +127,9 @@ impl Tool for DelegateTask {
     }
 
     fn description(&self) -> &str {
-        "Start sub-agents: each works on one task in a session of its own, with your tools, \
-         and they run in parallel. Returns at once with task ids. Each report arrives later as \
-         a message from the gateway, not from the user; answer then, and do not poll. A goal \
-         must stand alone: a sub-agent sees only its goal and context."
+        "Start sub-agents that work in parallel, each on one task in its own session with your \
+         tools. Returns task ids at once; each report arrives later as a gateway message: answer \
+         then, do not poll. A sub-agent sees only its goal and context."
     }
 
     fn parameters(&self) -> Value {

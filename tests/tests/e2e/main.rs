@@ -68,6 +68,7 @@ mod r8_fallback;
 mod r9_mcp_tools;
 mod r9_real_model_tool_call;
 mod r9_tool_round;
+mod r9_tool_schemas;
 mod scripted_provider;
 mod telemetry_otlp;
 mod turn_metrics;
