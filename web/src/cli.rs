@@ -21,6 +21,13 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run migrations, recover, and serve HTTP until SIGTERM/SIGINT.
+    #[command(after_help = "\
+The model provider comes from, in order: [[providers]] tables in the config file; else the
+variables OPENAI_BASE_URL (default https://api.openai.com/v1), OPENAI_API_KEY and OPENAI_MODEL
+(default gpt-4o-mini), for any OpenAI-compatible server; else the first local server that lists
+a model on the usual ports (Ollama 11434, LM Studio 1234, llama.cpp 8080, vLLM 8000; see
+server.detect_providers). Any key can also be set as TURNKEY__SECTION__KEY, e.g.
+TURNKEY__SERVER__BIND=0.0.0.0:8080. deploy/turnkey.example.toml lists every key.")]
     Serve(ServeArgs),
     /// Apply database migrations and exit.
     Migrate(StoreArgs),

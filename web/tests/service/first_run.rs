@@ -544,3 +544,21 @@ fn the_operator_tokens_file_is_named_on_every_start_until_it_is_used() {
     let (_, stderr) = serve_once(d.path(), |_| {});
     assert!(!stderr.contains("operator token"), "{stderr}");
 }
+
+/// `serve --help` says where the provider comes from: the OPENAI_* variables and the local
+/// servers it looks for (issue 26).
+#[test]
+fn serve_help_names_the_provider_variables_and_the_local_search() {
+    let d = TempDir::new().unwrap();
+    let (code, out) = run(command(d.path()), &["serve", "--help"]);
+    assert_eq!(code, Some(0), "{out}");
+    for needle in [
+        "OPENAI_BASE_URL",
+        "OPENAI_API_KEY",
+        "OPENAI_MODEL",
+        "server.detect_providers",
+        "TURNKEY__",
+    ] {
+        assert!(out.contains(needle), "{needle}: {out}");
+    }
+}
