@@ -249,6 +249,15 @@ pub struct SessionUpdate {
     pub model: Option<Option<String>>,
 }
 
+/// What one turn's provider calls cost (`Store::usage_by_turn`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct TurnUsage {
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cache_read_tokens: i64,
+    pub cost_usd: f64,
+}
+
 /// A provider's reported prompt size and when it was recorded (ms since the epoch).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PromptUsage {

@@ -446,6 +446,15 @@ function flushDeferred(s) {
 function addMessage(s, m) {
   if (s.messageIds[m.id]) return;
   own(s, "messageIds")[m.id] = true;
+  addRow(s, m);
+  // A transcript read later still shows what each turn cost (the last row of a turn carries it).
+  if (m.turn_usage && m.turn_id && s.turns[turnKey(m.turn_id)]) {
+    const u = m.turn_usage;
+    editTurn(s, m.turn_id, (t) => (t.spent ? t : { ...t, spent: { usage: u, cost: u.cost_usd } }));
+  }
+}
+
+function addRow(s, m) {
   if (m.role === "user") {
     const report = parseReport(m.content);
     if (report) addEntry(s, { type: "report", report, turnId: m.turn_id || null });

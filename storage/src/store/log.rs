@@ -142,6 +142,62 @@ impl Store {
             .collect()
     }
 
+    /// What each turn of `sessions` cost, by turn id: the sums of its usage rows (every
+    /// provider call, fallbacks and compression summaries included).
+    pub async fn usage_by_turn(
+        &self,
+        sessions: &[SessionId],
+    ) -> Result<std::collections::HashMap<String, TurnUsage>> {
+        use crate::entity::usage;
+        if sessions.is_empty() {
+            return Ok(Default::default());
+        }
+        // PostgreSQL sums a BIGINT as NUMERIC: cast back, on both backends alike.
+        let total = |c: usage::Column, ty: &'static str| {
+            Expr::from(sea_orm::sea_query::Func::cast_as(
+                sea_orm::sea_query::Func::sum(Expr::col(c)),
+                sea_orm::sea_query::Alias::new(ty),
+            ))
+        };
+        let rows: Vec<(String, i64, i64, i64, f64)> = usage::Entity::find()
+            .select_only()
+            .column(usage::Column::TurnId)
+            .column_as(total(usage::Column::InputTokens, "BIGINT"), "input_tokens")
+            .column_as(
+                total(usage::Column::OutputTokens, "BIGINT"),
+                "output_tokens",
+            )
+            .column_as(
+                total(usage::Column::CacheReadTokens, "BIGINT"),
+                "cache_read_tokens",
+            )
+            .column_as(
+                total(usage::Column::CostUsd, "DOUBLE PRECISION"),
+                "cost_usd",
+            )
+            .filter(usage::Column::SessionId.is_in(sessions.iter().map(|s| s.to_string())))
+            .group_by(usage::Column::TurnId)
+            .into_tuple()
+            .all(self.connection())
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(turn, input_tokens, output_tokens, cache_read_tokens, cost_usd)| {
+                    (
+                        turn,
+                        TurnUsage {
+                            input_tokens,
+                            output_tokens,
+                            cache_read_tokens,
+                            cost_usd,
+                        },
+                    )
+                },
+            )
+            .collect())
+    }
+
     /// The readable history of `root`'s lineage (SPEC R6.4): every segment's rows, oldest
     /// segment first, each message once (a child's copies of kept rows are left out; their
     /// originals are listed in the segment that wrote them).

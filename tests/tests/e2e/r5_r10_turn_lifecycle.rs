@@ -379,3 +379,53 @@ async fn r11_2_status_events_follow_queue_and_state() {
     let view = api.session(&s).await;
     assert_eq!(view.body["model"], "scripted-model", "the model in use");
 }
+
+/// The transcript carries each turn's cost on the turn's last row (`turn_usage`), the same
+/// figures `turn.finished` gave, so that a page read later shows them (issue 26).
+async fn turn_usage_in_the_transcript(database: Option<&str>) {
+    let provider = ScriptedProvider::start();
+    let opts = TurnkeyOptions::new(&provider);
+    let opts = match database {
+        Some(url) => opts.database(url),
+        None => opts,
+    };
+    let tk = Turnkey::start(opts).await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    let mut outcomes = Vec::new();
+    for text in ["first question", "second question"] {
+        let a = api.submit_accepted(&s, text).await;
+        outcomes.push(outcome(&api.wait_terminal(&a, BOUND).await).clone());
+    }
+    let messages = api.messages(&s).await;
+    let costed: Vec<&Value> = messages
+        .iter()
+        .filter(|m| m.get("turn_usage").is_some())
+        .collect();
+    assert_eq!(costed.len(), 2, "one row per turn: {messages:?}");
+    for (row, done) in costed.iter().zip(&outcomes) {
+        assert_eq!(row["role"], "assistant", "{row}");
+        assert_eq!(
+            row["turn_usage"]["input_tokens"], done["usage"]["input_tokens"],
+            "{row} / {done}"
+        );
+        assert_eq!(
+            row["turn_usage"]["output_tokens"],
+            done["usage"]["output_tokens"]
+        );
+        assert!(row["turn_usage"]["cost_usd"].is_number(), "{row}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r10_4_each_turns_usage_is_in_the_transcript_sqlite() {
+    turn_usage_in_the_transcript(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r10_4_each_turns_usage_is_in_the_transcript_postgres() {
+    let Some(db) = turnkey_tests::pg::fresh_database().await else {
+        return;
+    };
+    turn_usage_in_the_transcript(Some(db.url())).await;
+}

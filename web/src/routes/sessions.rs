@@ -587,6 +587,12 @@ pub struct MessageView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Vec<Object>>)]
     pub attachments: Option<Value>,
+    /// On the last row of a turn that called a model: what the turn cost,
+    /// `{input_tokens, output_tokens, cache_read_tokens, cost_usd}` (what `turn.finished`
+    /// said), so that a transcript read later shows it too.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub turn_usage: Option<turnkey_storage::TurnUsage>,
     pub created_at: String,
 }
 
@@ -606,6 +612,7 @@ impl From<Message> for MessageView {
             compressed_epoch: m.compressed_epoch,
             summary_epoch: m.summary_epoch,
             attachments: m.attachments,
+            turn_usage: None,
             created_at: rfc3339(m.created_at),
         }
     }
@@ -640,6 +647,19 @@ pub async fn messages(
         .store()
         .lineage_messages(session.lineage())
         .await?;
-    let messages: Vec<MessageView> = rows.into_iter().map(MessageView::from).collect();
+    let mut segments: Vec<SessionId> = rows.iter().map(|m| m.session_id).collect();
+    segments.sort();
+    segments.dedup();
+    let usage = state.gateway.store().usage_by_turn(&segments).await?;
+    let mut messages: Vec<MessageView> = rows.into_iter().map(MessageView::from).collect();
+    // Each turn's cost goes on its last row.
+    let mut seen = std::collections::HashSet::new();
+    for m in messages.iter_mut().rev() {
+        if let Some(turn) = m.turn_id.clone() {
+            if seen.insert(turn.clone()) {
+                m.turn_usage = usage.get(&turn).copied();
+            }
+        }
+    }
     Ok(HttpResponse::Ok().json(MessageList { messages }))
 }

@@ -250,3 +250,14 @@ test("the opening snapshot's open questions wait until the replay reaches its se
   const now = applySession(initialState(), { ...session, pending_approvals: [] }, 103);
   assert.deepEqual(now.banners.map((b) => b.key), ["tool:c0"]);
 });
+
+test("a transcript read later shows what each turn cost", () => {
+  const usage = { input_tokens: 30, output_tokens: 5, cache_read_tokens: 0, cost_usd: 0.002 };
+  const s = deepFreeze(
+    addMessages(initialState(), [
+      { id: "m1", role: "user", content: "hi", turn_id: "t1" },
+      { id: "m2", role: "assistant", content: "hello", turn_id: "t1", turn_usage: usage },
+    ]),
+  );
+  assert.deepEqual(s.turns.t1.spent, { usage, cost: 0.002 });
+});
