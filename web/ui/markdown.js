@@ -2,7 +2,9 @@
 // text never passes through an HTML parser, so it cannot add elements, attributes or script.
 // Links are kept only for http(s) and mailto URLs and open with rel="noopener noreferrer".
 // Covered: paragraphs with line breaks, #-headings, fenced code, lists, quotes, rules,
-// inline code, **strong**, *emphasis*, [text](url) and bare http(s) URLs.
+// inline code, **strong**, *emphasis*, [text](url) and bare http(s) URLs. A fence's language
+// is highlighted by highlight.js (spans with textContent, the same guarantee).
+import { highlight } from "./highlight.js";
 
 const SAFE_PROTOCOLS = new Set(["http:", "https:", "mailto:"]);
 
@@ -108,6 +110,7 @@ export function renderMarkdown(text) {
       const code = document.createElement("code");
       if (m[2]) code.dataset.lang = m[2];
       code.textContent = body.join("\n");
+      if (m[2]) highlight(code, m[2]);
       pre.append(code);
       out.append(pre);
     } else if ((m = HEADING.exec(line))) {

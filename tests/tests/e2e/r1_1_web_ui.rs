@@ -935,7 +935,8 @@ async fn r1_1_ui_searches_renames_and_deletes_sessions() {
     b.close().await;
 }
 
-/// An answer has a Copy button, and so has each of its code blocks; Regenerate sends the
+/// An answer has a Copy button, and so has each of its code blocks (highlighted, with the
+/// bundled highlighter); Regenerate sends the
 /// turn's input again and a new answer follows; a failed turn says why in words, its code
 /// after (issue 26).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -957,7 +958,9 @@ async fn r1_1_ui_copies_regenerates_and_explains_failures() {
         BOUND,
         "const a = document.querySelector('.msg.assistant'); \
          return a && a.querySelector('pre .copy') && !a.querySelector('.turn-actions .copy').hidden \
-           && !a.querySelector('.regenerate').hidden ? true : null;",
+           && !a.querySelector('.regenerate').hidden \
+           && a.querySelector('pre code .tk-kw') && a.querySelector('pre code .tk-kw').textContent === 'fn' \
+           ? true : null;",
     )
     .await;
     b.click(".msg.assistant .regenerate").await;

@@ -45,6 +45,7 @@ const ASSETS: &[Asset] = &[
     asset!("actions.js", JS),
     asset!("events.js", JS),
     asset!("markdown.js", JS),
+    asset!("highlight.js", JS),
     asset!("render.js", JS),
     asset!("page.js", JS),
     asset!("session_state.js", JS),
