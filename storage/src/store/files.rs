@@ -5,7 +5,7 @@
 use super::{Result, Store};
 use crate::entity::{admission, file};
 use crate::ids::now_ms;
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -149,6 +149,20 @@ impl Store {
 
     /// Deletes those of `ids` that no admission of their owner still names (after a
     /// session's deletion: what only it referenced). Answers how many went.
+    /// Ids of files stored before `before` (ms), oldest first, at most `limit`: the
+    /// candidates of the pruner of uploads never attached.
+    pub async fn files_created_before(&self, before: i64, limit: u64) -> Result<Vec<String>> {
+        Ok(file::Entity::find()
+            .select_only()
+            .column(file::Column::Id)
+            .filter(file::Column::CreatedAt.lt(before))
+            .order_by_asc(file::Column::CreatedAt)
+            .limit(limit)
+            .into_tuple::<String>()
+            .all(self.connection())
+            .await?)
+    }
+
     pub async fn delete_unreferenced_files(&self, ids: &[String]) -> Result<u64> {
         let mut gone = 0;
         for id in ids {

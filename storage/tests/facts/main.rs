@@ -9,6 +9,7 @@
 mod common;
 
 mod compression;
+mod files;
 mod memory;
 mod migrate;
 mod notify;
