@@ -41,37 +41,47 @@ pub const UNATTACHED_FILE_MS: i64 = 24 * 3600 * 1000;
 /// The most old files one pass looks at.
 const FILES_PER_PASS: u64 = 500;
 
+/// One pass of [`spawn_pruner`].
+async fn prune_once(deps: &crate::deps::Deps) {
+    const DAY_MS: i64 = 24 * 3600 * 1000;
+    let before = turnkey_storage::now_ms().saturating_sub(UNATTACHED_FILE_MS);
+    let pruned = match deps
+        .store
+        .files_created_before(before, FILES_PER_PASS)
+        .await
+    {
+        Ok(old) => deps.store.delete_unreferenced_files(&old).await,
+        Err(e) => Err(e),
+    };
+    match pruned {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(deleted = n, "uploads never attached deleted after a day"),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot prune unattached uploads; trying again in an hour")
+        }
+    }
+    let days = i64::from(deps.config.security.audit_retention_days);
+    let before = turnkey_storage::now_ms().saturating_sub(days.saturating_mul(DAY_MS));
+    match deps.store.prune_audit(before).await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(deleted = n, days, "old audit entries deleted"),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot prune the audit log; trying again in an hour")
+        }
+    }
+}
+
 /// Deletes audit entries older than `security.audit_retention_days`, and uploads older than a
 /// day that no admission names, at start and hourly.
 pub(super) fn spawn_pruner(deps: std::sync::Arc<crate::deps::Deps>) {
     const EVERY: std::time::Duration = std::time::Duration::from_secs(3600);
-    const DAY_MS: i64 = 24 * 3600 * 1000;
     actix::spawn(async move {
         loop {
-            let before = turnkey_storage::now_ms().saturating_sub(UNATTACHED_FILE_MS);
-            let pruned = match deps
-                .store
-                .files_created_before(before, FILES_PER_PASS)
-                .await
-            {
-                Ok(old) => deps.store.delete_unreferenced_files(&old).await,
-                Err(e) => Err(e),
-            };
-            match pruned {
-                Ok(0) => {}
-                Ok(n) => tracing::info!(deleted = n, "uploads never attached deleted after a day"),
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot prune unattached uploads; trying again in an hour")
-                }
-            }
-            let days = i64::from(deps.config.security.audit_retention_days);
-            let before = turnkey_storage::now_ms().saturating_sub(days.saturating_mul(DAY_MS));
-            match deps.store.prune_audit(before).await {
-                Ok(0) => {}
-                Ok(n) => tracing::info!(deleted = n, days, "old audit entries deleted"),
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot prune the audit log; trying again in an hour")
-                }
+            // A pass stops where it is when the process begins to stop: its store calls are
+            // dropped here, on the runtime, never left to the end of the process.
+            tokio::select! {
+                _ = deps.shutdown.cancelled() => return,
+                () = prune_once(&deps) => {}
             }
             tokio::select! {
                 _ = deps.shutdown.cancelled() => return,
