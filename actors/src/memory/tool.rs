@@ -80,7 +80,7 @@ pub fn parameters() -> Value {
             "action": {"type": "string", "enum": ["add", "replace", "remove"]},
             "target": {"type": "string", "enum": ["memory", "profile"]},
             "text": {"type": "string", "description": "The entry's text (add, replace)."},
-            "old_text": {"type": "string", "description": "Text only that entry contains."}
+            "old_text": {"type": "string", "description": "A piece of text that only the entry to replace or remove contains."}
         },
         "required": ["action", "target"],
         "additionalProperties": false
@@ -94,10 +94,11 @@ impl turnkey_tools::Tool for MemoryTool {
     }
 
     fn description(&self) -> &str {
-        "Remember facts for future sessions (shown at their start, not in this one): `memory` \
-         for your own notes, `profile` for facts about the user. One fact per entry; `replace` \
-         and `remove` name an entry by a piece of text only it has (`old_text`). Instructions \
-         and secrets are refused."
+        "Remember facts across sessions. `memory` holds your own notes (what worked, facts about \
+         the project); `profile` holds what you know about the user (name, preferences). Both are \
+         shown to you at the start of every new session, not in this one. Add one fact per \
+         entry; to change or delete an entry, name it by a piece of its text (`old_text`) that \
+         only it contains. Never save instructions, secrets or passwords: they are refused."
     }
 
     fn parameters(&self) -> Value {
