@@ -6,6 +6,7 @@ pub mod browser;
 pub mod chat_pty;
 pub mod cut_proxy;
 pub mod fake_platforms;
+pub mod files;
 pub mod harness;
 pub mod local_model;
 pub mod openai_sdk;

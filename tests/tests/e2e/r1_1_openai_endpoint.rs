@@ -9,6 +9,7 @@
 
 use serde_json::{json, Value};
 use std::time::Duration;
+use turnkey_tests::files::{image_server, image_urls, last_user_content, png_data_url, PNG};
 use turnkey_tests::openai_sdk::OpenAiSdk;
 use turnkey_tests::{pg, Api, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
@@ -527,70 +528,9 @@ out(**res)
     assert_eq!(provider.request_count(), 2, "each input ran once");
 }
 
-/// A 1×1 red PNG.
-const PNG: &[u8] = &[
-    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
-    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x02, 0x00, 0x00, 0x00, 0x90, 0x77, 0x53,
-    0xde, 0x00, 0x00, 0x00, 0x0c, 0x49, 0x44, 0x41, 0x54, 0x08, 0xd7, 0x63, 0xf8, 0xcf, 0xc0, 0x00,
-    0x00, 0x03, 0x01, 0x01, 0x00, 0x18, 0xdd, 0x8d, 0xb0, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e,
-    0x44, 0xae, 0x42, 0x60, 0x82,
-];
-
-/// A loopback server that answers every GET with `body` as `image/png` (plain HTTP/1.1, one
-/// request a connection), counting the requests.
-fn image_server(body: &'static [u8]) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
-    use std::io::{BufRead, BufReader, Write};
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/pictures/dot.png", listener.local_addr().unwrap());
-    let hits = std::sync::Arc::new(AtomicUsize::new(0));
-    let counted = hits.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-            }
-            counted.fetch_add(1, Ordering::SeqCst);
-            let head = format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            );
-            drop(
-                stream
-                    .write_all(head.as_bytes())
-                    .and_then(|()| stream.write_all(body)),
-            );
-        }
-    });
-    (url, hits)
-}
-
 /// The image parts of the user content of the provider's last request, as data URLs.
 fn image_parts(provider: &ScriptedProvider) -> Vec<String> {
-    let req = provider.requests().last().cloned().expect("a request");
-    let user = req.body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .cloned()
-        .unwrap();
-    user["content"]
-        .as_array()
-        .map(|parts| {
-            parts
-                .iter()
-                .filter(|p| p["type"] == "image_url")
-                .map(|p| p["image_url"]["url"].as_str().unwrap().to_owned())
-                .collect()
-        })
-        .unwrap_or_default()
+    image_urls(&last_user_content(provider))
 }
 
 /// Images through the OpenAI endpoint (issue 26): the official SDK sends a data URL, a plain
@@ -599,9 +539,7 @@ fn image_parts(provider: &ScriptedProvider) -> Vec<String> {
 /// attachments. Too large is 413 `too_large`, a URL the guard refuses 400
 /// `invalid_attachment`; neither admits anything.
 async fn openai_images(database: Option<&str>) {
-    use base64::Engine;
-    let dot = base64::engine::general_purpose::STANDARD.encode(PNG);
-    let data_url = format!("data:image/png;base64,{dot}");
+    let data_url = png_data_url();
     let provider = ScriptedProvider::start();
     let (picture, hits) = image_server(PNG);
     let opts = TurnkeyOptions::new(&provider)
@@ -661,7 +599,7 @@ out(session=raw.headers.get("x-turnkey-session"), text=r.choices[0].message.cont
     let before = provider.request_count();
     let big = format!(
         "data:image/png;base64,{}",
-        base64::engine::general_purpose::STANDARD.encode(vec![0u8; 5000])
+        turnkey_tests::files::b64(&[0u8; 5000])
     );
     let r = api
         .post(

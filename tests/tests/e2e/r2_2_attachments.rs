@@ -11,22 +11,10 @@
 
 use base64::Engine;
 use serde_json::{json, Value};
+use turnkey_tests::files::{b64, last_user_content, PNG};
 use turnkey_tests::wait::BOUND;
 use turnkey_tests::webhooks::Rows;
 use turnkey_tests::{pg, Api, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
-
-/// A 1×1 red PNG.
-const PNG: &[u8] = &[
-    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
-    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x02, 0x00, 0x00, 0x00, 0x90, 0x77, 0x53,
-    0xde, 0x00, 0x00, 0x00, 0x0c, 0x49, 0x44, 0x41, 0x54, 0x08, 0xd7, 0x63, 0xf8, 0xcf, 0xc0, 0x00,
-    0x00, 0x03, 0x01, 0x01, 0x00, 0x18, 0xdd, 0x8d, 0xb0, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e,
-    0x44, 0xae, 0x42, 0x60, 0x82,
-];
-
-fn b64(bytes: &[u8]) -> String {
-    base64::engine::general_purpose::STANDARD.encode(bytes)
-}
 
 async fn start(database: Option<&str>, opts: TurnkeyOptions) -> Turnkey {
     let opts = opts
@@ -63,19 +51,6 @@ async fn submit(
         &json!({"text": text, "request_id": rid, "attachments": attachments}),
     )
     .await
-}
-
-/// The user content of the last request the provider got.
-fn last_user_content(provider: &ScriptedProvider) -> Value {
-    let req = provider.requests().last().cloned().expect("a request");
-    req.body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .map(|m| m["content"].clone())
-        .unwrap()
 }
 
 async fn files_and_vision(database: Option<&str>) {

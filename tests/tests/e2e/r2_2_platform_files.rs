@@ -7,8 +7,8 @@
 //! message is admitted with a line naming it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use base64::Engine;
 use serde_json::{json, Value};
+use turnkey_tests::files::{content_text, image_server, image_urls, png_data_url, PNG};
 use turnkey_tests::wait::BOUND;
 use turnkey_tests::webhooks::{
     generic_message, platforms_toml, slack_message, telegram_message, Endpoints, Webhooks,
@@ -18,22 +18,6 @@ use turnkey_tests::{pg, Api, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
 const ALICE: i64 = 4242;
 const SLACK_USER: &str = "U123ABC456";
-
-/// A 1×1 red PNG.
-const PNG: &[u8] = &[
-    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
-    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x02, 0x00, 0x00, 0x00, 0x90, 0x77, 0x53,
-    0xde, 0x00, 0x00, 0x00, 0x0c, 0x49, 0x44, 0x41, 0x54, 0x08, 0xd7, 0x63, 0xf8, 0xcf, 0xc0, 0x00,
-    0x00, 0x03, 0x01, 0x01, 0x00, 0x18, 0xdd, 0x8d, 0xb0, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e,
-    0x44, 0xae, 0x42, 0x60, 0x82,
-];
-
-fn data_url() -> String {
-    format!(
-        "data:image/png;base64,{}",
-        base64::engine::general_purpose::STANDARD.encode(PNG)
-    )
-}
 
 /// The user content of the provider's last request whose last user text has `needle`.
 fn user_content(provider: &ScriptedProvider, needle: &str) -> Value {
@@ -53,31 +37,6 @@ fn user_content(provider: &ScriptedProvider, needle: &str) -> Value {
         .unwrap()
 }
 
-fn images_of(content: &Value) -> Vec<String> {
-    content
-        .as_array()
-        .map(|parts| {
-            parts
-                .iter()
-                .filter(|p| p["type"] == "image_url")
-                .map(|p| p["image_url"]["url"].as_str().unwrap().to_owned())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn text_of(content: &Value) -> String {
-    match content {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
-}
-
 /// Waits for the turn of a webhook's admission and answers the session's user row.
 async fn admitted_row(api: &Api, r: &turnkey_tests::Resp) -> Value {
     assert_eq!(r.status, 200, "{}", r.text);
@@ -91,35 +50,6 @@ async fn admitted_row(api: &Api, r: &turnkey_tests::Resp) -> Value {
         .rev()
         .find(|m| m["role"] == "user")
         .unwrap()
-}
-
-/// A loopback server answering every GET with the PNG.
-fn picture_server() -> String {
-    use std::io::{BufRead, BufReader, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/dot.png", listener.local_addr().unwrap());
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-            }
-            let head = format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                PNG.len()
-            );
-            drop(
-                stream
-                    .write_all(head.as_bytes())
-                    .and_then(|()| stream.write_all(PNG)),
-            );
-        }
-    });
-    url
 }
 
 async fn files_from_chats(database: Option<&str>) {
@@ -158,7 +88,10 @@ async fn files_from_chats(database: Option<&str>) {
     let row = admitted_row(&api, &r).await;
     assert_eq!(row["content"], "what is in this photo", "{row}");
     assert_eq!(row["attachments"][0]["content_type"], "image/png", "{row}");
-    assert_eq!(images_of(&user_content(&provider, "photo")), [data_url()]);
+    assert_eq!(
+        image_urls(&user_content(&provider, "photo")),
+        [png_data_url()]
+    );
     let fetched: Vec<Value> = telegram
         .calls_to("getFile")
         .iter()
@@ -222,28 +155,37 @@ async fn files_from_chats(database: Option<&str>) {
     let (r, _) = hooks.slack(&shared).await;
     let row = admitted_row(&api, &r).await;
     assert_eq!(row["attachments"][0]["name"], "dot.png", "{row}");
-    assert_eq!(images_of(&user_content(&provider, "slack")), [data_url()]);
+    assert_eq!(
+        image_urls(&user_content(&provider, "slack")),
+        [png_data_url()]
+    );
     let downloads = slack.calls_to("file");
     assert_eq!(downloads.len(), 1);
     assert!(downloads[0].ok, "fetched with the bot token");
 
     // The generic webhook: a data: URL and a link fetched through the guard.
     let mut inline = generic_message("room-1", "m-1", "alice", "generic inline");
-    inline["attachments"] = json!([{"url": data_url(), "name": "a.png"}]);
+    inline["attachments"] = json!([{"url": png_data_url(), "name": "a.png"}]);
     let (r, _) = hooks.generic(&inline).await;
     admitted_row(&api, &r).await;
-    assert_eq!(images_of(&user_content(&provider, "generic")), [data_url()]);
+    assert_eq!(
+        image_urls(&user_content(&provider, "generic")),
+        [png_data_url()]
+    );
     let mut linked = generic_message("room-1", "m-2", "alice", "linked picture");
-    linked["attachments"] = json!([{"url": picture_server()}]);
+    linked["attachments"] = json!([{"url": image_server(PNG).0}]);
     let (r, _) = hooks.generic(&linked).await;
     admitted_row(&api, &r).await;
-    assert_eq!(images_of(&user_content(&provider, "linked")), [data_url()]);
+    assert_eq!(
+        image_urls(&user_content(&provider, "linked")),
+        [png_data_url()]
+    );
     let mut bad = generic_message("room-1", "m-3", "alice", "bad link");
     bad["attachments"] = json!([{"url": "ftp://example.com/x.png"}]);
     let (r, _) = hooks.generic(&bad).await;
     assert_eq!(r.status, 400, "{}", r.text);
     assert_eq!(r.error_code(), Some("invalid_attachment"), "{}", r.text);
-    assert!(text_of(&user_content(&provider, "linked")).contains("linked picture"));
+    assert!(content_text(&user_content(&provider, "linked")).contains("linked picture"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

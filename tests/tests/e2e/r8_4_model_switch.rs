@@ -6,7 +6,8 @@
 //! to the others, each with its own model name. `/model` does the same from a chat.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use serde_json::{json, Value};
+use serde_json::json;
+use turnkey_tests::files::content_text;
 use turnkey_tests::webhooks::{platforms_toml, telegram_message, Endpoints, Rows, Webhooks};
 use turnkey_tests::{pg, Reply, ScriptedProvider, Turnkey, TurnkeyOptions, Wire};
 
@@ -42,19 +43,6 @@ max_retries = 0
         None => opts,
     };
     Turnkey::start(opts).await
-}
-
-/// The text of an OpenAI or Anthropic message's content.
-fn text_of(content: &Value) -> String {
-    match content {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join(""),
-        _ => String::new(),
-    }
 }
 
 async fn model_switch(database: Option<&str>) {
@@ -117,7 +105,7 @@ async fn model_switch(database: Option<&str>) {
         .as_array()
         .unwrap()
         .iter()
-        .map(|m| text_of(&m["content"]))
+        .map(|m| content_text(&m["content"]))
         .collect();
     assert!(
         said.iter().any(|t| t.contains("question one"))

@@ -4,7 +4,7 @@
 //! format; a primary that failed is skipped by later turns; an auth failure falls back at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use serde_json::Value;
+use turnkey_tests::files::content_text;
 use turnkey_tests::{Reply, ScriptedProvider, Turnkey, TurnkeyOptions, Wire};
 
 use turnkey_tests::wait::BOUND;
@@ -26,18 +26,6 @@ max_retries = 0
             fallback.base_url
         ));
     Turnkey::start(opts).await
-}
-
-fn text_of(content: &Value) -> String {
-    match content {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join(""),
-        _ => String::new(),
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -73,7 +61,7 @@ async fn r8_4_failed_primary_falls_back_with_the_whole_conversation_then_is_skip
     assert_eq!(reqs[0].body["model"], "claude-scripted");
     let body = &reqs[0].body;
     assert!(
-        text_of(&body["system"]).contains("# Workspace"),
+        content_text(&body["system"]).contains("# Workspace"),
         "system prompt rebuilt as Anthropic's system: {body}"
     );
     let wire: Vec<(String, String)> = body["messages"]
@@ -83,7 +71,7 @@ async fn r8_4_failed_primary_falls_back_with_the_whole_conversation_then_is_skip
         .map(|m| {
             (
                 m["role"].as_str().unwrap().to_owned(),
-                text_of(&m["content"]),
+                content_text(&m["content"]),
             )
         })
         .collect();
