@@ -77,14 +77,7 @@ impl SttConfig {
 
     /// `api_key`, else the variable `api_key_env` names.
     pub fn resolved_api_key(&self) -> Option<turnkey_providers::Secret> {
-        if let Some(key) = self.api_key.as_ref().filter(|k| !k.is_empty()) {
-            return Some(key.clone());
-        }
-        let var = self.api_key_env.as_ref().filter(|v| !v.is_empty())?;
-        std::env::var(var)
-            .ok()
-            .filter(|k| !k.is_empty())
-            .map(turnkey_providers::Secret::from)
+        turnkey_providers::Secret::resolve(self.api_key.as_ref(), self.api_key_env.as_deref())
     }
 }
 

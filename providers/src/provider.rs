@@ -143,14 +143,7 @@ impl ProviderConfig {
     /// `api_key` when set, else the value of the environment variable named by `api_key_env`.
     /// Empty values count as unset.
     pub fn resolved_api_key(&self) -> Option<Secret> {
-        if let Some(key) = self.api_key.as_ref().filter(|k| !k.is_empty()) {
-            return Some(key.clone());
-        }
-        let var = self.api_key_env.as_ref().filter(|v| !v.is_empty())?;
-        std::env::var(var)
-            .ok()
-            .filter(|k| !k.is_empty())
-            .map(Secret::from)
+        Secret::resolve(self.api_key.as_ref(), self.api_key_env.as_deref())
     }
 
     /// How calls to this provider are retried.

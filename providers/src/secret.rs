@@ -19,6 +19,19 @@ impl Secret {
         &self.0
     }
 
+    /// A configured key: `key` when set and not empty, else the value of the variable `env`
+    /// names, when that is set and not empty (`api_key` / `api_key_env`).
+    pub fn resolve(key: Option<&Secret>, env: Option<&str>) -> Option<Secret> {
+        if let Some(key) = key.filter(|k| !k.is_empty()) {
+            return Some(key.clone());
+        }
+        let var = env.filter(|v| !v.is_empty())?;
+        std::env::var(var)
+            .ok()
+            .filter(|k| !k.is_empty())
+            .map(Secret::from)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
