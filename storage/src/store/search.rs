@@ -3,13 +3,12 @@
 //! migration `m20261216_000001_search`). The words are the query's runs of letters and digits,
 //! each matched as a word prefix and all of them required; nothing of the query reaches the SQL
 //! text, only bound values built from those words.
-use super::{convert, Result, Store};
+use super::{Result, Store};
 use crate::entity::session;
 use crate::model::Session;
 use sea_orm::sea_query::{Expr, ExprTrait, Func};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
-    Statement,
+    ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter, QuerySelect, Statement,
 };
 
 /// At most this many words of a query are used.
@@ -42,20 +41,8 @@ impl Store {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let mut find = session::Entity::find()
-            .filter(session::Column::Id.is_in(ids))
-            .filter(session::Column::RootId.is_null());
-        if let Some(b) = before {
-            find = find.filter(session::Column::CreatedAt.lt(b));
-        }
-        find.order_by_desc(session::Column::CreatedAt)
-            .order_by_desc(session::Column::Id)
-            .limit(limit)
-            .all(self.connection())
-            .await?
-            .into_iter()
-            .map(convert::session)
-            .collect()
+        let found = session::Entity::find().filter(session::Column::Id.is_in(ids));
+        self.newest_roots(found, limit, before).await
     }
 
     /// Roots whose title holds `q` (case-insensitively, as typed).

@@ -167,11 +167,23 @@ impl Store {
         limit: u64,
         before: Option<i64>,
     ) -> Result<Vec<Session>> {
-        // One entry per lineage: a rotated child is reached through its root (SPEC R6.4).
-        let mut q = session::Entity::find().filter(session::Column::RootId.is_null());
+        let mut q = session::Entity::find();
         if let Some(o) = owner {
             q = q.filter(session::Column::Owner.eq(o));
         }
+        self.newest_roots(q, limit, before).await
+    }
+
+    /// The lineage roots `q` finds, newest first, created before `before` when given, at most
+    /// `limit`: one entry per lineage, a rotated child being reached through its root (SPEC
+    /// R6.4). The list and the search of `GET /v1/sessions` both end here.
+    pub(super) async fn newest_roots(
+        &self,
+        q: sea_orm::Select<session::Entity>,
+        limit: u64,
+        before: Option<i64>,
+    ) -> Result<Vec<Session>> {
+        let mut q = q.filter(session::Column::RootId.is_null());
         if let Some(b) = before {
             q = q.filter(session::Column::CreatedAt.lt(b));
         }

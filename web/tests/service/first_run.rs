@@ -284,44 +284,7 @@ fn serve_with_a_bad_bind_exits_2_before_touching_the_store() {
 #[test]
 fn serve_without_a_provider_says_how_to_set_one() {
     let d = TempDir::new().unwrap();
-    // Detection asks a port where nothing listens (the usual ones may be a real server's).
-    let mut child = command(d.path())
-        .env("TURNKEY__SERVER__DETECT_PROVIDERS", closed_port())
-        .args(["serve", "--bind", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let listening = loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match lines.recv_timeout(left) {
-            Ok(line) if line.starts_with("listening on ") => break true,
-            Ok(_) => continue,
-            Err(_) => break false,
-        }
-    };
-    let pid = child.id().to_string();
-    let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-    let status = child.wait().unwrap();
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    assert!(listening, "serve did not start: {err}");
-    assert!(killed.success() && status.success(), "{status}: {err}");
+    let (_, err) = serve_once(d.path(), |_| {});
     assert!(err.contains(NO_PROVIDER_WARNING), "{err}");
     for needle in [
         "no_provider",
@@ -434,8 +397,9 @@ fn r13_7_serve_in_auto_mode_without_landlock_starts_and_says_it_loudly() {
     assert!(err.contains("Landlock is not in this kernel"), "{err}");
 }
 
-/// One `serve` on a free port in `dir` (no provider to look for): runs `during` with the
-/// listening address once it is up, then stops it with SIGTERM and answers (stdout, stderr).
+/// One `serve` on a free port in `dir`, detection asking only a port where nothing listens (the
+/// usual ones may be a real server's): runs `during` with the listening address once it is
+/// up, stops it with SIGTERM, checks it exited 0, and answers (stdout, stderr).
 fn serve_once(dir: &Path, during: impl FnOnce(&str)) -> (String, String) {
     let mut child = command(dir)
         .env("TURNKEY__SERVER__DETECT_PROVIDERS", closed_port())
@@ -472,8 +436,8 @@ fn serve_once(dir: &Path, during: impl FnOnce(&str)) -> (String, String) {
         during(addr);
     }
     let pid = child.id().to_string();
-    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-    child.wait().unwrap();
+    let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    let status = child.wait().unwrap();
     let mut err = String::new();
     child
         .stderr
@@ -482,6 +446,7 @@ fn serve_once(dir: &Path, during: impl FnOnce(&str)) -> (String, String) {
         .read_to_string(&mut err)
         .unwrap();
     assert!(addr.is_some(), "serve did not start: {err}");
+    assert!(killed.success() && status.success(), "{status}: {err}");
     (out, err)
 }
 
