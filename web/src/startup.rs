@@ -345,11 +345,15 @@ pub struct Application {
     local_addr: SocketAddr,
     state: web::Data<AppState>,
     operator_token: OperatorToken,
+    /// Installed before the server is bound, so that a SIGTERM sent as soon as the listening
+    /// line is read stops it gracefully instead of killing it.
+    signals: StopSignals,
 }
 
 impl Application {
     pub async fn build(settings: Settings) -> Result<Self, StartupError> {
         let (state, operator_token) = prepare(&settings).await?;
+        let signals = StopSignals::register().map_err(io_err("cannot install signal handlers"))?;
         let bind = settings.server.bind.clone();
         let listener = TcpListener::bind(&bind).map_err(io_err(format!("cannot bind {bind}")))?;
         let local_addr = listener
@@ -372,6 +376,7 @@ impl Application {
             local_addr,
             state,
             operator_token,
+            signals,
         })
     }
 
@@ -393,7 +398,7 @@ impl Application {
     /// `interrupted` (reason `shutdown`), and stop the server, whose open connections get
     /// `server.http_shutdown_grace_s`.
     pub async fn run_until_stopped(self) -> Result<(), StartupError> {
-        let signals = StopSignals::register().map_err(io_err("cannot install signal handlers"))?;
+        let signals = self.signals;
         let handle = self.server.handle();
         let state = self.state.clone();
         let grace = self.turn_grace;
