@@ -130,6 +130,10 @@ pub struct SecurityConfig {
     pub redact_secrets: bool,
     /// Audit entries older than this many days are deleted (checked hourly).
     pub audit_retention_days: u32,
+    /// The key that seals the API keys of providers connected at run time (`/v1/providers`,
+    /// the web UI's "Connect a model"): a file holding 32 random bytes in base64, made at the
+    /// first connection. Empty: `<data_dir>/secrets.key`. Replicas must share one file.
+    pub secrets_key_file: PathBuf,
     /// Secrets known to the process but not in this configuration (the operator token), masked
     /// too. Not a configuration key.
     #[serde(skip)]
@@ -141,6 +145,7 @@ impl Default for SecurityConfig {
         Self {
             redact_secrets: true,
             audit_retention_days: 90,
+            secrets_key_file: PathBuf::new(),
             extra_secrets: Vec::new(),
         }
     }

@@ -20,10 +20,11 @@ pub struct Deps {
     pub store: Store,
     pub config: RuntimeConfig,
     pub instance: Instance,
-    /// The primary first, then fallbacks in order.
-    pub providers: Vec<Arc<dyn Provider>>,
-    /// A circuit breaker per provider, by index in `providers`: the fallback chain skips one
-    /// that keeps failing (SPEC R8.4).
+    /// The primary first, then fallbacks in order; providers connected at run time follow the
+    /// configured ones. A turn works on one snapshot of it.
+    pub providers: Arc<crate::provider_set::Providers>,
+    /// A circuit breaker per provider, by name: the fallback chain skips one that keeps
+    /// failing (SPEC R8.4).
     pub provider_health: ProviderHealth,
     pub hub: EventHub,
     pub delivery: Addr<DeliveryActor>,
@@ -68,7 +69,9 @@ pub struct Record<'a> {
 #[derive(Clone, Copy)]
 pub struct Models<'a> {
     pub config: &'a RuntimeConfig,
-    /// The primary first, then fallbacks in order.
+    /// The turn's snapshot of the provider set.
+    pub set: &'a crate::provider_set::ProviderSet,
+    /// The primary first, then fallbacks in order (the snapshot's clients).
     pub providers: &'a [Arc<dyn Provider>],
     pub health: &'a ProviderHealth,
     pub tool_schemas: &'a [ToolSchema],
@@ -88,10 +91,12 @@ impl Deps {
         }
     }
 
-    pub fn models(&self) -> Models<'_> {
+    /// The model side of a turn that works on `set` (a snapshot of `providers`).
+    pub fn models<'a>(&'a self, set: &'a crate::provider_set::ProviderSet) -> Models<'a> {
         Models {
             config: &self.config,
-            providers: &self.providers,
+            set,
+            providers: set.clients(),
             health: &self.provider_health,
             tool_schemas: &self.tool_schemas,
             compressor: &self.compressor,

@@ -10,7 +10,7 @@
 //!
 //! 1. leaves: `error`, `display`, `stages`, `instance`, `wakeups`, `failpoints`, `provider_health`, `memory::scan`, `skills::document`, `platforms::chat`, `platforms::client`, `platforms::config`, `platforms::format`, `platforms::split`
 //! 2. settings: `limits`, `schedule`, `config`, `redact`, `attachments`, `delegation`, `input`, `toolbox`, `platforms`, `platforms::telegram`, `platforms::slack`, `platforms::webhook`, `platforms::send`
-//! 3. plumbing: `delivery`, `compressor`, `tool_exec`, `deps`, `memory`, `skills`
+//! 3. plumbing: `delivery`, `compressor`, `tool_exec`, `provider_set`, `deps`, `memory`, `skills`
 //! 4. ownership: `lease`, `busy_policy`
 //! 5. turn: `turn`, `review`
 //! 6. sessions: `session`, `recovery`, `remote_interrupt`, `notifier`
@@ -37,6 +37,7 @@ pub mod notifier;
 pub mod outbox_sender;
 pub mod platforms;
 pub mod provider_health;
+pub mod provider_set;
 pub mod recovery;
 pub mod redact;
 pub mod remote_interrupt;

@@ -11,7 +11,7 @@ use crate::config::RuntimeConfig;
 use crate::memory::scan::KEY_SHAPES;
 use regex::Regex;
 use std::borrow::Cow;
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, RwLock};
 
 /// What a configured secret's value becomes.
 pub const MASK: &str = "[redacted]";
@@ -33,12 +33,13 @@ static SHAPES: LazyLock<Vec<(Regex, String)>> = LazyLock::new(|| {
         .collect()
 });
 
-/// The masking, fixed at start-up.
+/// The masking: the configuration's secrets from start-up, plus the keys of providers
+/// connected at run time ([`Redactor::add_secret`]); every clone shares them.
 #[derive(Clone, Debug, Default)]
 pub struct Redactor {
     on: bool,
-    /// Configured values, longest first (so a value that contains another goes whole).
-    values: Arc<[String]>,
+    /// Secret values, longest first (so a value that contains another goes whole).
+    values: Arc<RwLock<Arc<[String]>>>,
 }
 
 impl Redactor {
@@ -71,13 +72,28 @@ impl Redactor {
         if let Some(w) = &platforms.webhook {
             values.push(w.secret.expose().to_owned());
         }
-        values.retain(|v| v.trim().chars().count() >= MIN_SECRET_CHARS);
-        values.sort_by_key(|v| std::cmp::Reverse(v.len()));
-        values.dedup();
         Self {
             on: config.security.redact_secrets,
-            values: values.into(),
+            values: Arc::new(RwLock::new(settle(values).into())),
         }
+    }
+
+    /// Masks `value` too from now on, in every clone (a provider key connected at run time).
+    pub fn add_secret(&self, value: &str) {
+        let mut values = self.values.write().unwrap_or_else(|e| e.into_inner());
+        if values.iter().any(|v| v == value) {
+            return;
+        }
+        let mut all = values.to_vec();
+        all.push(value.to_owned());
+        *values = settle(all).into();
+    }
+
+    fn values(&self) -> Arc<[String]> {
+        self.values
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Whether it masks anything at all.
@@ -100,7 +116,7 @@ impl Redactor {
             end = text.len();
         }
         // A configured value may hold spaces: its cut start waits too.
-        for v in self.values.iter() {
+        for v in self.values().iter() {
             let from = text.len().saturating_sub(v.len().saturating_sub(1));
             for i in (from..text.len()).filter(|&i| text.is_char_boundary(i)) {
                 if i < end && v.starts_with(&text[i..]) {
@@ -118,7 +134,7 @@ impl Redactor {
             return Cow::Borrowed(text);
         }
         let mut out = Cow::Borrowed(text);
-        for v in self.values.iter() {
+        for v in self.values().iter() {
             if out.contains(v.as_str()) {
                 out = Cow::Owned(out.replace(v.as_str(), MASK));
             }
@@ -130,6 +146,14 @@ impl Redactor {
         }
         out
     }
+}
+
+/// Values long enough to mask, longest first, once each.
+fn settle(mut values: Vec<String>) -> Vec<String> {
+    values.retain(|v| v.trim().chars().count() >= MIN_SECRET_CHARS);
+    values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+    values.dedup();
+    values
 }
 
 #[cfg(test)]

@@ -218,16 +218,12 @@ async fn work(deps: &Deps, review: &Review, staged: &mut Staged) -> Result<(), S
 /// The review provider: `[memory] review_provider` by name, else the auxiliary, else the
 /// primary.
 fn provider(deps: &Deps) -> Option<Arc<dyn Provider>> {
-    let providers = &deps.config.providers;
+    let set = deps.providers.snapshot();
     let named = &deps.config.memory.review_provider;
-    let at = providers
-        .iter()
-        .position(|p| !named.is_empty() && &p.name == named)
-        .or_else(|| providers.iter().position(|p| p.auxiliary))
-        .unwrap_or(0);
-    deps.providers
-        .get(at)
-        .or_else(|| deps.providers.first())
+    set.named(named)
+        .filter(|_| !named.is_empty())
+        .or_else(|| set.auxiliary())
+        .or_else(|| set.primary())
         .cloned()
 }
 

@@ -24,6 +24,7 @@ mod m20261213_000001_work;
 mod m20261214_000001_tenancy;
 mod m20261215_000001_files;
 mod m20261216_000001_search;
+mod m20261217_000001_connected_providers;
 
 pub struct Migrator;
 
@@ -53,6 +54,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261214_000001_tenancy::Migration),
             Box::new(m20261215_000001_files::Migration),
             Box::new(m20261216_000001_search::Migration),
+            Box::new(m20261217_000001_connected_providers::Migration),
         ]
     }
 }

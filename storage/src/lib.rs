@@ -16,8 +16,8 @@ pub use status::{
     ToolRunStatus, TurnResult,
 };
 pub use store::{
-    day_of, hash_token, next_day_at, ApiToken, AuditEntry, Deleted, NewAudit, NewToken, StoredFile,
-    TokenGrant, LAST_USED_GRAIN_MS,
+    day_of, hash_token, next_day_at, ApiToken, AuditEntry, ConnectedProvider, Deleted, NewAudit,
+    NewToken, StoredFile, TokenGrant, LAST_USED_GRAIN_MS,
 };
 pub use store::{
     Author, ChangedBy, MemoryChange, MemoryEdit, MemoryEntry, MemoryTarget, MemoryWrite,

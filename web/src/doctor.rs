@@ -4,11 +4,13 @@
 //! a warning (an OS sandbox `auto` cannot put in force) does not.
 use crate::cli::redact_url;
 use crate::configuration::Settings;
-use migration::sea_orm::{ConnectOptions, Database};
+use migration::sea_orm::{ConnectOptions, Database, EntityTrait};
 use migration::{Migrator, MigratorTrait};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use turnkey_actors::config::ToolsConfig;
+use turnkey_storage::entity::connected_provider;
+use turnkey_storage::ConnectedProvider;
 use turnkey_tools::Sandbox;
 
 /// How long a store or a provider gets to answer before doctor calls it a problem.
@@ -69,10 +71,30 @@ pub async fn check(settings: &Settings) -> Vec<Finding> {
             settings.server.data_dir.display()
         ),
     )];
-    findings.push(check_store(&settings.database.url).await);
+    let (store, connected) = check_store(&settings.database.url).await;
+    findings.push(store);
     findings.push(check_sandbox(&settings.tools));
     let mut providers = settings.providers.clone();
-    if providers.is_empty() {
+    // Providers connected at run time (`POST /v1/providers`) follow the configured ones.
+    let key_file = turnkey_actors::provider_set::key_file(&settings.runtime());
+    let key = match turnkey_actors::provider_set::sealed::SealKey::load(&key_file) {
+        Ok(key) => key,
+        Err(e) => {
+            findings.push(Finding::problem("secrets key", e.to_string()));
+            None
+        }
+    };
+    let configured = providers.len();
+    for row in &connected {
+        match turnkey_actors::provider_set::stored_config(row, key.as_ref()) {
+            Ok(p) => providers.push(p),
+            Err(why) => findings.push(Finding::problem(
+                format!("connected provider {}", row.name),
+                format!("cannot be used: {why} (key file {})", key_file.display()),
+            )),
+        }
+    }
+    if providers.is_empty() && connected.is_empty() {
         match crate::startup::detect_provider(settings).await {
             Some(found) => {
                 findings.push(Finding::warning(
@@ -94,7 +116,12 @@ pub async fn check(settings: &Settings) -> Vec<Finding> {
         }
     }
     for (i, p) in providers.iter().enumerate() {
-        let role = if i == 0 { "primary" } else { "fallback" };
+        let role = match (i, i >= configured && !connected.is_empty()) {
+            (0, false) => "primary",
+            (0, true) => "primary, connected",
+            (_, false) => "fallback",
+            (_, true) => "fallback, connected",
+        };
         let subject = format!("provider[{i}] {} ({role}, model {})", p.name, p.model);
         findings.push(match crate::provider_probe::check(p, CHECK_TIMEOUT).await {
             Ok(detail) => Finding::ok(subject, detail),
@@ -153,20 +180,28 @@ fn read_only_url(path: &Path) -> String {
     format!("sqlite://{}?mode=ro{immutable}", path.display())
 }
 
-async fn check_store(url: &str) -> Finding {
+/// The store's state, and the providers connected at run time that it holds (read only when
+/// it is migrated).
+async fn check_store(url: &str) -> (Finding, Vec<ConnectedProvider>) {
     let shown = redact_url(url);
     let connect_url = match sqlite_target(url) {
         Some(SqliteTarget::Memory) => {
-            return Finding::ok("store", format!("{shown} is in memory: nothing to check"));
+            return (
+                Finding::ok("store", format!("{shown} is in memory: nothing to check")),
+                Vec::new(),
+            );
         }
         Some(SqliteTarget::File(path)) if !path.exists() => {
-            return Finding::ok(
-                "store",
-                format!(
-                    "{} does not exist yet; the first `turnkey serve` (or `turnkey migrate`) \
-                     creates and migrates it",
-                    path.display()
+            return (
+                Finding::ok(
+                    "store",
+                    format!(
+                        "{} does not exist yet; the first `turnkey serve` (or `turnkey migrate`) \
+                         creates and migrates it",
+                        path.display()
+                    ),
                 ),
+                Vec::new(),
             );
         }
         Some(SqliteTarget::File(path)) => read_only_url(&path),
@@ -179,12 +214,24 @@ async fn check_store(url: &str) -> Finding {
         .sqlx_logging(false);
     let db = match Database::connect(opts).await {
         Ok(db) => db,
-        Err(e) => return Finding::problem("store", format!("cannot connect to {shown}: {e}")),
+        Err(e) => {
+            return (
+                Finding::problem("store", format!("cannot connect to {shown}: {e}")),
+                Vec::new(),
+            )
+        }
     };
     // The read-only variant never creates the migrations table, unlike `is_ready`.
     let pending = Migrator::get_pending_migrations_read_only(&db).await;
+    let mut connected = Vec::new();
     let finding = match pending {
-        Ok(p) if p.is_empty() => Finding::ok("store", format!("{shown} reachable, migrated")),
+        Ok(p) if p.is_empty() => {
+            match connected_provider::Entity::find().all(&db).await {
+                Ok(rows) => connected = rows.into_iter().map(ConnectedProvider::from).collect(),
+                Err(e) => tracing::warn!(error = %e, "reading the connected providers"),
+            }
+            Finding::ok("store", format!("{shown} reachable, migrated"))
+        }
         Ok(p) => Finding::problem(
             "store",
             format!(
@@ -197,7 +244,7 @@ async fn check_store(url: &str) -> Finding {
     if let Err(e) = db.close().await {
         tracing::debug!(error = %e, "closing the doctor's store connection");
     }
-    finding
+    (finding, connected)
 }
 
 #[cfg(test)]

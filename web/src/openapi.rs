@@ -5,8 +5,8 @@ pub mod mirrors;
 
 use crate::error::ErrorBody;
 use crate::routes::{
-    admissions, audit, events, files, health, memory, metrics, openai, outbox, schedules, sessions,
-    skills, submissions, tokens, tools, ui, webhooks, work, ws,
+    admissions, audit, events, files, health, memory, metrics, openai, outbox, providers,
+    schedules, sessions, skills, submissions, tokens, tools, ui, webhooks, work, ws,
 };
 use actix_web::HttpResponse;
 use std::sync::OnceLock;
@@ -37,6 +37,9 @@ pub const BEARER: &str = "bearer";
         tokens::list,
         tokens::revoke,
         audit::list,
+        providers::list,
+        providers::connect,
+        providers::remove,
         files::upload,
         files::get,
         sessions::create,
@@ -89,6 +92,7 @@ pub const BEARER: &str = "bearer";
         (name = "health", description = "Liveness, readiness, metrics"),
         (name = "meta", description = "This document"),
         (name = "tokens", description = "API tokens (operator only)"),
+        (name = "providers", description = "Model providers: the configured ones, and those connected at run time (operator only)"),
         (name = "sessions", description = "Sessions and their transcripts"),
         (name = "submissions", description = "Inputs: idempotent submissions, admissions, retries, interrupts"),
         (name = "events", description = "A session's event log, as JSON pages or SSE"),

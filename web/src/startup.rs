@@ -259,8 +259,9 @@ pub async fn prepare(settings: &Settings) -> Result<(AppState, OperatorToken), S
     let mut runtime = settings.runtime();
     // The operator token is masked like a configured secret (SPEC R13.8).
     runtime.security.extra_secrets.push(token.value.clone());
-    crate::telemetry::mask_logs(turnkey_actors::redact::Redactor::new(&runtime));
     let gateway = Gateway::start(runtime, store).await?;
+    // The gateway's own masking: it learns the keys of providers connected later.
+    crate::telemetry::mask_logs(gateway.redactor().clone());
     let mut state = AppState::new(gateway, token.value.clone(), settings.server.max_body_bytes)
         .with_keepalive(Duration::from_secs(settings.server.sse_keepalive_s))
         .with_cors_origins(settings.server.cors_origins.clone());
@@ -421,11 +422,12 @@ impl Application {
 }
 
 /// Printed on stderr when `serve` starts without a provider and finds no local server: it
-/// serves, but refuses every submission until one is configured, and says how to configure one.
+/// serves, but refuses every submission until one is configured or connected, and says how.
 pub const NO_PROVIDER_WARNING: &str = "\
 warning: no model provider is configured; submissions are refused with 503 no_provider until one is.
   No local OpenAI-compatible server answered on the usual ports (Ollama 11434, LM Studio 1234,
-  llama.cpp 8080, vLLM 8000; server.detect_providers). Set one either way, then restart:
+  llama.cpp 8080, vLLM 8000; server.detect_providers). Connect one without a restart in the web
+  UI (\"Connect a model\", as the operator) or with POST /v1/providers, or set one, then restart:
   - a [[providers]] table in turnkey.toml (see deploy/turnkey.example.toml), or
   - the environment: OPENAI_BASE_URL (e.g. http://127.0.0.1:8000/v1), OPENAI_API_KEY and
     OPENAI_MODEL (default gpt-4o-mini), for any OpenAI-compatible server.
@@ -450,15 +452,18 @@ pub async fn detect_provider(settings: &Settings) -> Option<turnkey_providers::P
     crate::provider_probe::detect(&candidates, own_port).await
 }
 
-/// The line `serve` prints about the provider it will use (the primary; fallbacks counted).
-pub fn provider_line(providers: &[turnkey_providers::ProviderConfig], detected: bool) -> String {
+/// The line `serve` prints about the provider it will use (the primary; the others counted).
+pub fn provider_line(providers: &[turnkey_actors::provider_set::ProviderView]) -> String {
+    use turnkey_actors::provider_set::Source;
     let Some(p) = providers.first() else {
         return String::new();
     };
-    let how = if detected {
-        "detected, since none is configured; a [[providers]] table or OPENAI_* variables take precedence"
-    } else {
-        "configured"
+    let how = match p.source {
+        Source::Detected => {
+            "detected, since none is configured; a [[providers]] table or OPENAI_* variables take precedence"
+        }
+        Source::Configured => "configured",
+        Source::Connected => "connected in the web UI or with POST /v1/providers",
     };
     let more = match providers.len() {
         1 => String::new(),
@@ -466,10 +471,7 @@ pub fn provider_line(providers: &[turnkey_providers::ProviderConfig], detected: 
     };
     format!(
         "provider: {} ({}) at {}, model {} ({how}{more})\n",
-        p.name,
-        p.kind.as_str(),
-        p.base_url,
-        p.model
+        p.name, p.kind, p.base_url, p.model
     )
 }
 
@@ -486,25 +488,32 @@ pub fn sandbox_warning(state: &turnkey_tools::SandboxState) -> String {
 }
 
 /// `turnkey serve`: prints the one-time token line (if generated) and the listening line.
-pub async fn serve(mut settings: Settings) -> Result<(), StartupError> {
+pub async fn serve(settings: Settings) -> Result<(), StartupError> {
+    let configured = !settings.providers.is_empty();
+    let primary = settings.providers.first().cloned();
+    let detect_from = settings.clone();
+    let app = Application::build(settings).await?;
+    let gateway = &app.state().gateway;
+    // Nothing configured and nothing connected earlier: a local server on a usual port.
     let mut detected = false;
-    if settings.providers.is_empty() {
-        if let Some(found) = detect_provider(&settings).await {
-            settings.providers.push(found);
+    if !configured && gateway.providers().is_empty() {
+        if let Some(found) = detect_provider(&detect_from).await {
+            gateway
+                .add_detected_provider(found)
+                .map_err(StartupError::Gateway)?;
             detected = true;
         }
     }
-    let mut err = std::io::stderr();
-    let said = if settings.providers.is_empty() {
+    let providers = gateway.providers();
+    let said = if providers.is_empty() {
         NO_PROVIDER_WARNING.to_owned()
     } else {
-        provider_line(&settings.providers, detected)
+        provider_line(&providers)
     };
+    let mut err = std::io::stderr();
     err.write_all(said.as_bytes())
         .and_then(|()| err.flush())
         .map_err(io_err("stderr"))?;
-    let primary = settings.providers.first().cloned();
-    let app = Application::build(settings).await?;
     // The primary is asked what it serves while the server starts: a wrong URL, key or model
     // name is said at once, not at the first message.
     if let Some(p) = primary.filter(|_| !detected) {

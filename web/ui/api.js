@@ -111,9 +111,23 @@ export class Api {
     return this.request("PATCH", `/v1/sessions/${encodeURIComponent(id)}`, { body: { title } });
   }
 
-  /** The models a session can run on (`GET /v1/models`), in the server's order. */
+  /** The models a session can run on (`GET /v1/models`), in the server's order: `{id, provider}`. */
   async models() {
-    return (await this.get("/v1/models")).data.map((m) => m.id);
+    return (await this.get("/v1/models")).data.map((m) => ({ id: m.id, provider: m.owned_by }));
+  }
+
+  /** Every provider in fallback order, keys masked (the operator; 403 for others). */
+  providers() {
+    return this.get("/v1/providers");
+  }
+
+  /** Connects a provider after the server's live check (201), or 422 `provider_check_failed`. */
+  connectProvider(body) {
+    return this.post("/v1/providers", body);
+  }
+
+  removeProvider(name) {
+    return this.request("DELETE", `/v1/providers/${encodeURIComponent(name)}`);
   }
 
   /** The session's next turns run on `model` (`null`: the first provider's). */

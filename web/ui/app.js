@@ -1,6 +1,6 @@
 // The turnkey web UI: sign-in, the session list and routing, all through the public /v1 API.
-// One open session's chat is session_view.js, the Memory and Skills pages memory_view.js and
-// skills_view.js; the routes are route.js; the page's fixed elements are page.js.
+// One open session's chat is session_view.js, the Memory, Skills and Models pages
+// memory_view.js, skills_view.js and models_view.js; the routes are route.js; the page's fixed elements are page.js.
 import { Api, ApiError } from "./api.js";
 import { ui, showError, describe } from "./page.js";
 import { el, formatTime } from "./render.js";
@@ -8,6 +8,7 @@ import { parseRoute } from "./route.js";
 import { SessionView } from "./session_view.js";
 import { MemoryView } from "./memory_view.js";
 import { SkillsView } from "./skills_view.js";
+import { ModelsView } from "./models_view.js";
 import { PendingFiles } from "./attach.js";
 
 const TOKEN_KEY = "turnkey.token";
@@ -17,7 +18,7 @@ let api = null;
 let view = null;
 /** The files picked for the next message of the open session. */
 let pending = null;
-/** The open Memory or Skills page (`kind` "memory" or "skills"), or null. */
+/** The open Memory, Skills or Models page (`kind` "memory", "skills" or "models"), or null. */
 let page = null;
 
 // ---------- sign-in ----------
@@ -200,7 +201,7 @@ function hideSidebar() {
   ui.togglePages.setAttribute("aria-expanded", "false");
 }
 
-for (const link of [ui.navMemory, ui.navSkills]) link.addEventListener("click", hideSidebar);
+for (const link of [ui.navMemory, ui.navSkills, ui.navModels]) link.addEventListener("click", hideSidebar);
 
 function closePage() {
   if (page) page.close();
@@ -211,17 +212,24 @@ function closePage() {
   showError(ui.pageError, "");
 }
 
-const PAGE_TITLE = { memory: "Memory", skills: "Skills" };
+const PAGE_TITLE = { memory: "Memory", skills: "Skills", models: "Models" };
+const PAGES = { memory: MemoryView, skills: SkillsView, models: ModelsView };
 
-/** Shows the Memory or Skills page for route `r` (route.js) in place of the chat. */
+/** Marks the page link of `current` ("memory", "skills", "models" or none) as the open page. */
+function markNav(current) {
+  ui.navMemory.setAttribute("aria-current", current === "memory" ? "page" : "false");
+  ui.navSkills.setAttribute("aria-current", current === "skills" ? "page" : "false");
+  ui.navModels.setAttribute("aria-current", current === "models" ? "page" : "false");
+}
+
+/** Shows the Memory, Skills or Models page for route `r` (route.js) in place of the chat. */
 async function openPage(r) {
   if (view) {
     view.close();
     view = null;
     refreshSessions();
   }
-  ui.navMemory.setAttribute("aria-current", r.page === "memory" ? "page" : "false");
-  ui.navSkills.setAttribute("aria-current", r.page === "skills" ? "page" : "false");
+  markNav(r.page);
   if (page && page.kind === r.page) {
     await page.show(r);
     return;
@@ -232,7 +240,7 @@ async function openPage(r) {
   ui.pageTitle.textContent = PAGE_TITLE[r.page];
   document.title = `${PAGE_TITLE[r.page]} · turnkey`;
   ui.pageTitle.focus({ preventScroll: true });
-  page = r.page === "memory" ? new MemoryView(api, ui.pageBody) : new SkillsView(api, ui.pageBody);
+  page = new PAGES[r.page](api, ui.pageBody);
   try {
     await page.open(r);
   } catch (e) {
@@ -247,8 +255,7 @@ async function route() {
     await openPage(r);
     return;
   }
-  ui.navMemory.setAttribute("aria-current", "false");
-  ui.navSkills.setAttribute("aria-current", "false");
+  markNav(null);
   if (page) {
     closePage();
     document.title = "turnkey";

@@ -37,6 +37,7 @@ export const ui = {
   chat: $("chat"),
   navMemory: $("nav-memory"),
   navSkills: $("nav-skills"),
+  navModels: $("nav-models"),
   page: $("page"),
   pageTitle: $("page-title"),
   pageError: $("page-error"),

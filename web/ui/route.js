@@ -6,19 +6,22 @@
 //   #/skills           the skills and their pending proposals
 //   #/skill/{name}     one skill: its SKILL.md, editable unless it is a folder
 //   #/skills/new       the editor, with a new SKILL.md to fill in
+//   #/models           the model providers, and the operator's "Connect a model" form
 
 const SESSION = /^#\/s\/([0-9a-fA-F-]{36})$/;
 const SKILL = /^#\/skill\/([^/?#]+)$/;
 
 /**
  * What `hash` shows: `{page: "session", id}` (`id` null when no session is open),
- * `{page: "memory"}` or `{page: "skills", name, create}` (`name` the open skill or null).
+ * `{page: "memory"}`, `{page: "models"}` or `{page: "skills", name, create}` (`name` the open
+ * skill or null).
  */
 export function parseRoute(hash) {
   const h = String(hash ?? "");
   const s = SESSION.exec(h);
   if (s) return { page: "session", id: s[1] };
   if (h === "#/memory") return { page: "memory" };
+  if (h === "#/models") return { page: "models" };
   if (h === "#/skills") return { page: "skills", name: null, create: false };
   if (h === "#/skills/new") return { page: "skills", name: null, create: true };
   const k = SKILL.exec(h);
@@ -40,5 +43,6 @@ export function skillHref(name) {
 }
 
 export const MEMORY_HREF = "#/memory";
+export const MODELS_HREF = "#/models";
 export const SKILLS_HREF = "#/skills";
 export const NEW_SKILL_HREF = "#/skills/new";

@@ -31,6 +31,7 @@ import {
 } from "./session_state.js";
 import { WorkView, reportNode } from "./work_view.js";
 import { attachmentNodes } from "./attach.js";
+import { MODELS_HREF } from "./route.js";
 
 /** Pages of 500 events read backwards at most, to find where a running turn began. */
 const BACKFILL_PAGES = 8;
@@ -161,9 +162,12 @@ export class SessionView {
     }
     if (this.closed) return;
     const picker = ui.model;
-    picker.replaceChildren(...models.map((m) => el("option", { value: m }, m)));
+    const ids = models.map((m) => m.id);
+    picker.replaceChildren(
+      ...models.map((m) => el("option", { value: m.id }, m.provider ? `${m.id} · ${m.provider}` : m.id)),
+    );
     picker.hidden = models.length === 0;
-    picker.value = session.model || models[0] || "";
+    picker.value = session.model || ids[0] || "";
     picker.onchange = async () => {
       const chosen = picker.value;
       picker.disabled = true;
@@ -172,17 +176,21 @@ export class SessionView {
         if (this.session) this.session.model = now.model;
         picker.value = now.model || chosen;
       } catch (e) {
-        picker.value = (this.session && this.session.model) || models[0] || "";
+        picker.value = (this.session && this.session.model) || ids[0] || "";
         showError(ui.chatError, `The model was not changed: ${describe(e)}`);
       } finally {
         picker.disabled = false;
       }
     };
     if (models.length === 0) {
-      showError(
-        ui.chatError,
-        "No model is configured: the server has no provider, so a message would not be answered. " +
-          "See the README's quick start to connect one.",
+      ui.banners.append(
+        el(
+          "p",
+          { class: "banner no-model", role: "status" },
+          "No model is configured: the server has no provider, so a message would not be answered. ",
+          el("a", { href: MODELS_HREF, class: "connect-model" }, "Connect a model"),
+          " (the operator can), or see the README's quick start.",
+        ),
       );
     }
   }

@@ -8,6 +8,7 @@ mod audit;
 pub mod commands;
 mod deletion;
 pub mod memory;
+mod providers;
 mod schedules;
 mod sessions;
 mod submissions;
@@ -37,7 +38,6 @@ use actix::{Actor, Addr};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use turnkey_providers::build_provider;
 use turnkey_storage::*;
 
 /// After the shutdown grace, how long interrupted turns get to settle (commit their tail and
@@ -97,15 +97,6 @@ impl Gateway {
     pub async fn start(config: RuntimeConfig, store: Store) -> Result<Self, GatewayError> {
         crate::failpoints::init();
         let sandbox = sandbox(&config)?;
-        let providers = config
-            .providers
-            .iter()
-            .map(build_provider)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| GatewayError::Config {
-                key: "providers".into(),
-                reason: e.to_string(),
-            })?;
         let instance = Instance::current();
         // Names this process in the notices its writes send (one origin per process).
         let origin = turnkey_storage::notify::set_origin(instance.id());
@@ -113,6 +104,13 @@ impl Gateway {
         let notices = store.notices().await?;
         let hub = EventHub::default();
         let redactor = crate::redact::Redactor::new(&config);
+        let providers = Arc::new(crate::provider_set::Providers::new(
+            &config,
+            store.clone(),
+            redactor.clone(),
+        )?);
+        // The providers connected at run time, before anything can ask for a model.
+        providers.reload().await?;
         let mut own: Vec<Arc<dyn turnkey_tools::Tool>> = Vec::new();
         if config.memory.enabled {
             own.push(Arc::new(MemoryTool::new(
@@ -207,6 +205,7 @@ impl Gateway {
         recovery::spawn_sweeper(deps.clone(), registry.clone());
         crate::work::spawn_sweeper(work.clone());
         audit::spawn_pruner(deps.clone());
+        crate::provider_set::spawn_reloader(deps.providers.clone(), deps.shutdown.clone());
         let outbox = OutboxSender::start(deps.clone()).await;
         Ok(Self {
             deps,
@@ -222,6 +221,12 @@ impl Gateway {
 
     pub fn store(&self) -> &Store {
         &self.deps.store
+    }
+
+    /// What masks secrets in what is stored, sent and logged; it learns the keys of providers
+    /// connected at run time.
+    pub fn redactor(&self) -> &crate::redact::Redactor {
+        &self.deps.redactor
     }
 
     /// What the OS sandbox confines on this kernel (SPEC R13.7).

@@ -157,22 +157,21 @@ impl Gateway {
 
     /// The model a session's turns use: its own, else the primary provider's.
     pub fn model_in_use(&self, session: &Session) -> Option<String> {
-        session
-            .model
-            .clone()
-            .or_else(|| self.deps.providers.first().map(|p| p.model().to_owned()))
+        session.model.clone().or_else(|| {
+            let set = self.deps.providers.snapshot();
+            set.primary().map(|p| p.model().to_owned())
+        })
     }
 
     /// The models a session can be switched to: each configured provider's, in the order of
     /// the fallback chain, once each (`GET /v1/models`, `PATCH /v1/sessions/{id}`, `/model`).
     pub fn models(&self) -> Vec<String> {
-        let mut names: Vec<String> = Vec::new();
-        for p in &self.deps.providers {
-            if !names.iter().any(|n| n == p.model()) {
-                names.push(p.model().to_owned());
-            }
-        }
-        names
+        self.deps.providers.snapshot().models()
+    }
+
+    /// [`Self::models`], each with the name of the provider serving it.
+    pub fn served_models(&self) -> Vec<(String, String)> {
+        self.deps.providers.snapshot().served()
     }
 
     /// Switches the lineage of `session` to `model` (`None`: back to the primary provider's)

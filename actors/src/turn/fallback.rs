@@ -20,7 +20,7 @@ impl<'a> Chain<'a> {
     /// or the input's, SPEC R8.4) leads it when one does, even an auxiliary one; the others
     /// follow in their configured order.
     pub fn new(models: Models<'a>, chosen: Option<&str>) -> Self {
-        let auxiliary = |i: usize| models.config.providers.get(i).is_some_and(|p| p.auxiliary);
+        let auxiliary = |i: usize| models.set.is_auxiliary(i);
         let all: Vec<usize> = (0..models.providers.len()).collect();
         let mut candidates: Vec<usize> = all.iter().copied().filter(|&i| !auxiliary(i)).collect();
         if candidates.is_empty() {
@@ -32,7 +32,8 @@ impl<'a> Chain<'a> {
             candidates.retain(|&i| i != lead);
             candidates.insert(0, lead);
         }
-        let order = models.health.order(&candidates, Instant::now());
+        let name = |i: usize| models.providers[i].name();
+        let order = models.health.order(&candidates, name, Instant::now());
         if order.first() != candidates.first() {
             tracing::info!(
                 skipped = ?candidates.iter().filter(|i| !order.contains(i)).collect::<Vec<_>>(),
@@ -56,8 +57,8 @@ impl<'a> Chain<'a> {
 
     /// A call to the current provider succeeded.
     pub fn succeeded(&self) {
-        if let Some(&i) = self.order.get(self.pos) {
-            self.models.health.record_success(i);
+        if let Some(p) = self.current() {
+            self.models.health.record_success(p.name());
         }
     }
 
@@ -80,7 +81,7 @@ impl<'a> Chain<'a> {
         if let Some(cooldown) = self
             .models
             .health
-            .record_failure(index, attempts, Instant::now())
+            .record_failure(&name, attempts, Instant::now())
         {
             tracing::warn!(provider = %name, ?cooldown, error = %error, "provider put on cooldown after consecutive failures");
         }

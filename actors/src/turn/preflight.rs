@@ -148,14 +148,7 @@ pub async fn pass(
 
 /// Who writes the summary: the first auxiliary provider, else the one the turn calls.
 fn summarizer(models: Models<'_>, provider: &Arc<dyn Provider>) -> Arc<dyn Provider> {
-    models
-        .config
-        .providers
-        .iter()
-        .position(|p| p.auxiliary)
-        .and_then(|i| models.providers.get(i))
-        .unwrap_or(provider)
-        .clone()
+    models.set.auxiliary().unwrap_or(provider).clone()
 }
 
 /// The wire copy of the compressed context, if it fits the window now.

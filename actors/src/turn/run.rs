@@ -170,7 +170,9 @@ async fn drive(
     streamed: &StreamedText,
     out: &mut Loop,
 ) -> Result<(), TurnFailure> {
-    let models = deps.models();
+    // The provider set as it is now: providers connected meanwhile serve the next turn.
+    let set = deps.providers.snapshot();
+    let models = deps.models(&set);
     let tools = tool_round::Tools {
         record: deps.record(),
         executor: &deps.tools,

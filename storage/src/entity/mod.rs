@@ -7,6 +7,7 @@ pub mod audit_entry;
 pub mod background_process;
 pub mod chat_session;
 pub mod compression_lock;
+pub mod connected_provider;
 pub mod event;
 pub mod file;
 pub mod inbound_update;

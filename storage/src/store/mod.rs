@@ -32,6 +32,8 @@ pub use skills::{
     NewSkillProposal, ProposalDecided, SkillChange, SkillProposal, SkillUse, StoredSkill,
 };
 mod processes;
+mod providers;
+pub use providers::ConnectedProvider;
 mod quotas;
 pub use processes::{BackgroundProcess, NewBackgroundProcess, ProcessEnd};
 pub use quotas::{day_of, next_day_at};

@@ -15,6 +15,7 @@ mod migrate;
 mod notify;
 mod outbox;
 mod platforms;
+mod providers;
 mod schedules;
 mod session_keys;
 mod skills_reviews;

@@ -63,6 +63,7 @@ mod r6_compression_fallback;
 mod r6_real_model_compression;
 mod r7_stops;
 mod r8_2_r10_2_stream_recovery;
+mod r8_4_connect_provider;
 mod r8_4_model_switch;
 mod r8_fallback;
 mod r9_mcp_tools;

@@ -702,6 +702,17 @@ async fn r8_4_ui_picks_the_model_of_the_next_turn() {
         options,
         json!([["scripted-model", "other-model"], "scripted-model"])
     );
+    let labels = b
+        .js(
+            "return Array.from(document.getElementById('model').options).map(o => o.textContent);",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        labels,
+        json!(["scripted-model · scripted", "other-model · second"]),
+        "each model names its provider"
+    );
     send(&b, "first question").await;
     b.wait_js(
         "the primary's answer",
@@ -740,6 +751,124 @@ async fn r8_4_ui_picks_the_model_of_the_next_turn() {
         )
         .await;
     assert_eq!(chosen, "other-model");
+    b.close().await;
+}
+
+/// A first run with no model (issue 26): the chat says so and links to the Models page; there
+/// the operator connects the scripted provider through the "Connect a model" form. A wrong
+/// model name is refused with the server's reason and nothing is saved; the right one is
+/// listed with its key masked and answers the next message, without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r8_4_ui_connects_a_model_that_answers_without_a_restart() {
+    let _serial = SERIAL.lock().await;
+    let Some(b) = Browser::start_or_skip("r8_4_ui_connects_a_model…").await else {
+        return;
+    };
+    const KEY: &str = "sk-from-the-form-0123456789";
+    let model = ScriptedProvider::start();
+    model.on_user_text(
+        "hello there",
+        Reply::text("answered by the connected model"),
+    );
+    let tk = Turnkey::start(TurnkeyOptions::new(&model).first_run(&[])).await;
+    sign_in(&b, &tk).await;
+    new_session(&b).await;
+    b.wait_visible(".banner.no-model", PAGE_WAIT).await;
+    b.click(".banner.no-model a.connect-model").await;
+    b.wait_visible("#connect-model", PAGE_WAIT).await;
+    assert!(
+        b.text(".providers")
+            .await
+            .unwrap_or_default()
+            .contains("No model is connected yet"),
+        "the page says nothing is connected"
+    );
+    b.js(
+        "document.getElementById('provider-name').value = '';",
+        vec![],
+    )
+    .await;
+    b.type_into("#provider-name", "my-model").await;
+    b.type_into("#provider-base-url", &model.base_url).await;
+    b.type_into("#provider-api-key", KEY).await;
+    b.type_into("#provider-model", "wrong-model").await;
+    b.click("#provider-connect").await;
+    let refusal = b
+        .wait_js(
+            "the refusal under the form",
+            BOUND,
+            "const e = document.getElementById('provider-error');              return e && !e.hidden && e.textContent ? e.textContent : null;",
+        )
+        .await;
+    let refusal = refusal.as_str().unwrap();
+    assert!(
+        refusal.contains("provider_check_failed") && refusal.contains("scripted-model"),
+        "{refusal}"
+    );
+    assert!(!refusal.contains(KEY), "{refusal}");
+    b.screenshot("r8_4_connect_refused").await;
+    assert_eq!(
+        tk.api().get("/v1/providers").await.body["providers"],
+        json!([]),
+        "nothing saved"
+    );
+
+    b.js(
+        "document.getElementById('provider-model').value = '';",
+        vec![],
+    )
+    .await;
+    b.type_into("#provider-model", "scripted-model").await;
+    b.click("#provider-connect").await;
+    b.wait_js(
+        "the connected provider in the list",
+        BOUND,
+        "const l = document.querySelector('.provider[data-name=\"my-model\"]');          return l ? l.textContent : null;",
+    )
+    .await;
+    let shown = b.text(".providers").await.unwrap_or_default();
+    assert!(
+        shown.contains("key …6789") && !shown.contains(KEY),
+        "{shown}"
+    );
+    assert!(shown.contains("connected here"), "{shown}");
+    assert!(
+        b.wait_js(
+            "the key field emptied",
+            PAGE_WAIT,
+            "return document.getElementById('provider-api-key').value === '' || null;"
+        )
+        .await
+            == json!(true)
+    );
+    b.screenshot("r8_4_connected").await;
+
+    // Back to the chat: the picker lists the model with its provider, and it answers.
+    b.click("#new-session").await;
+    b.wait_visible("#composer", PAGE_WAIT).await;
+    let label = b
+        .wait_js(
+            "the picker with the connected model",
+            PAGE_WAIT,
+            "const p = document.getElementById('model');              return p && !p.hidden && p.options.length === 1 ? p.options[0].textContent : null;",
+        )
+        .await;
+    assert_eq!(label, "scripted-model · my-model");
+    assert_eq!(b.count(".banner.no-model").await, 0);
+    send(&b, "hello there").await;
+    b.wait_js(
+        "the connected model's answer",
+        BOUND,
+        &format!(
+            "{ANSWER_JS_FN} return answer().includes('answered by the connected model') || null;"
+        ),
+    )
+    .await;
+    let asked = model.requests().pop().unwrap();
+    assert_eq!(
+        asked.header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
     b.close().await;
 }
 

@@ -10,6 +10,7 @@ pub mod memory;
 pub mod metrics;
 pub mod openai;
 pub mod outbox;
+pub mod providers;
 pub mod schedules;
 pub mod sessions;
 pub mod skills;
@@ -152,6 +153,17 @@ pub fn table() -> Vec<Mount> {
             vec![(M::DELETE, web::to(tokens::revoke))],
         ),
         Mount::api("/v1/audit", vec![(M::GET, web::to(audit::list))]),
+        Mount::api(
+            "/v1/providers",
+            vec![
+                (M::GET, web::to(providers::list)),
+                (M::POST, web::to(providers::connect)),
+            ],
+        ),
+        Mount::api(
+            "/v1/providers/{name}",
+            vec![(M::DELETE, web::to(providers::remove))],
+        ),
         Mount::api("/v1/files", vec![(M::POST, web::to(files::upload))]),
         Mount::api("/v1/files/{file_id}", vec![(M::GET, web::to(files::get))]),
         Mount::api(

@@ -1,7 +1,7 @@
 // Unit tests of the page's hash routes (../route.js): `node --test web/ui/test/*.test.mjs`.
 import test from "node:test";
 import assert from "node:assert/strict";
-import { parseRoute, skillHref, MEMORY_HREF, SKILLS_HREF, NEW_SKILL_HREF } from "../route.js";
+import { parseRoute, skillHref, MEMORY_HREF, MODELS_HREF, SKILLS_HREF, NEW_SKILL_HREF } from "../route.js";
 
 const ID = "0f8fad5b-d9cb-469f-a165-70867728950e";
 
@@ -12,8 +12,10 @@ test("a session's address opens it; anything unknown opens no session", () => {
   }
 });
 
-test("the Memory and Skills pages and their routes", () => {
+test("the Memory, Skills and Models pages and their routes", () => {
   assert.deepEqual(parseRoute(MEMORY_HREF), { page: "memory" });
+  assert.deepEqual(parseRoute(MODELS_HREF), { page: "models" });
+  assert.deepEqual(parseRoute("#/models/x"), { page: "session", id: null });
   assert.deepEqual(parseRoute(SKILLS_HREF), { page: "skills", name: null, create: false });
   assert.deepEqual(parseRoute(NEW_SKILL_HREF), { page: "skills", name: null, create: true });
   assert.deepEqual(parseRoute("#/skill/release-notes"), { page: "skills", name: "release-notes", create: false });

@@ -36,7 +36,7 @@ pub const SESSION_HEADER: &str = "X-Turnkey-Session";
 /// Session keys of this door: by the request's `user`, and by its `Idempotency-Key`.
 const DOOR_USER: &str = "openai.user";
 const DOOR_REQUEST: &str = "openai.request";
-/// The `owned_by` of `GET /v1/models` entries.
+/// The `model` an answer reports when no provider's model is known.
 const OWNED_BY: &str = "turnkey";
 /// Chunks buffered towards a slow streaming client; beyond that the pump waits. The turn
 /// never waits for a client: it runs on and is read back from the store.
@@ -62,8 +62,9 @@ pub struct ModelEntry {
     pub object: &'static str,
     /// Always 0.
     pub created: i64,
-    #[schema(example = "turnkey")]
-    pub owned_by: &'static str,
+    /// The name of the provider serving it (the first in the fallback chain that does).
+    #[schema(example = "local")]
+    pub owned_by: String,
 }
 
 /// `GET /v1/models`: the configured providers' models, in OpenAI's list shape.
@@ -86,13 +87,13 @@ pub async fn models(
     authenticate_request(&req).await?;
     let data = state
         .gateway
-        .models()
+        .served_models()
         .into_iter()
-        .map(|id| ModelEntry {
+        .map(|(id, provider)| ModelEntry {
             id,
             object: "model",
             created: 0,
-            owned_by: OWNED_BY,
+            owned_by: provider,
         })
         .collect();
     Ok(HttpResponse::Ok().json(ModelList {
