@@ -71,6 +71,15 @@ impl AuthPrincipal {
     pub fn is_operator(&self) -> bool {
         is_operator(&self.0)
     }
+
+    /// 403 `forbidden` ("only the operator may WHAT") for anyone but the operator.
+    pub fn operator_only(&self, what: &str) -> Result<(), ApiError> {
+        if self.is_operator() {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden(format!("only the operator may {what}")))
+        }
+    }
 }
 
 /// The 403 a read-only token gets for anything that writes.

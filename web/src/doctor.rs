@@ -227,7 +227,7 @@ async fn check_store(url: &str) -> (Finding, Vec<ConnectedProvider>) {
     let finding = match pending {
         Ok(p) if p.is_empty() => {
             match connected_provider::Entity::find().all(&db).await {
-                Ok(rows) => connected = rows.into_iter().map(ConnectedProvider::from).collect(),
+                Ok(rows) => connected = rows,
                 Err(e) => tracing::warn!(error = %e, "reading the connected providers"),
             }
             Finding::ok("store", format!("{shown} reachable, migrated"))

@@ -9,52 +9,9 @@ use crate::ids::now_ms;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, TryInsertResult};
 use serde_json::json;
 
-/// A connected provider as stored.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ConnectedProvider {
-    pub name: String,
-    pub kind: String,
-    pub base_url: String,
-    pub model: String,
-    /// The sealed key (see the caller's sealing), if the server needs one.
-    pub api_key_sealed: Option<String>,
-    pub context_window: Option<i64>,
-    pub vision: Option<bool>,
-    pub created_at: i64,
-    pub created_by: String,
-}
-
-impl From<connected_provider::Model> for ConnectedProvider {
-    fn from(m: connected_provider::Model) -> Self {
-        Self {
-            name: m.name,
-            kind: m.kind,
-            base_url: m.base_url,
-            model: m.model,
-            api_key_sealed: m.api_key_sealed,
-            context_window: m.context_window,
-            vision: m.vision,
-            created_at: m.created_at,
-            created_by: m.created_by,
-        }
-    }
-}
-
-impl From<ConnectedProvider> for connected_provider::Model {
-    fn from(p: ConnectedProvider) -> Self {
-        Self {
-            name: p.name,
-            kind: p.kind,
-            base_url: p.base_url,
-            model: p.model,
-            api_key_sealed: p.api_key_sealed,
-            context_window: p.context_window,
-            vision: p.vision,
-            created_at: p.created_at,
-            created_by: p.created_by,
-        }
-    }
-}
+/// A connected provider as stored: the row itself (`api_key_sealed` is the sealed key, if the
+/// server needs one; `created_at` is set by [`Store::connect_provider`]).
+pub use crate::entity::connected_provider::Model as ConnectedProvider;
 
 impl Store {
     /// The connected providers, in the order they were connected (their order in the chain).
@@ -63,10 +20,7 @@ impl Store {
             .order_by_asc(connected_provider::Column::CreatedAt)
             .order_by_asc(connected_provider::Column::Name)
             .all(self.connection())
-            .await?
-            .into_iter()
-            .map(ConnectedProvider::from)
-            .collect())
+            .await?)
     }
 
     /// Stores `p` (its `created_at` set now), audited (`provider.connected`, by
@@ -81,12 +35,11 @@ impl Store {
             ..p
         };
         let tx = self.write_tx().await?;
-        let inserted = connected_provider::Entity::insert(connected_provider::ActiveModel::from(
-            connected_provider::Model::from(row.clone()),
-        ))
-        .on_conflict_do_nothing_on([connected_provider::Column::Name])
-        .exec_without_returning(&tx)
-        .await?;
+        let inserted =
+            connected_provider::Entity::insert(connected_provider::ActiveModel::from(row.clone()))
+                .on_conflict_do_nothing_on([connected_provider::Column::Name])
+                .exec_without_returning(&tx)
+                .await?;
         if !matches!(inserted, TryInsertResult::Inserted(n) if n > 0) {
             tx.rollback().await?;
             return Ok(None);

@@ -93,11 +93,7 @@ pub async fn list(
     who: AuthPrincipal,
     query: web::Query<AuditQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    if !who.is_operator() {
-        return Err(ApiError::forbidden(
-            "only the operator may read the audit log",
-        ));
-    }
+    who.operator_only("read the audit log")?;
     let since = query
         .since
         .as_deref()

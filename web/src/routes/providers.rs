@@ -90,14 +90,6 @@ pub struct ProviderList {
     pub providers: Vec<ProviderInfo>,
 }
 
-fn operator_only(who: &AuthPrincipal, what: &str) -> Result<(), ApiError> {
-    if who.is_operator() {
-        Ok(())
-    } else {
-        Err(ApiError::forbidden(format!("only the operator may {what}")))
-    }
-}
-
 fn required(v: Option<String>, field: &str) -> Result<String, ApiError> {
     let v = turnkey_actors::limits::sanitize_text(&v.unwrap_or_default())
         .trim()
@@ -128,7 +120,7 @@ pub async fn list(
     state: web::Data<AppState>,
     who: AuthPrincipal,
 ) -> Result<HttpResponse, ApiError> {
-    operator_only(&who, "list providers")?;
+    who.operator_only("list providers")?;
     Ok(HttpResponse::Ok().json(ProviderList {
         providers: state
             .gateway
@@ -164,7 +156,7 @@ pub async fn connect(
     who: AuthPrincipal,
     body: web::Json<ConnectProvider>,
 ) -> Result<HttpResponse, ApiError> {
-    operator_only(&who, "connect providers")?;
+    who.operator_only("connect providers")?;
     let body = body.into_inner();
     reject_privileged_fields(&body.extra)?;
     let kind = match required(body.kind, "kind")?.as_str() {
@@ -230,7 +222,7 @@ pub async fn remove(
     who: AuthPrincipal,
     name: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    operator_only(&who, "remove providers")?;
+    who.operator_only("remove providers")?;
     state.gateway.remove_provider(&name, &who.0.id).await?;
     tracing::info!(provider = %name, "provider removed");
     Ok(HttpResponse::NoContent().finish())

@@ -120,14 +120,6 @@ pub struct ProposalList {
     pub proposals: Vec<ProposalView>,
 }
 
-fn operator_only(who: &AuthPrincipal, what: &str) -> Result<(), ApiError> {
-    if who.is_operator() {
-        Ok(())
-    } else {
-        Err(ApiError::forbidden(format!("only the operator may {what}")))
-    }
-}
-
 /// Every skill: the operator's folders and the stored ones, with their uses.
 #[utoipa::path(
     get,
@@ -199,7 +191,7 @@ pub async fn put(
     name: web::Path<String>,
     body: web::Json<Map<String, Value>>,
 ) -> Result<HttpResponse, ApiError> {
-    operator_only(&who, "change skills")?;
+    who.operator_only("change skills")?;
     if let Some(k) = body.keys().find(|k| k.as_str() != "content") {
         return Err(ApiError::bad_request(
             "invalid_field",
@@ -240,7 +232,7 @@ pub async fn delete(
     who: AuthPrincipal,
     name: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    operator_only(&who, "change skills")?;
+    who.operator_only("change skills")?;
     state.gateway.delete_skill(&name).await?;
     state
         .gateway
@@ -298,7 +290,7 @@ pub async fn decide(
     path: web::Path<Id<SkillProposalId>>,
     body: web::Json<Map<String, Value>>,
 ) -> Result<HttpResponse, ApiError> {
-    operator_only(&who, "decide skill proposals")?;
+    who.operator_only("decide skill proposals")?;
     let approve = decision(&body)?;
     let id = path.into_inner().into_inner();
     let status = state.gateway.decide_skill_proposal(id, approve).await?;

@@ -84,14 +84,6 @@ pub struct TokenList {
     pub tokens: Vec<TokenView>,
 }
 
-fn operator_only(who: &AuthPrincipal, what: &str) -> Result<(), ApiError> {
-    if who.is_operator() {
-        Ok(())
-    } else {
-        Err(ApiError::forbidden(format!("only the operator may {what}")))
-    }
-}
-
 /// `expires_in_s`: a whole number of seconds from 1 to [`MAX_EXPIRES_IN_S`].
 fn expiry(v: Option<&Value>) -> Result<Option<u64>, ApiError> {
     let Some(v) = v.filter(|v| !v.is_null()) else {
@@ -129,7 +121,7 @@ pub async fn create(
     who: AuthPrincipal,
     body: web::Json<CreateToken>,
 ) -> Result<HttpResponse, ApiError> {
-    operator_only(&who, "create tokens")?;
+    who.operator_only("create tokens")?;
     let body = body.into_inner();
     reject_privileged_fields(&body.extra)?;
     // Control characters (NUL above all, which PostgreSQL's text refuses) never reach the store.
@@ -193,7 +185,7 @@ pub async fn list(
     state: web::Data<AppState>,
     who: AuthPrincipal,
 ) -> Result<HttpResponse, ApiError> {
-    operator_only(&who, "list tokens")?;
+    who.operator_only("list tokens")?;
     let tokens = state.gateway.store().list_tokens().await?;
     Ok(HttpResponse::Ok().json(TokenList {
         tokens: tokens.into_iter().map(TokenView::from).collect(),
@@ -222,7 +214,7 @@ pub async fn revoke(
     who: AuthPrincipal,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    operator_only(&who, "revoke tokens")?;
+    who.operator_only("revoke tokens")?;
     let id = path.into_inner();
     if id.len() > 64 || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
         return Err(ApiError::not_found(format!(
