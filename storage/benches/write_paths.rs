@@ -21,6 +21,7 @@
 //! ```sh
 //! cargo bench -p turnkey-storage --bench write_paths            # BENCH_TURNS=2000 by default
 //! BENCH_TURNS=4000 BENCH_SESSIONS=1,64 cargo bench -p turnkey-storage --bench write_paths
+//! BENCH_NO_FTS=1 …   # without the session search's FTS5 triggers on `messages`
 //! ```
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -434,6 +435,14 @@ async fn fresh_db(dir: &std::path::Path, name: &str, sessions: usize) -> String 
     let store = Store::connect(&url).await.unwrap();
     store.migrate().await.unwrap();
     let db = store.connection().clone();
+    if std::env::var("BENCH_NO_FTS").as_deref() == Ok("1") {
+        // What the session search's FTS5 triggers cost a message insert (issue 26).
+        db.execute_unprepared(
+            "DROP TRIGGER messages_fts_insert; DROP TRIGGER messages_fts_delete; DROP TRIGGER messages_fts_update;",
+        )
+        .await
+        .unwrap();
+    }
     let at = now();
     for s in 0..sessions {
         let id = format!("s{s:04}");

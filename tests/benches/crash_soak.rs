@@ -15,7 +15,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use sea_orm::{ConnectionTrait, Database, Statement};
+use sea_orm::{ConnectionTrait, Statement};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -150,9 +150,7 @@ async fn soak() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 
-    let store = Database::connect(tk.database_url.as_str())
-        .await
-        .expect("store");
+    let store = turnkey_tests::pg::open(&tk.database_url).await;
     let backend = store.get_database_backend();
     let rows = |sql: &str| {
         let st = Statement::from_string(backend, sql.to_owned());

@@ -91,3 +91,21 @@ impl Drop for PgDatabase {
         }
     }
 }
+
+/// A connection for a test to read the store behind a running server (SQLite or PostgreSQL),
+/// opened for a few statements and closed again. One connection, and no idle or lifetime
+/// reaping: sqlx starts no maintenance task, whose pass can race the pool's close and spin
+/// (sqlx 0.9), hanging the test's runtime at its end.
+pub async fn open(url: &str) -> DatabaseConnection {
+    let mut opts = ConnectOptions::new(url.to_owned());
+    opts.max_connections(1)
+        .min_connections(0)
+        .idle_timeout(None)
+        .max_lifetime(None)
+        .connect_timeout(Duration::from_secs(10))
+        .acquire_timeout(Duration::from_secs(10))
+        .sqlx_logging(false);
+    Database::connect(opts)
+        .await
+        .unwrap_or_else(|e| panic!("cannot open the store at {url}: {e}"))
+}

@@ -6,7 +6,7 @@ use crate::api::Resp;
 use crate::fake_platforms::FakePlatform;
 use crate::wait::within;
 use hmac::{Hmac, Mac};
-use sea_orm::{ConnectionTrait, Database, DatabaseConnection, Statement};
+use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
 use serde_json::{json, Value};
 use sha2::Sha256;
 use std::time::{Duration, Instant};
@@ -398,10 +398,9 @@ impl OutboxRow {
 
 impl Rows {
     pub async fn connect(database_url: &str) -> Self {
-        let db = Database::connect(database_url)
-            .await
-            .unwrap_or_else(|e| panic!("connect {database_url}: {e}"));
-        Self { db }
+        Self {
+            db: crate::pg::open(database_url).await,
+        }
     }
 
     async fn query(&self, sql: &str) -> Vec<sea_orm::QueryResult> {

@@ -136,6 +136,11 @@ impl Store {
         // more round trip to its worker thread for every read and every write transaction.
         if url.starts_with("sqlite") {
             opts.test_before_acquire(false);
+            // A file handle never goes stale, so nothing is gained by reaping idle or old
+            // connections, and without either sqlx starts no maintenance task: that task's
+            // pass races a closing pool (sqlx 0.9 can then count usize::MAX idle connections
+            // and spin through them without yielding, which hangs the runtime's shutdown).
+            opts.idle_timeout(None).max_lifetime(None);
         } else {
             opts.test_before_acquire_if_idle_for(Duration::from_secs(5));
         }

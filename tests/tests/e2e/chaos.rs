@@ -12,7 +12,7 @@ use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use sea_orm::{ConnectionTrait, Database, DatabaseConnection, DbBackend, Statement};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -105,7 +105,7 @@ async fn r13_6_chaos_three_replicas_with_kills_lose_nothing_and_run_nothing_twic
     for _ in 0..SESSIONS {
         sessions.push(apis[0].create_session_id().await);
     }
-    let store = Database::connect(db.url()).await.unwrap();
+    let store = turnkey_tests::pg::open(db.url()).await;
 
     let tally: Shared = Arc::default();
     let load_over = Arc::new(AtomicBool::new(false));

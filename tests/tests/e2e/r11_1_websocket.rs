@@ -323,8 +323,8 @@ async fn r11_1_ws_reconnect_resumes_by_seq_without_gap_or_duplicate() {
 /// long-running session would have: enough bytes that a client that stops reading cannot
 /// take them into socket buffers.
 async fn seed_events(database_url: &str, session: &str, n: i64, bytes: usize) {
-    use sea_orm::{ConnectionTrait, Database, Statement, TransactionTrait};
-    let db = Database::connect(database_url).await.expect("connect");
+    use sea_orm::{ConnectionTrait, Statement, TransactionTrait};
+    let db = turnkey_tests::pg::open(database_url).await;
     let tx = db.begin().await.expect("begin");
     let payload = json!({ "text": "x".repeat(bytes) }).to_string();
     for seq in 1..=n {

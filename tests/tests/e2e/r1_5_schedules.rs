@@ -7,7 +7,7 @@
 //! restarts, and stops when removed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use sea_orm::{ConnectionTrait, Database, Statement};
+use sea_orm::{ConnectionTrait, Statement};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -41,7 +41,7 @@ struct Fired {
 
 /// The admissions of schedule `schedule`, in queue order.
 async fn fired(database_url: &str, schedule: &str) -> Vec<Fired> {
-    let db = Database::connect(database_url).await.expect("connect");
+    let db = turnkey_tests::pg::open(database_url).await;
     let backend = db.get_database_backend();
     let prefix = format!("schedule:{schedule}:");
     let rows = db

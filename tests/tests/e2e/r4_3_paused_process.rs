@@ -5,7 +5,7 @@
 //! session's event log stays gap-free and never interleaves the two turns.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use sea_orm::{ConnectionTrait, Database, DatabaseConnection, QueryResult, Statement};
+use sea_orm::{ConnectionTrait, DatabaseConnection, QueryResult, Statement};
 use serde_json::Value;
 use std::time::Duration;
 use turnkey_tests::{pg, Api, Reply, ScriptedProvider, Step, Turnkey, TurnkeyOptions};
@@ -146,7 +146,7 @@ async fn paused_process_cannot_write(base: TurnkeyOptions, provider: &ScriptedPr
     let b_opts = base.database(&a.database_url).provider_api_key("sk-second");
     let b = Turnkey::start(b_opts).await;
     let (api_a, api_b) = (a.api(), b.api());
-    let db = Database::connect(a.database_url.as_str()).await.unwrap();
+    let db = turnkey_tests::pg::open(&a.database_url).await;
     let s = api_a.create_session_id().await;
 
     // A runs the first input; its answer streams, then the model holds it.

@@ -5,7 +5,7 @@
 //! readable, each message once; and every request the model saw fits and is well formed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use sea_orm::{ConnectionTrait, Database, Statement};
+use sea_orm::{ConnectionTrait, Statement};
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::time::Duration;
@@ -55,7 +55,7 @@ async fn submit_and_finish(api: &Api, session: &str, text: &str, tk: &Turnkey) {
 
 /// The session ids that have a lease row.
 async fn lease_keys(database_url: &str) -> Vec<String> {
-    let db = Database::connect(database_url).await.expect("connect");
+    let db = turnkey_tests::pg::open(database_url).await;
     let backend = db.get_database_backend();
     db.query_all_raw(Statement::from_string(
         backend,

@@ -9,7 +9,7 @@
 //! shares the key file) without a restart.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use sea_orm::{ConnectionTrait, Database, Statement};
+use sea_orm::{ConnectionTrait, Statement};
 use serde_json::{json, Value};
 use std::time::Duration;
 use turnkey_tests::wait::{eventually, BOUND};
@@ -44,7 +44,7 @@ async fn listed(api: &Api) -> Vec<Value> {
 
 /// The sealed keys as the database holds them.
 async fn stored_keys(database_url: &str) -> Vec<String> {
-    let db = Database::connect(database_url).await.unwrap();
+    let db = turnkey_tests::pg::open(database_url).await;
     let backend = db.get_database_backend();
     let rows = db
         .query_all_raw(Statement::from_string(
