@@ -536,9 +536,10 @@ fn seal_error(e: SealError) -> GatewayError {
 }
 
 /// Reads the stored list every [`RELOAD_EVERY`] until `stop`: providers connected or removed
-/// by another process (a replica) apply here too.
+/// by another process (a replica) apply here too. On the actix arbiter, like the gateway's other
+/// background passes, so it is dropped with them, on the runtime.
 pub fn spawn_reloader(providers: Arc<Providers>, stop: tokio_util::sync::CancellationToken) {
-    tokio::spawn(async move {
+    actix::spawn(async move {
         let mut tick = tokio::time::interval(RELOAD_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
