@@ -28,6 +28,13 @@ impl ProviderKind {
             Self::Anthropic => "anthropic",
         }
     }
+
+    /// The kind named `name` (its [`Self::as_str`]), if there is one.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [Self::Openai, Self::Anthropic]
+            .into_iter()
+            .find(|k| k.as_str() == name)
+    }
 }
 
 /// One `[[providers]]` entry of the configuration.

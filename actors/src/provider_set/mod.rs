@@ -14,7 +14,6 @@ use crate::config::RuntimeConfig;
 use crate::error::GatewayError;
 use crate::redact::Redactor;
 use sealed::{SealError, SealKey};
-use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -29,8 +28,7 @@ const MAX_WINDOW: u32 = 10_000_000;
 const MIN_WINDOW: u32 = 1_024;
 
 /// Where a provider of the set comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Source {
     /// A `[[providers]]` table or the `OPENAI_*` variables.
     Configured,
@@ -38,6 +36,17 @@ pub enum Source {
     Detected,
     /// Connected at run time and stored.
     Connected,
+}
+
+impl Source {
+    /// Its name in answers: `configured`, `detected` or `connected`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Configured => "configured",
+            Self::Detected => "detected",
+            Self::Connected => "connected",
+        }
+    }
 }
 
 /// One provider of the set.
@@ -130,7 +139,7 @@ pub struct NewProvider {
 }
 
 /// A provider as `GET /v1/providers` shows it: its key masked.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ProviderView {
     pub name: String,
     pub kind: &'static str,
@@ -490,11 +499,8 @@ pub fn stored_config(
     row: &ConnectedProvider,
     key: Option<&SealKey>,
 ) -> Result<ProviderConfig, String> {
-    let kind = match row.kind.as_str() {
-        "openai" => ProviderKind::Openai,
-        "anthropic" => ProviderKind::Anthropic,
-        other => return Err(format!("unknown kind {other:?}")),
-    };
+    let kind =
+        ProviderKind::from_name(&row.kind).ok_or_else(|| format!("unknown kind {:?}", row.kind))?;
     let api_key = match (&row.api_key_sealed, key) {
         (Some(sealed), Some(key)) => Some(Secret::from(
             key.open(&row.name, sealed).map_err(|e| e.to_string())?,

@@ -75,10 +75,7 @@ impl From<ProviderView> for ProviderInfo {
             context_window: v.context_window,
             vision: v.vision,
             api_key: v.api_key,
-            source: serde_json::to_value(v.source)
-                .ok()
-                .and_then(|s| s.as_str().map(str::to_owned))
-                .unwrap_or_default(),
+            source: v.source.as_str().to_owned(),
             auxiliary: v.auxiliary,
         }
     }
@@ -159,16 +156,13 @@ pub async fn connect(
     who.operator_only("connect providers")?;
     let body = body.into_inner();
     reject_privileged_fields(&body.extra)?;
-    let kind = match required(body.kind, "kind")?.as_str() {
-        "openai" => ProviderKind::Openai,
-        "anthropic" => ProviderKind::Anthropic,
-        other => {
-            return Err(ApiError::bad_request(
-                "invalid_provider",
-                format!("kind must be \"openai\" or \"anthropic\", not {other:?}"),
-            ))
-        }
-    };
+    let kind = required(body.kind, "kind")?;
+    let kind = ProviderKind::from_name(&kind).ok_or_else(|| {
+        ApiError::bad_request(
+            "invalid_provider",
+            format!("kind must be \"openai\" or \"anthropic\", not {kind:?}"),
+        )
+    })?;
     let new = NewProvider {
         name: required(body.name, "name")?,
         kind,
