@@ -48,11 +48,12 @@ pub use subagents::{NewSubagentTask, SubagentTask};
 mod tail;
 mod tokens;
 pub use tokens::{hash_token, ApiToken, NewToken, TokenGrant, LAST_USED_GRAIN_MS};
+mod sqlite;
 mod tool_runs;
 mod turn_end;
 mod writer;
 pub(crate) use writer::WriteTx;
-use writer::Writer;
+pub(crate) use writer::Writer;
 
 use crate::entity::{event, lease, session};
 use crate::ids::{now_ms, Seq};
@@ -95,7 +96,8 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 pub struct Store {
     /// Reads (and, on PostgreSQL, writes too).
     db: DatabaseConnection,
-    /// Writes. On SQLite, one connection with group commit (see [`writer`]): the database
+    /// Writes. On SQLite, one connection of the store's own with group commit (see [`writer`]
+    /// and [`sqlite`]): the database
     /// has one writer anyway, and queueing for it here is first come first served, where eight
     /// connections racing for the file's write lock sleep in SQLite's busy handler (1, 2, 5 …
     /// 100 ms backoff) while it is free. On PostgreSQL the same pool as `db`: its row locks
@@ -116,9 +118,7 @@ impl Store {
         db.set_metric_callback(count_statement);
         let peers = crate::notify::Peers::new();
         let writes = if sqlite && !in_memory {
-            let mut w = Database::connect(Self::options(url, 1)).await?;
-            w.set_metric_callback(count_statement);
-            Writer::grouped(w)
+            Writer::grouped(url)?
         } else {
             Writer::plain(db.clone(), peers.clone())
         };
@@ -165,7 +165,7 @@ impl Store {
     pub async fn migrate(&self) -> Result<()> {
         use migration::MigratorTrait;
         if self.backend() != DbBackend::Postgres {
-            migration::Migrator::up(self.writes.connection(), None).await?;
+            migration::Migrator::up(&self.db, None).await?;
             return Ok(());
         }
         let tx = self.db.begin().await?;
@@ -203,8 +203,8 @@ impl Store {
     }
 
     /// The connection for a write outside a transaction (one statement, committed alone).
-    pub(crate) fn writer(&self) -> &DatabaseConnection {
-        self.writes.connection()
+    pub(crate) fn writer(&self) -> &Writer {
+        &self.writes
     }
 
     /// A write transaction: on SQLite one of a commit group (see [`writer`]).
@@ -364,8 +364,14 @@ pub(crate) async fn write_event_rows(
 
 /// True when `err` is a unique-constraint violation (a lost insert race).
 pub(crate) fn is_unique_violation(err: &DbErr) -> bool {
-    matches!(
-        err.sql_err(),
-        Some(sea_orm::SqlErr::UniqueConstraintViolation(_))
-    )
+    use sea_orm::{sqlx, RuntimeErr};
+    // Through sqlx's own error kinds, which the SQLite writer's errors carry too
+    // (see [`sqlite::to_db_err`]).
+    match err {
+        DbErr::Exec(RuntimeErr::SqlxError(e)) | DbErr::Query(RuntimeErr::SqlxError(e)) => {
+            matches!(&**e, sqlx::Error::Database(d)
+                if d.kind() == sqlx::error::ErrorKind::UniqueViolation)
+        }
+        _ => false,
+    }
 }

@@ -1,13 +1,16 @@
 //! The store's write transactions, and group commit on SQLite.
 //!
 //! SQLite has one writer and each commit is one fsync of the WAL. The store gives it one
-//! connection and queues writers for it first come, first served (a tokio mutex). A writer that
+//! connection of its own ([`super::sqlite`]) and queues writers for it first come, first served
+//! (a tokio mutex). The writer that holds it runs its statements in its own task, with no hop
+//! to another thread; only a `COMMIT` (the fsync) and a `BEGIN` that finds another process
+//! holding the file's write lock run on a blocking thread. A writer that
 //! commits while others queue does not commit alone: it releases the connection with its
 //! transaction still open, and the writers queued behind it run inside that same transaction,
 //! each in a savepoint of its own. The group commits once, with one fsync, when its last
 //! member finds no one queued (or the group is [`MAX_GROUP`] large); for a member that
 //! committed earlier a task takes the connection once more and commits the group if no one has
-//! yet. `BEGIN`, `SAVEPOINT`, commits and rollbacks run in tasks of their own, so a caller that
+//! yet. A `BEGIN` that waits and every commit run in tasks of their own, so a caller that
 //! stops waiting cannot cut one half way nor strand its group (and SQLite's write lock, which
 //! other processes wait for) open. Every
 //! member's `commit` resolves only after the group's commit is durable, and with its result: a
@@ -21,6 +24,7 @@
 //! A plain transaction also carries the notices its writes announce ([`crate::notify`]):
 //! each distinct one once, sent in one statement just before its `COMMIT`, or not at all while
 //! no other replica listens.
+use super::sqlite;
 use crate::metrics::STORE;
 use crate::notify::{Notice, Peers, Pending};
 use sea_orm::{
@@ -29,7 +33,7 @@ use sea_orm::{
 };
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, Mutex, OwnedMutexGuard};
 
 /// At most this many write transactions share one commit, so a steady stream of writers
@@ -38,26 +42,29 @@ pub const MAX_GROUP: usize = 256;
 
 type Outcome = std::result::Result<(), String>;
 
-/// The open group: its transaction and the members that committed into it.
+/// The open group: whether its transaction is open, and the members that committed into it.
 struct Group {
     /// Bumped each time a group commits (or is abandoned); tells a member whether the group
     /// it joined is still open.
     id: u64,
-    outer: Option<DatabaseTransaction>,
+    /// `BEGIN` ran and neither `COMMIT` nor `ROLLBACK` yet.
+    open: bool,
     members: Vec<oneshot::Sender<Outcome>>,
 }
 
 /// How write transactions begin on this store.
 #[derive(Clone, Debug)]
 pub(crate) enum Writer {
-    /// PostgreSQL: a plain transaction per writer on the shared pool.
+    /// PostgreSQL (and an in-memory SQLite): a plain transaction per writer on the shared pool.
     Plain(DatabaseConnection, Arc<Peers>),
-    /// SQLite: one connection, group commit.
+    /// SQLite: one connection of the store's own, group commit.
     Grouped(Arc<Shared>),
 }
 
 pub(crate) struct Shared {
-    conn: DatabaseConnection,
+    /// The writer's connection. Only the holder of `group` uses it; the mutex, never contended,
+    /// lets the blocking task that commits borrow it.
+    conn: Arc<std::sync::Mutex<rusqlite::Connection>>,
     group: Arc<Mutex<Group>>,
     /// Writers waiting for the connection.
     queued: AtomicUsize,
@@ -68,6 +75,32 @@ impl std::fmt::Debug for Shared {
         f.debug_struct("Shared")
             .field("queued", &self.queued.load(Ordering::Relaxed))
             .finish_non_exhaustive()
+    }
+}
+
+/// The connection behind `conn`'s lock. A panic while it was held (none is expected: the calls
+/// under it answer errors) leaves the connection as usable as any other error would.
+fn conn_of(
+    conn: &std::sync::Mutex<rusqlite::Connection>,
+) -> std::sync::MutexGuard<'_, rusqlite::Connection> {
+    conn.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Shared {
+    fn run<T>(&self, f: impl FnOnce(&rusqlite::Connection) -> T) -> T {
+        f(&conn_of(&self.conn))
+    }
+
+    /// Rolls back whatever transaction the connection is in, after a step failed part way.
+    fn roll_back_all(&self, why: &str) {
+        self.run(|c| {
+            if !c.is_autocommit() {
+                if let Err(e) = sqlite::execute_unprepared(c, "ROLLBACK") {
+                    tracing::error!(error = %e, why, "the SQLite writer could not roll back");
+                }
+            }
+        });
     }
 }
 
@@ -90,29 +123,27 @@ fn immediate() -> TransactionOptions {
     }
 }
 
+/// SQLITE_BUSY: another connection holds the file's write lock.
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::DatabaseBusy)
+}
+
 impl Writer {
     pub(crate) fn plain(conn: DatabaseConnection, peers: Arc<Peers>) -> Self {
         Writer::Plain(conn, peers)
     }
 
-    pub(crate) fn grouped(conn: DatabaseConnection) -> Self {
-        Writer::Grouped(Arc::new(Shared {
-            conn,
+    /// Group commit on the SQLite database at `url`, through a connection of its own.
+    pub(crate) fn grouped(url: &str) -> Result<Self, DbErr> {
+        Ok(Writer::Grouped(Arc::new(Shared {
+            conn: Arc::new(std::sync::Mutex::new(sqlite::open(url)?)),
             group: Arc::new(Mutex::new(Group {
                 id: 0,
-                outer: None,
+                open: false,
                 members: Vec::new(),
             })),
             queued: AtomicUsize::new(0),
-        }))
-    }
-
-    /// The connection for a write of one statement outside a transaction.
-    pub(crate) fn connection(&self) -> &DatabaseConnection {
-        match self {
-            Writer::Plain(c, _) => c,
-            Writer::Grouped(s) => &s.conn,
-        }
+        })))
     }
 
     pub(crate) async fn begin(&self) -> Result<WriteTx, DbErr> {
@@ -129,17 +160,79 @@ impl Writer {
                     let _queued = Queued(&shared.queued);
                     shared.group.clone().lock_owned().await
                 };
-                let shared = shared.clone();
-                // `BEGIN` / `SAVEPOINT` run to the end even if the caller stops waiting: cut
-                // off half way they would leave the connection one level deeper than any
-                // transaction object knows, and the group's COMMIT would only release a
-                // savepoint. If the caller is gone, the member is dropped, which rolls it back.
-                settled(tokio::spawn(Member::begin(shared, guard))).await??
+                Member::begin(shared.clone(), guard).await?
             }
         };
         STORE.write_wait.observe_duration(asked.elapsed());
         STORE.write_transactions.fetch_add(1, Ordering::Relaxed);
         Ok(tx)
+    }
+}
+
+/// A write of one statement outside a transaction, committed alone (on SQLite as a member of
+/// a commit group).
+#[async_trait::async_trait]
+impl ConnectionTrait for Writer {
+    fn get_database_backend(&self) -> DbBackend {
+        match self {
+            Writer::Plain(c, _) => c.get_database_backend(),
+            Writer::Grouped(_) => DbBackend::Sqlite,
+        }
+    }
+
+    async fn execute_raw(&self, stmt: Statement) -> Result<ExecResult, DbErr> {
+        match self {
+            Writer::Plain(c, _) => c.execute_raw(stmt).await,
+            Writer::Grouped(_) => {
+                let tx = self.begin().await?;
+                let done = tx.execute_raw(stmt).await?;
+                tx.commit().await?;
+                Ok(done)
+            }
+        }
+    }
+
+    async fn execute_unprepared(&self, sql: &str) -> Result<ExecResult, DbErr> {
+        match self {
+            Writer::Plain(c, _) => c.execute_unprepared(sql).await,
+            Writer::Grouped(_) => {
+                let tx = self.begin().await?;
+                let done = tx.execute_unprepared(sql).await?;
+                tx.commit().await?;
+                Ok(done)
+            }
+        }
+    }
+
+    async fn query_one_raw(&self, stmt: Statement) -> Result<Option<QueryResult>, DbErr> {
+        match self {
+            Writer::Plain(c, _) => c.query_one_raw(stmt).await,
+            Writer::Grouped(_) => {
+                let tx = self.begin().await?;
+                let row = tx.query_one_raw(stmt).await?;
+                tx.commit().await?;
+                Ok(row)
+            }
+        }
+    }
+
+    async fn query_all_raw(&self, stmt: Statement) -> Result<Vec<QueryResult>, DbErr> {
+        match self {
+            Writer::Plain(c, _) => c.query_all_raw(stmt).await,
+            Writer::Grouped(_) => {
+                let tx = self.begin().await?;
+                let rows = tx.query_all_raw(stmt).await?;
+                tx.commit().await?;
+                Ok(rows)
+            }
+        }
+    }
+
+    fn support_returning(&self) -> bool {
+        match self {
+            Writer::Plain(c, _) => c.support_returning(),
+            Writer::Grouped(_) => true,
+        }
     }
 }
 
@@ -161,22 +254,34 @@ pub(crate) struct Member {
     shared: Arc<Shared>,
     /// The connection, held from `begin` to commit or rollback.
     guard: Option<OwnedMutexGuard<Group>>,
-    /// `None` for the group's first member, which runs in the group's transaction itself.
-    savepoint: Option<DatabaseTransaction>,
+    /// False for the group's first member, which runs in the group's transaction itself.
+    savepoint: bool,
 }
 
+/// The savepoint each member after the group's first runs in (one at a time, never nested).
+const SAVEPOINT: &str = "SAVEPOINT member";
+const RELEASE: &str = "RELEASE member";
+const ROLLBACK_SAVEPOINT: &str = "ROLLBACK TO member; RELEASE member";
+
 impl WriteTx {
-    fn tx(&self) -> &DatabaseTransaction {
-        let tx = match self {
+    fn plain(&self) -> Option<&DatabaseTransaction> {
+        match self {
             WriteTx::Plain(p) => p.tx.as_ref(),
-            WriteTx::Grouped(m) => m
-                .savepoint
-                .as_ref()
-                .or_else(|| m.guard.as_ref().and_then(|g| g.outer.as_ref())),
-        };
-        // Commit and rollback take `self`; no statement can run on a finished transaction.
-        #[allow(clippy::expect_used)]
-        tx.expect("a write transaction is open until it is committed or rolled back")
+            WriteTx::Grouped(_) => None,
+        }
+    }
+
+    /// Runs `f` on the group's connection (SQLite).
+    fn on_writer<T>(
+        &self,
+        f: impl FnOnce(&rusqlite::Connection) -> Result<T, DbErr>,
+    ) -> Result<T, DbErr> {
+        match self {
+            WriteTx::Grouped(m) if m.guard.is_some() => m.shared.run(f),
+            _ => Err(DbErr::Custom(
+                "a write transaction is open until it is committed or rolled back".into(),
+            )),
+        }
     }
 
     /// Announces `notice` with this transaction's commit (PostgreSQL), once however often it
@@ -209,33 +314,14 @@ impl WriteTx {
         }
     }
 
-    /// Rolls back (in a task of its own, like `commit`).
-    pub(crate) async fn rollback(self) -> Result<(), DbErr> {
-        settled(tokio::spawn(self.rollback_to_end())).await?
-    }
-
-    async fn rollback_to_end(mut self) -> Result<(), DbErr> {
+    /// Rolls back. On SQLite it runs in place: no fsync, nothing to wait for.
+    pub(crate) async fn rollback(mut self) -> Result<(), DbErr> {
         match &mut self {
             WriteTx::Plain(p) => match p.tx.take() {
-                Some(tx) => tx.rollback().await,
+                Some(tx) => settled(tokio::spawn(tx.rollback())).await?,
                 None => Ok(()),
             },
-            WriteTx::Grouped(m) => {
-                let Some(mut guard) = m.guard.take() else {
-                    return Ok(());
-                };
-                match m.savepoint.take() {
-                    Some(sp) => sp.rollback().await,
-                    None => {
-                        // The first member: no one committed into the group yet.
-                        guard.id += 1;
-                        match guard.outer.take() {
-                            Some(outer) => outer.rollback().await,
-                            None => Ok(()),
-                        }
-                    }
-                }
-            }
+            WriteTx::Grouped(m) => m.roll_back(),
         }
     }
 }
@@ -251,17 +337,46 @@ impl Member {
         shared: Arc<Shared>,
         mut guard: OwnedMutexGuard<Group>,
     ) -> Result<WriteTx, DbErr> {
-        let savepoint = match &guard.outer {
-            Some(outer) => Some(outer.begin().await?),
-            None => {
-                guard.outer = Some(shared.conn.begin_with_options(immediate()).await?);
-                None
+        if guard.open {
+            shared.run(|c| sqlite::execute_unprepared(c, SAVEPOINT))?;
+            return Ok(WriteTx::Grouped(Member {
+                shared,
+                guard: Some(guard),
+                savepoint: true,
+            }));
+        }
+        // A step that failed half way can have left a transaction no group knows of.
+        shared.roll_back_all("a transaction was open outside any group");
+        // Most often no other process holds the write lock: take it here, without waiting.
+        let now = shared.run(|c| {
+            let started = Instant::now();
+            let set = |d| c.busy_timeout(d).map_err(sqlite::to_db_err);
+            set(Duration::ZERO)?;
+            let began = c.execute_batch("BEGIN IMMEDIATE");
+            set(sqlite::BUSY_TIMEOUT)?;
+            sqlite::counted("BEGIN IMMEDIATE", started, began.is_err());
+            match began {
+                Ok(()) => Ok(true),
+                Err(e) if is_busy(&e) => Ok(false),
+                Err(e) => Err(sqlite::to_db_err(e)),
             }
-        };
+        })?;
+        if !now {
+            // Another process writes: wait for it (up to the busy timeout) on a blocking
+            // thread, in a task that runs to its end, so that a caller that stops waiting
+            // cannot leave the connection inside a transaction no member knows of (the member
+            // the task answers is dropped, which rolls it back).
+            let conn = shared.conn.clone();
+            settled(tokio::task::spawn_blocking(move || {
+                sqlite::execute_unprepared(&conn_of(&conn), "BEGIN IMMEDIATE")
+            }))
+            .await??;
+        }
+        guard.open = true;
         Ok(WriteTx::Grouped(Member {
             shared,
             guard: Some(guard),
-            savepoint,
+            savepoint: false,
         }))
     }
 
@@ -269,10 +384,10 @@ impl Member {
         let Some(mut guard) = self.guard.take() else {
             return Ok(());
         };
-        if let Some(sp) = self.savepoint.take() {
-            if let Err(e) = sp.commit().await {
+        if std::mem::take(&mut self.savepoint) {
+            if let Err(e) = self.shared.run(|c| sqlite::execute_unprepared(c, RELEASE)) {
                 // The savepoint could not be released: the group's transaction is in doubt.
-                abandon(&mut guard, &e.to_string());
+                abandon(&self.shared, &mut guard, &e.to_string());
                 return Err(e);
             }
         }
@@ -280,14 +395,14 @@ impl Member {
         guard.members.push(tx);
         let joined = guard.id;
         if self.shared.queued.load(Ordering::Relaxed) == 0 || guard.members.len() >= MAX_GROUP {
-            finish(&mut guard).await;
+            finish(&self.shared, &mut guard).await;
         } else {
             // Those queued now run inside the group; then take the connection once more and
             // commit the group unless one of them already did.
             drop(guard);
             let mut guard = self.shared.group.clone().lock_owned().await;
             if guard.id == joined {
-                finish(&mut guard).await;
+                finish(&self.shared, &mut guard).await;
             }
         }
         match rx.await {
@@ -296,13 +411,60 @@ impl Member {
             Err(_) => Err(DbErr::Custom("group commit abandoned".into())),
         }
     }
+
+    /// Undoes this member's writes: its savepoint, or (the group's first member, before anyone
+    /// committed into the group) the group's transaction.
+    fn roll_back(&mut self) -> Result<(), DbErr> {
+        let Some(mut guard) = self.guard.take() else {
+            return Ok(());
+        };
+        if std::mem::take(&mut self.savepoint) {
+            let undone = self
+                .shared
+                .run(|c| sqlite::execute_unprepared(c, ROLLBACK_SAVEPOINT));
+            if let Err(e) = &undone {
+                // The members before this one cannot be told apart from its writes any more.
+                abandon(&self.shared, &mut guard, &e.to_string());
+            }
+            undone
+        } else {
+            guard.id += 1;
+            guard.open = false;
+            let undone = self
+                .shared
+                .run(|c| sqlite::execute_unprepared(c, "ROLLBACK"));
+            if undone.is_err() {
+                self.shared
+                    .roll_back_all("a first member's rollback failed");
+            }
+            undone
+        }
+    }
 }
 
-/// Commits the open group and tells every member how it went.
-async fn finish(g: &mut Group) {
-    let outcome = match g.outer.take() {
-        Some(outer) => outer.commit().await.map_err(|e| e.to_string()),
-        None => Err("the group's transaction is gone".into()),
+/// Commits the open group on a blocking thread (the fsync) and tells every member how it went.
+async fn finish(shared: &Arc<Shared>, g: &mut Group) {
+    let outcome = if std::mem::take(&mut g.open) {
+        let conn = shared.conn.clone();
+        let committed = tokio::task::spawn_blocking(move || {
+            let c = conn_of(&conn);
+            let done = sqlite::execute_unprepared(&c, "COMMIT");
+            if done.is_err() && !c.is_autocommit() {
+                // A failed COMMIT can leave the transaction open: end it, so that the
+                // connection's next BEGIN starts clean.
+                if let Err(e) = sqlite::execute_unprepared(&c, "ROLLBACK") {
+                    tracing::error!(error = %e, "the SQLite writer could not roll back a failed commit");
+                }
+            }
+            done
+        })
+        .await;
+        match committed {
+            Ok(done) => done.map_err(|e| e.to_string()),
+            Err(e) => Err(format!("the commit's task failed: {e}")),
+        }
+    } else {
+        Err("the group's transaction is gone".into())
     };
     STORE.commit_group.observe(g.members.len() as f64);
     g.id += 1;
@@ -313,10 +475,10 @@ async fn finish(g: &mut Group) {
 }
 
 /// Rolls the open group back and fails its members.
-fn abandon(g: &mut Group, why: &str) {
+fn abandon(shared: &Shared, g: &mut Group, why: &str) {
     g.id += 1;
-    // Dropping the transaction rolls it back before the connection's next statement.
-    g.outer = None;
+    g.open = false;
+    shared.roll_back_all(why);
     for m in g.members.drain(..) {
         let _ = m.send(Err(why.to_owned()));
     }
@@ -324,15 +486,9 @@ fn abandon(g: &mut Group, why: &str) {
 
 impl Drop for Member {
     fn drop(&mut self) {
-        let Some(mut guard) = self.guard.take() else {
-            return;
-        };
-        match self.savepoint.take() {
-            // Dropping a savepoint rolls it back before the connection's next statement.
-            Some(sp) => drop(sp),
-            None => {
-                guard.id += 1;
-                guard.outer = None;
+        if self.guard.is_some() {
+            if let Err(e) = self.roll_back() {
+                tracing::error!(error = %e, "a dropped write transaction could not roll back");
             }
         }
     }
@@ -341,26 +497,48 @@ impl Drop for Member {
 #[async_trait::async_trait]
 impl ConnectionTrait for WriteTx {
     fn get_database_backend(&self) -> DbBackend {
-        self.tx().get_database_backend()
+        match self.plain() {
+            Some(tx) => tx.get_database_backend(),
+            None => DbBackend::Sqlite,
+        }
     }
 
     async fn execute_raw(&self, stmt: Statement) -> Result<ExecResult, DbErr> {
-        self.tx().execute_raw(stmt).await
+        match self.plain() {
+            Some(tx) => tx.execute_raw(stmt).await,
+            None => self.on_writer(|c| sqlite::execute(c, &stmt)),
+        }
     }
 
     async fn execute_unprepared(&self, sql: &str) -> Result<ExecResult, DbErr> {
-        self.tx().execute_unprepared(sql).await
+        match self.plain() {
+            Some(tx) => tx.execute_unprepared(sql).await,
+            None => self.on_writer(|c| {
+                let changes = c.total_changes();
+                sqlite::execute_unprepared(c, sql)?;
+                sqlite::exec_result(c, c.total_changes().saturating_sub(changes))
+            }),
+        }
     }
 
     async fn query_one_raw(&self, stmt: Statement) -> Result<Option<QueryResult>, DbErr> {
-        self.tx().query_one_raw(stmt).await
+        match self.plain() {
+            Some(tx) => tx.query_one_raw(stmt).await,
+            None => self.on_writer(|c| Ok(sqlite::query(c, &stmt, true)?.pop())),
+        }
     }
 
     async fn query_all_raw(&self, stmt: Statement) -> Result<Vec<QueryResult>, DbErr> {
-        self.tx().query_all_raw(stmt).await
+        match self.plain() {
+            Some(tx) => tx.query_all_raw(stmt).await,
+            None => self.on_writer(|c| sqlite::query(c, &stmt, false)),
+        }
     }
 
     fn support_returning(&self) -> bool {
-        self.tx().support_returning()
+        match self.plain() {
+            Some(tx) => tx.support_returning(),
+            None => true,
+        }
     }
 }
