@@ -109,6 +109,11 @@ pub struct StoreMetrics {
     /// Time from asking for a write transaction to holding it (on SQLite: the queue for the
     /// one writer).
     pub write_wait: Histogram,
+    /// How long a write transaction held the SQLite writer, from its `BEGIN` or `SAVEPOINT`
+    /// to handing the connection on (its group's `COMMIT` included when it ran it).
+    pub write_hold: Histogram,
+    /// How long a group's `COMMIT` took on SQLite (its fsync).
+    pub commit_time: Histogram,
     /// How long a statement ran, as sea-orm measured it.
     pub statement_time: Histogram,
     /// Write transactions per commit (SQLite group commit; see `store::writer`).
@@ -122,6 +127,8 @@ pub static STORE: StoreMetrics = StoreMetrics {
     notices_sent: AtomicU64::new(0),
     notices_skipped: AtomicU64::new(0),
     write_wait: Histogram::latency(),
+    write_hold: Histogram::latency(),
+    commit_time: Histogram::latency(),
     statement_time: Histogram::latency(),
     commit_group: Histogram::size(),
 };
@@ -200,6 +207,22 @@ impl StoreMetrics {
             "Wait for a write transaction to begin.",
         );
         self.write_wait.render(out, name, "");
+        let name = "turnkey_store_write_hold_seconds";
+        header(
+            out,
+            name,
+            "histogram",
+            "Time a write transaction held the SQLite writer.",
+        );
+        self.write_hold.render(out, name, "");
+        let name = "turnkey_store_commit_seconds";
+        header(
+            out,
+            name,
+            "histogram",
+            "Time a SQLite group commit took (its fsync).",
+        );
+        self.commit_time.render(out, name, "");
         let name = "turnkey_store_statement_seconds";
         header(out, name, "histogram", "Time one SQL statement took.");
         self.statement_time.render(out, name, "");

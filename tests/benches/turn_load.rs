@@ -238,6 +238,8 @@ fn main() {
         for (label, series) in [
             ("queue wait", "turnkey_turn_queue_wait_seconds"),
             ("write wait", "turnkey_store_write_wait_seconds"),
+            ("write hold", "turnkey_store_write_hold_seconds"),
+            ("commit", "turnkey_store_commit_seconds"),
             ("statement", "turnkey_store_statement_seconds"),
         ] {
             if let Some((ms, count)) = mean_ms(&metrics_before, &metrics_after, series, "") {

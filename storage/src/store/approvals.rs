@@ -214,7 +214,7 @@ impl Store {
 
     pub async fn get_approval(&self, id: ApprovalId) -> Result<Option<Approval>> {
         approval::Entity::find_by_id(id.to_string())
-            .one(self.connection())
+            .one(self.reader())
             .await?
             .map(convert::approval)
             .transpose()
@@ -224,7 +224,7 @@ impl Store {
         approval::Entity::find()
             .filter(approval::Column::TurnId.eq(turn.to_string()))
             .filter(approval::Column::CallId.eq(call_id))
-            .one(self.connection())
+            .one(self.reader())
             .await?
             .map(convert::approval)
             .transpose()
@@ -233,7 +233,7 @@ impl Store {
     /// The session at the top of `session`'s `parent_session_id` chain (its lineage root),
     /// when `session` is a sub-agent's: where its approvals are asked and may be decided.
     pub async fn delegating_session(&self, session: SessionId) -> Result<Option<SessionId>> {
-        delegating_session(self.connection(), session).await
+        delegating_session(self.reader(), session).await
     }
 
     /// Pending approvals of `session`, oldest first: the open questions a client shows.
@@ -242,7 +242,7 @@ impl Store {
             .filter(approval::Column::SessionId.eq(session.to_string()))
             .filter(approval::Column::Status.eq(ApprovalStatus::Pending.as_str()))
             .order_by_asc(approval::Column::CreatedAt)
-            .all(self.connection())
+            .all(self.reader())
             .await?
             .into_iter()
             .map(convert::approval)

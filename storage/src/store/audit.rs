@@ -58,7 +58,7 @@ impl Store {
             .order_by_asc(audit_entry::Column::At)
             .order_by_asc(audit_entry::Column::Id)
             .limit(limit)
-            .all(self.connection())
+            .all(self.reader())
             .await?
             .into_iter()
             .map(|m| {

@@ -31,7 +31,7 @@ impl Store {
     /// The session `chat_key` talks to now, if it has one.
     pub async fn chat_session(&self, chat_key: &str) -> Result<Option<Session>> {
         let Some(row) = chat_session::Entity::find_by_id(chat_key.to_owned())
-            .one(self.connection())
+            .one(self.reader())
             .await?
         else {
             return Ok(None);
@@ -197,7 +197,7 @@ impl Store {
             .filter(admission::Column::SessionId.eq(session.to_string()))
             .filter(admission::Column::Status.eq(AdmissionStatus::Unknown.as_str()))
             .order_by_desc(admission::Column::Seq)
-            .one(self.connection())
+            .one(self.reader())
             .await?
             .map(convert::admission)
             .transpose()
@@ -207,7 +207,7 @@ impl Store {
     pub async fn inbound(&self, platform: &str, external_id: &str) -> Result<Option<Inbound>> {
         let Some(row) =
             inbound_update::Entity::find_by_id((platform.to_owned(), external_id.to_owned()))
-                .one(self.connection())
+                .one(self.reader())
                 .await?
         else {
             return Ok(None);

@@ -101,7 +101,7 @@ impl Store {
             .filter(file::Column::Principal.eq(principal))
             .filter(file::Column::Sha256.eq(sha256))
             .into_model::<StoredFile>()
-            .one(self.connection())
+            .one(self.reader())
             .await?)
     }
 
@@ -116,7 +116,7 @@ impl Store {
             .filter(file::Column::Principal.eq(principal))
             .filter(file::Column::Id.is_in(ids.iter().cloned()))
             .into_model::<StoredFile>()
-            .all(self.connection())
+            .all(self.reader())
             .await?)
     }
 
@@ -128,7 +128,7 @@ impl Store {
     ) -> Result<Option<(StoredFile, Vec<u8>)>> {
         Ok(file::Entity::find_by_id(id.to_owned())
             .filter(file::Column::Principal.eq(principal))
-            .one(self.connection())
+            .one(self.reader())
             .await?
             .map(|m| (StoredFile::of(&m), m.data)))
     }
@@ -140,7 +140,7 @@ impl Store {
         }
         Ok(file::Entity::find()
             .filter(file::Column::Id.is_in(ids.iter().cloned()))
-            .all(self.connection())
+            .all(self.reader())
             .await?
             .into_iter()
             .map(|m| (m.id, m.data))
@@ -159,7 +159,7 @@ impl Store {
             .order_by_asc(file::Column::CreatedAt)
             .limit(limit)
             .into_tuple::<String>()
-            .all(self.connection())
+            .all(self.reader())
             .await?)
     }
 
@@ -170,7 +170,7 @@ impl Store {
                 .select_only()
                 .column(file::Column::Principal)
                 .into_tuple()
-                .one(self.connection())
+                .one(self.reader())
                 .await?;
             let Some(principal) = owner else { continue };
             let principal = principal.as_str();
@@ -180,7 +180,7 @@ impl Store {
                 .filter(admission::Column::Principal.eq(principal))
                 .filter(admission::Column::PayloadJson.contains(id.as_str()))
                 .into_tuple::<String>()
-                .one(self.connection())
+                .one(self.reader())
                 .await?;
             if named.is_none() {
                 gone += file::Entity::delete_many()

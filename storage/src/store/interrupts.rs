@@ -100,7 +100,7 @@ impl Store {
 
     pub async fn get_interrupt_request(&self, id: &str) -> Result<Option<InterruptRequest>> {
         interrupt_request::Entity::find_by_id(id.to_owned())
-            .one(self.connection())
+            .one(self.reader())
             .await?
             .map(convert)
             .transpose()
@@ -135,7 +135,7 @@ impl Store {
             .filter(column.eq(value))
             .filter(interrupt_request::Column::Status.eq(InterruptStatus::Pending.as_str()))
             .order_by_asc(interrupt_request::Column::CreatedAt)
-            .all(self.connection())
+            .all(self.reader())
             .await?
             .into_iter()
             .map(convert)

@@ -176,7 +176,7 @@ impl Store {
 
     pub async fn get_lease(&self, session: SessionId) -> Result<Option<Lease>> {
         lease::Entity::find_by_id(session.to_string())
-            .one(self.connection())
+            .one(self.reader())
             .await?
             .map(convert::lease)
             .transpose()

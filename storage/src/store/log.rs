@@ -69,7 +69,7 @@ impl Store {
             .filter(event::Column::Seq.gt(since.0))
             .order_by_asc(event::Column::Seq)
             .limit(limit)
-            .all(self.connection())
+            .all(self.reader())
             .await?
             .into_iter()
             .map(convert::event)
@@ -87,7 +87,7 @@ impl Store {
             .filter(event::Column::SessionId.eq(session.to_string()))
             .filter(event::Column::AdmissionId.eq(admission.to_string()))
             .order_by_asc(event::Column::Seq)
-            .one(self.connection())
+            .one(self.reader())
             .await?
             .map(|row| Seq(row.seq)))
     }
@@ -112,7 +112,7 @@ impl Store {
                 message::Column::SessionId.in_subquery(super::sessions::canonical_subquery(root)),
             )
             .order_by_asc(message::Column::Idx)
-            .all(self.connection())
+            .all(self.reader())
             .await?
             .into_iter()
             .map(convert::message)
@@ -135,7 +135,7 @@ impl Store {
             .filter(message::Column::Idx.gt(after_idx))
             .filter(message::Column::CompressedEpoch.is_null())
             .order_by_asc(message::Column::Idx)
-            .all(self.connection())
+            .all(self.reader())
             .await?
             .into_iter()
             .map(convert::message)
@@ -159,7 +159,16 @@ impl Store {
                 sea_orm::sea_query::Alias::new(ty),
             ))
         };
-        let rows: Vec<(String, i64, i64, i64, f64)> = usage::Entity::find()
+        // Read by name: the store's own SQLite rows are keyed by column name, not position.
+        #[derive(sea_orm::FromQueryResult)]
+        struct Summed {
+            turn_id: String,
+            input_tokens: i64,
+            output_tokens: i64,
+            cache_read_tokens: i64,
+            cost_usd: f64,
+        }
+        let rows: Vec<Summed> = usage::Entity::find()
             .select_only()
             .column(usage::Column::TurnId)
             .column_as(total(usage::Column::InputTokens, "BIGINT"), "input_tokens")
@@ -177,24 +186,22 @@ impl Store {
             )
             .filter(usage::Column::SessionId.is_in(sessions.iter().map(|s| s.to_string())))
             .group_by(usage::Column::TurnId)
-            .into_tuple()
-            .all(self.connection())
+            .into_model::<Summed>()
+            .all(self.reader())
             .await?;
         Ok(rows
             .into_iter()
-            .map(
-                |(turn, input_tokens, output_tokens, cache_read_tokens, cost_usd)| {
-                    (
-                        turn,
-                        TurnUsage {
-                            input_tokens,
-                            output_tokens,
-                            cache_read_tokens,
-                            cost_usd,
-                        },
-                    )
-                },
-            )
+            .map(|r| {
+                (
+                    r.turn_id,
+                    TurnUsage {
+                        input_tokens: r.input_tokens,
+                        output_tokens: r.output_tokens,
+                        cache_read_tokens: r.cache_read_tokens,
+                        cost_usd: r.cost_usd,
+                    },
+                )
+            })
             .collect())
     }
 
@@ -211,7 +218,7 @@ impl Store {
             )
             .order_by_asc(session::Column::CreatedAt)
             .order_by_asc(session::Column::Id)
-            .all(self.connection())
+            .all(self.reader())
             .await?
             .into_iter()
             .map(|s| s.id)
@@ -224,7 +231,7 @@ impl Store {
         let mut rows = message::Entity::find()
             .filter(message::Column::SessionId.is_in(segments.iter().cloned()))
             .filter(message::Column::CopiedFrom.is_null())
-            .all(self.connection())
+            .all(self.reader())
             .await?;
         rows.sort_by_key(|m| (order.get(m.session_id.as_str()).copied(), m.idx));
         rows.into_iter().map(convert::message).collect()
@@ -235,7 +242,7 @@ impl Store {
         message::Entity::find()
             .filter(message::Column::SessionId.eq(session.to_string()))
             .order_by_asc(message::Column::Idx)
-            .all(self.connection())
+            .all(self.reader())
             .await?
             .into_iter()
             .map(convert::message)

@@ -165,13 +165,13 @@ impl Store {
         scope: &str,
         target: MemoryTarget,
     ) -> Result<Vec<MemoryEntry>> {
-        entries_of(self.connection(), scope, Some(target)).await
+        entries_of(self.reader(), scope, Some(target)).await
     }
 
     /// Both of `scope`'s stores in one read, oldest first (each entry names its target): what
     /// a new session's prompt shows.
     pub async fn principal_memory(&self, scope: &str) -> Result<Vec<MemoryEntry>> {
-        entries_of(self.connection(), scope, None).await
+        entries_of(self.reader(), scope, None).await
     }
 
     /// Applies `edit` to `scope`'s `target` store, bounded by `limit` characters, and records
@@ -201,7 +201,7 @@ impl Store {
             .order_by_desc(memory_change::Column::At)
             .order_by_desc(memory_change::Column::Id)
             .limit(limit)
-            .all(self.connection())
+            .all(self.reader())
             .await?
             .into_iter()
             .map(change_of)

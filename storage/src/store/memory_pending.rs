@@ -63,7 +63,7 @@ impl Store {
             .filter(memory_pending::Column::Status.eq("pending"))
             .order_by_asc(memory_pending::Column::CreatedAt)
             .order_by_asc(memory_pending::Column::Id)
-            .all(self.connection())
+            .all(self.reader())
             .await?
             .into_iter()
             .map(pending_of)

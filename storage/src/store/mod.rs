@@ -48,6 +48,7 @@ pub use subagents::{NewSubagentTask, SubagentTask};
 mod tail;
 mod tokens;
 pub use tokens::{hash_token, ApiToken, NewToken, TokenGrant, LAST_USED_GRAIN_MS};
+mod reader;
 mod sqlite;
 mod tool_runs;
 mod turn_end;
@@ -94,8 +95,10 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 /// Handle to the database; cheap to clone (the pools are shared).
 #[derive(Clone, Debug)]
 pub struct Store {
-    /// Reads (and, on PostgreSQL, writes too).
+    /// The pool: reads and writes on PostgreSQL, migrations on both.
     db: DatabaseConnection,
+    /// Reads: the pool, or on a SQLite file connections of the store's own (see [`reader`]).
+    reads: reader::Reader,
     /// Writes. On SQLite, one connection of the store's own with group commit (see [`writer`]
     /// and [`sqlite`]): the database
     /// has one writer anyway, and queueing for it here is first come first served, where eight
@@ -122,10 +125,20 @@ impl Store {
         } else {
             Writer::plain(db.clone(), peers.clone())
         };
+        let reads = if sqlite && !in_memory {
+            reader::Reader::Sqlite(reader::Readers::open(url)?)
+        } else {
+            reader::Reader::Pool(db.clone())
+        };
         if db.get_database_backend() == DbBackend::Postgres {
             crate::notify::Peers::watch(&peers, db.get_postgres_connection_pool().clone());
         }
-        Ok(Self { db, writes, peers })
+        Ok(Self {
+            db,
+            reads,
+            writes,
+            peers,
+        })
     }
 
     fn options(url: &str, connections: u32) -> ConnectOptions {
@@ -197,9 +210,14 @@ impl Store {
         &self.peers
     }
 
-    /// The connection for reads.
+    /// The connection pool (for a caller outside the store: a test, a migration).
     pub fn connection(&self) -> &DatabaseConnection {
         &self.db
+    }
+
+    /// Where the store's reads run.
+    pub(crate) fn reader(&self) -> &reader::Reader {
+        &self.reads
     }
 
     /// The connection for a write outside a transaction (one statement, committed alone).

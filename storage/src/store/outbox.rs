@@ -49,7 +49,7 @@ impl Store {
         q.order_by_desc(outbox::Column::CreatedAt)
             .order_by_desc(outbox::Column::Id)
             .limit(limit)
-            .all(self.connection())
+            .all(self.reader())
             .await?
             .into_iter()
             .map(convert::outbox)
@@ -58,7 +58,7 @@ impl Store {
 
     pub async fn get_outbox(&self, id: &str) -> Result<Option<Outbox>> {
         outbox::Entity::find_by_id(id.to_owned())
-            .one(self.connection())
+            .one(self.reader())
             .await?
             .map(convert::outbox)
             .transpose()
@@ -68,7 +68,7 @@ impl Store {
     pub async fn outbox_by_key(&self, idempotency_key: &str) -> Result<Option<Outbox>> {
         outbox::Entity::find()
             .filter(outbox::Column::IdempotencyKey.eq(idempotency_key))
-            .one(self.connection())
+            .one(self.reader())
             .await?
             .map(convert::outbox)
             .transpose()
@@ -87,7 +87,7 @@ impl Store {
             .order_by_asc(outbox::Column::CreatedAt)
             .order_by_asc(outbox::Column::Id)
             .limit(OPEN_ROWS_SCANNED)
-            .all(self.connection())
+            .all(self.reader())
             .await?;
         let mut seen = std::collections::HashSet::new();
         let mut due = Vec::new();
@@ -110,7 +110,7 @@ impl Store {
                 OutboxStatus::Pending.as_str(),
                 OutboxStatus::Sending.as_str(),
             ]))
-            .count(self.connection())
+            .count(self.reader())
             .await?)
     }
 
@@ -240,7 +240,7 @@ impl Store {
         outbox::Entity::find()
             .filter(outbox::Column::Status.eq(OutboxStatus::Sending.as_str()))
             .order_by_asc(outbox::Column::CreatedAt)
-            .all(self.connection())
+            .all(self.reader())
             .await?
             .into_iter()
             .map(convert::outbox)
@@ -368,7 +368,7 @@ impl Store {
         ] {
             let n = outbox::Entity::find()
                 .filter(outbox::Column::Status.eq(status.as_str()))
-                .count(self.connection())
+                .count(self.reader())
                 .await?;
             counts.insert(status, n);
         }

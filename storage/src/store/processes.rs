@@ -135,7 +135,7 @@ impl Store {
 
     pub async fn get_background_process(&self, id: ProcessId) -> Result<Option<BackgroundProcess>> {
         bp::Entity::find_by_id(id.to_string())
-            .one(self.connection())
+            .one(self.reader())
             .await?
             .map(process_of)
             .transpose()
@@ -147,7 +147,7 @@ impl Store {
             .filter(bp::Column::SessionId.eq(session.to_string()))
             .order_by_asc(bp::Column::StartedAt)
             .order_by_asc(bp::Column::Id)
-            .all(self.connection())
+            .all(self.reader())
             .await?
             .into_iter()
             .map(process_of)
@@ -159,7 +159,7 @@ impl Store {
         Ok(bp::Entity::find()
             .filter(bp::Column::SessionId.eq(session.to_string()))
             .filter(bp::Column::Status.eq("running"))
-            .count(self.connection())
+            .count(self.reader())
             .await?)
     }
 
@@ -168,7 +168,7 @@ impl Store {
         bp::Entity::find()
             .filter(bp::Column::ReportedAt.is_null())
             .order_by_asc(bp::Column::StartedAt)
-            .all(self.connection())
+            .all(self.reader())
             .await?
             .into_iter()
             .map(process_of)

@@ -19,7 +19,7 @@ impl Store {
         Ok(connected_provider::Entity::find()
             .order_by_asc(connected_provider::Column::CreatedAt)
             .order_by_asc(connected_provider::Column::Name)
-            .all(self.connection())
+            .all(self.reader())
             .await?)
     }
 

@@ -29,17 +29,23 @@ impl Store {
     /// the oldest of them (when the count goes down next).
     pub async fn admitted_since(&self, principal: &str, since: i64) -> Result<(u64, Option<i64>)> {
         // One statement: the count and the oldest together.
-        let row: Option<(i64, Option<i64>)> = admission::Entity::find()
+        // Read by name: the store's own SQLite rows are keyed by column name, not position.
+        #[derive(sea_orm::FromQueryResult)]
+        struct Counted {
+            n: i64,
+            oldest: Option<i64>,
+        }
+        let row: Option<Counted> = admission::Entity::find()
             .select_only()
             .column_as(admission::Column::Id.count(), "n")
             .column_as(admission::Column::CreatedAt.min(), "oldest")
             .filter(admission::Column::Principal.eq(principal))
             .filter(admission::Column::CreatedAt.gte(since))
             .filter(admission::Column::Surface.ne("internal"))
-            .into_tuple()
-            .one(self.connection())
+            .into_model::<Counted>()
+            .one(self.reader())
             .await?;
-        let (n, oldest) = row.unwrap_or((0, None));
+        let (n, oldest) = row.map_or((0, None), |r| (r.n, r.oldest));
         Ok((u64::try_from(n).unwrap_or(0), oldest))
     }
 
@@ -48,7 +54,7 @@ impl Store {
         Ok(admission::Entity::find()
             .filter(admission::Column::Principal.eq(principal))
             .filter(admission::Column::Status.eq(AdmissionStatus::Started.as_str()))
-            .count(self.connection())
+            .count(self.reader())
             .await?)
     }
 
@@ -56,7 +62,7 @@ impl Store {
     pub async fn tokens_on_day(&self, principal: &str, day: i64) -> Result<i64> {
         Ok(
             principal_usage::Entity::find_by_id((principal.to_owned(), day))
-                .one(self.connection())
+                .one(self.reader())
                 .await?
                 .map_or(0, |r| r.tokens),
         )

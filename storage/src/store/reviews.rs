@@ -67,7 +67,7 @@ impl Store {
             .filter(admission::Column::SessionId.eq(session.to_string()))
             .filter(admission::Column::Status.eq(AdmissionStatus::Terminal.as_str()))
             .filter(admission::Column::TurnId.is_not_null())
-            .count(self.connection())
+            .count(self.reader())
             .await?;
         Ok(i64::try_from(n).unwrap_or(i64::MAX))
     }
@@ -90,7 +90,7 @@ impl Store {
         let last = review::Entity::find()
             .filter(review::Column::SessionId.eq(session.to_string()))
             .order_by_desc(review::Column::TurnsAt)
-            .one(self.connection())
+            .one(self.reader())
             .await?
             .map_or(0, |r| r.turns_at);
         if turns - last < i64::from(every) {
@@ -215,7 +215,7 @@ impl Store {
         review::Entity::find()
             .filter(review::Column::Status.eq("running"))
             .order_by_asc(review::Column::StartedAt)
-            .all(self.connection())
+            .all(self.reader())
             .await?
             .into_iter()
             .map(review_of)
@@ -245,7 +245,7 @@ impl Store {
         review::Entity::find()
             .filter(review::Column::SessionId.eq(session.to_string()))
             .order_by_asc(review::Column::TurnsAt)
-            .all(self.connection())
+            .all(self.reader())
             .await?
             .into_iter()
             .map(review_of)

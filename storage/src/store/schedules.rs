@@ -162,7 +162,7 @@ impl Store {
 
     pub async fn get_schedule(&self, id: ScheduleId) -> Result<Option<Schedule>> {
         schedule::Entity::find_by_id(id.to_string())
-            .one(self.connection())
+            .one(self.reader())
             .await?
             .map(convert)
             .transpose()
@@ -176,7 +176,7 @@ impl Store {
         }
         q.order_by_asc(schedule::Column::CreatedAt)
             .order_by_asc(schedule::Column::Id)
-            .all(self.connection())
+            .all(self.reader())
             .await?
             .into_iter()
             .map(convert)

@@ -66,7 +66,7 @@ impl Store {
         if let Some(o) = owner {
             find = find.filter(session::Column::Owner.eq(o));
         }
-        Ok(find.into_tuple::<String>().all(self.connection()).await?)
+        Ok(find.into_tuple::<String>().all(self.reader()).await?)
     }
 
     /// Roots of the lineages with a transcript row holding every word (as a word prefix).
@@ -106,7 +106,7 @@ impl Store {
         }
         sql.push_str(&format!(" LIMIT {MAX_HITS}"));
         let rows = self
-            .connection()
+            .reader()
             .query_all_raw(Statement::from_sql_and_values(backend, sql, values))
             .await?;
         rows.iter()

@@ -33,7 +33,7 @@ impl Store {
             door.to_owned(),
             key.to_owned(),
         ))
-        .one(self.connection())
+        .one(self.reader())
         .await?;
         let Some(row) = row else { return Ok(None) };
         let id: SessionId = row.session_id.parse().map_err(|_| {
@@ -138,7 +138,7 @@ impl Store {
 
     pub async fn get_session(&self, id: SessionId) -> Result<Option<Session>> {
         session::Entity::find_by_id(id.to_string())
-            .one(self.connection())
+            .one(self.reader())
             .await?
             .map(convert::session)
             .transpose()
@@ -154,7 +154,7 @@ impl Store {
             .filter(session::Column::Platform.eq(platform))
             .filter(session::Column::ChatKey.eq(chat_key))
             .order_by_asc(session::Column::CreatedAt)
-            .one(self.connection())
+            .one(self.reader())
             .await?
             .map(convert::session)
             .transpose()
@@ -190,7 +190,7 @@ impl Store {
         q.order_by_desc(session::Column::CreatedAt)
             .order_by_desc(session::Column::Id)
             .limit(limit)
-            .all(self.connection())
+            .all(self.reader())
             .await?
             .into_iter()
             .map(convert::session)

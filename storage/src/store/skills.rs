@@ -76,7 +76,7 @@ impl Store {
     pub async fn stored_skills(&self) -> Result<Vec<StoredSkill>> {
         Ok(skill::Entity::find()
             .order_by_asc(skill::Column::Name)
-            .all(self.connection())
+            .all(self.reader())
             .await?
             .into_iter()
             .map(skill_of)
@@ -85,7 +85,7 @@ impl Store {
 
     pub async fn stored_skill(&self, name: &str) -> Result<Option<StoredSkill>> {
         Ok(skill::Entity::find_by_id(name.to_owned())
-            .one(self.connection())
+            .one(self.reader())
             .await?
             .map(skill_of))
     }
@@ -114,7 +114,7 @@ impl Store {
     /// The uses of every skill that was used.
     pub async fn skill_uses(&self) -> Result<Vec<SkillUse>> {
         Ok(skill_use::Entity::find()
-            .all(self.connection())
+            .all(self.reader())
             .await?
             .into_iter()
             .map(|m| SkillUse {
@@ -163,7 +163,7 @@ impl Store {
             .filter(skill_proposal::Column::Status.eq("pending"))
             .order_by_asc(skill_proposal::Column::CreatedAt)
             .order_by_asc(skill_proposal::Column::Id)
-            .all(self.connection())
+            .all(self.reader())
             .await?
             .into_iter()
             .map(proposal_of)
@@ -172,7 +172,7 @@ impl Store {
 
     pub async fn skill_proposal(&self, id: SkillProposalId) -> Result<SkillProposal> {
         let row = skill_proposal::Entity::find_by_id(id.to_string())
-            .one(self.connection())
+            .one(self.reader())
             .await?
             .ok_or_else(|| StoreError::NotFound(format!("skill proposal {id}")))?;
         proposal_of(row)

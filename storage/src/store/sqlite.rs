@@ -40,12 +40,84 @@ pub(crate) fn open(url: &str) -> Result<rusqlite::Connection, DbErr> {
         .map_err(|e| DbErr::Conn(RuntimeErr::Internal(format!("sqlite url: {e}"))))?;
     let conn = rusqlite::Connection::open(options.get_filename()).map_err(to_db_err)?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(to_db_err)?;
+    // The savepoints of group commit journal the pages they change: in memory, not in a
+    // temporary file (a write() per page).
     conn.execute_batch(
-        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; \
+         PRAGMA temp_store = MEMORY;",
+    )
+    .map_err(to_db_err)?;
+    // Query planner stability: a plan does not depend on the values bound. Without it SQLite
+    // compiles a statement again whenever a new value is bound to a parameter the planner
+    // looked at, such as sea-orm's `LIMIT ?` of every `.one()`, which undoes the statement
+    // cache. The schema has no partial index, which is what the planner would look at values
+    // for.
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
     )
     .map_err(to_db_err)?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     Ok(conn)
+}
+
+/// WAL size past which the checkpointer also waits for the writer ([`checkpointer`]).
+const WAL_LIMIT: u64 = 64 << 20;
+
+/// At most one checkpoint per this long: each one fsyncs the database file.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
+
+/// Starts the thread that checkpoints the WAL of the database at `url` into the database file,
+/// so that the writer's commits do not (the writer's connection runs with
+/// `wal_autocheckpoint = 0`). Left to SQLite, the commit that passes 1,000 WAL pages copies
+/// them all and fsyncs the database file while it holds the one writer. Here a `PASSIVE`
+/// checkpoint on a connection of its own, woken after commits, copies what no reader still
+/// needs without taking the write lock; a WAL grown past [`WAL_LIMIT`] all the same (readers
+/// always behind) is checkpointed with `RESTART`, which waits for the writer. Wake it with
+/// the sender's `try_send(())`; it ends when the sender is dropped.
+pub(crate) fn checkpointer(url: &str) -> Result<std::sync::mpsc::SyncSender<()>, DbErr> {
+    let conn = open(url)?;
+    let wal = wal_path(url)?;
+    let (wake, woken) = std::sync::mpsc::sync_channel::<()>(1);
+    std::thread::Builder::new()
+        .name("sqlite-checkpoint".into())
+        .spawn(move || loop {
+            match woken.recv() {
+                Ok(()) => {}
+                Err(_) => return,
+            }
+            let big = std::fs::metadata(&wal).map(|m| m.len() > WAL_LIMIT).unwrap_or(false);
+            let mode = if big { "RESTART" } else { "PASSIVE" };
+            let started = Instant::now();
+            let done = conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| {
+                Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+            });
+            match done {
+                Ok((wal_frames, copied)) => tracing::trace!(
+                    target: "turnkey_storage::sql",
+                    mode,
+                    wal_frames,
+                    copied,
+                    micros = started.elapsed().as_micros() as u64,
+                    "checkpoint"
+                ),
+                Err(e) => tracing::warn!(error = %e, mode, "WAL checkpoint failed; retried after the next commit"),
+            }
+            std::thread::sleep(CHECKPOINT_EVERY);
+        })
+        .map_err(|e| DbErr::Custom(format!("could not start the checkpoint thread: {e}")))?;
+    Ok(wake)
+}
+
+/// The WAL file of the database at sqlx URL `url`.
+fn wal_path(url: &str) -> Result<std::path::PathBuf, DbErr> {
+    use sea_orm::sqlx::sqlite::SqliteConnectOptions;
+    use std::str::FromStr;
+    let options = SqliteConnectOptions::from_str(url)
+        .map_err(|e| DbErr::Conn(RuntimeErr::Internal(format!("sqlite url: {e}"))))?;
+    let mut wal = options.get_filename().as_os_str().to_owned();
+    wal.push("-wal");
+    Ok(wal.into())
 }
 
 /// Runs `stmt` for its effect.
@@ -61,10 +133,22 @@ pub(crate) fn execute(conn: &rusqlite::Connection, stmt: &Statement) -> Result<E
     out
 }
 
-/// Runs SQL without values (one or more statements: `BEGIN`, `SAVEPOINT`, `COMMIT` …).
+/// Runs SQL without values (one or more statements).
 pub(crate) fn execute_unprepared(conn: &rusqlite::Connection, sql: &str) -> Result<(), DbErr> {
     let started = Instant::now();
     let out = conn.execute_batch(sql).map_err(to_db_err);
+    counted(sql, started, out.is_err());
+    out
+}
+
+/// Runs one statement without values, prepared once (`BEGIN`, `SAVEPOINT`, `COMMIT` …).
+pub(crate) fn control(conn: &rusqlite::Connection, sql: &str) -> Result<(), DbErr> {
+    let started = Instant::now();
+    let out = conn
+        .prepare_cached(sql)
+        .and_then(|mut s| s.raw_execute())
+        .map(drop)
+        .map_err(to_db_err);
     counted(sql, started, out.is_err());
     out
 }

@@ -124,7 +124,7 @@ impl Store {
 
     pub async fn get_subagent_task(&self, id: TaskId) -> Result<Option<SubagentTask>> {
         subagent_task::Entity::find_by_id(id.to_string())
-            .one(self.connection())
+            .one(self.reader())
             .await?
             .map(task_of)
             .transpose()
@@ -134,7 +134,7 @@ impl Store {
     pub async fn subagent_task_of_child(&self, child: SessionId) -> Result<Option<SubagentTask>> {
         subagent_task::Entity::find()
             .filter(subagent_task::Column::ChildSessionId.eq(child.to_string()))
-            .one(self.connection())
+            .one(self.reader())
             .await?
             .map(task_of)
             .transpose()
@@ -146,7 +146,7 @@ impl Store {
             .filter(subagent_task::Column::ParentSessionId.eq(parent.to_string()))
             .order_by_asc(subagent_task::Column::CreatedAt)
             .order_by_asc(subagent_task::Column::Id)
-            .all(self.connection())
+            .all(self.reader())
             .await?
             .into_iter()
             .map(task_of)
@@ -158,7 +158,7 @@ impl Store {
         Ok(subagent_task::Entity::find()
             .filter(subagent_task::Column::ParentSessionId.eq(parent.to_string()))
             .filter(subagent_task::Column::ReportedAt.is_null())
-            .count(self.connection())
+            .count(self.reader())
             .await?)
     }
 
@@ -167,7 +167,7 @@ impl Store {
         subagent_task::Entity::find()
             .filter(subagent_task::Column::ReportedAt.is_null())
             .order_by_asc(subagent_task::Column::CreatedAt)
-            .all(self.connection())
+            .all(self.reader())
             .await?
             .into_iter()
             .map(task_of)

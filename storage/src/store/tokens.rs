@@ -84,7 +84,7 @@ impl Store {
     /// Creates the principal if it does not exist yet.
     pub async fn ensure_principal(&self, id: &str, name: &str, kind: &str) -> Result<Principal> {
         if let Some(p) = principal::Entity::find_by_id(id.to_owned())
-            .one(self.connection())
+            .one(self.reader())
             .await?
         {
             return Ok(Principal {
@@ -112,7 +112,7 @@ impl Store {
     /// The principal with this id, if there is one.
     pub async fn get_principal(&self, id: &str) -> Result<Option<Principal>> {
         Ok(principal::Entity::find_by_id(id.to_owned())
-            .one(self.connection())
+            .one(self.reader())
             .await?
             .map(|p| Principal {
                 id: p.id,
@@ -164,13 +164,13 @@ impl Store {
         let Some(tok) = api_token::Entity::find()
             .filter(api_token::Column::TokenHash.eq(hash_token(raw)))
             .filter(live(now_ms()))
-            .one(self.connection())
+            .one(self.reader())
             .await?
         else {
             return Ok(None);
         };
         Ok(principal::Entity::find_by_id(tok.principal_id.clone())
-            .one(self.connection())
+            .one(self.reader())
             .await?
             .map(|p| TokenGrant {
                 principal: Principal {
@@ -189,7 +189,7 @@ impl Store {
     pub async fn token_is_live(&self, id: &str) -> Result<bool> {
         Ok(api_token::Entity::find_by_id(id.to_owned())
             .filter(live(now_ms()))
-            .one(self.connection())
+            .one(self.reader())
             .await?
             .is_some())
     }
@@ -199,7 +199,7 @@ impl Store {
         Ok(api_token::Entity::find()
             .filter(api_token::Column::RevokedAt.is_null())
             .order_by_asc(api_token::Column::CreatedAt)
-            .all(self.connection())
+            .all(self.reader())
             .await?
             .into_iter()
             .map(ApiToken::from)

@@ -243,7 +243,7 @@ impl Store {
     async fn runs_in_order(&self, q: sea_orm::Select<tool_run::Entity>) -> Result<Vec<ToolRun>> {
         q.order_by_asc(tool_run::Column::CreatedAt)
             .order_by_asc(tool_run::Column::Idx)
-            .all(self.connection())
+            .all(self.reader())
             .await?
             .into_iter()
             .map(convert::tool_run)
@@ -260,7 +260,7 @@ impl Store {
             .filter(tool_run::Column::SessionId.eq(session.to_string()))
             .filter(tool_run::Column::CallId.eq(call_id))
             .order_by_desc(tool_run::Column::CreatedAt)
-            .one(self.connection())
+            .one(self.reader())
             .await?
             .map(convert::tool_run)
             .transpose()
@@ -270,7 +270,7 @@ impl Store {
         tool_run::Entity::find()
             .filter(tool_run::Column::TurnId.eq(turn.to_string()))
             .filter(tool_run::Column::CallId.eq(call_id))
-            .one(self.connection())
+            .one(self.reader())
             .await?
             .map(convert::tool_run)
             .transpose()

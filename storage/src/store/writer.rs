@@ -68,6 +68,8 @@ pub(crate) struct Shared {
     group: Arc<Mutex<Group>>,
     /// Writers waiting for the connection.
     queued: AtomicUsize,
+    /// Wakes the WAL checkpointer after a commit ([`sqlite::checkpointer`]).
+    checkpoint: std::sync::mpsc::SyncSender<()>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -96,7 +98,7 @@ impl Shared {
     fn roll_back_all(&self, why: &str) {
         self.run(|c| {
             if !c.is_autocommit() {
-                if let Err(e) = sqlite::execute_unprepared(c, "ROLLBACK") {
+                if let Err(e) = sqlite::control(c, "ROLLBACK") {
                     tracing::error!(error = %e, why, "the SQLite writer could not roll back");
                 }
             }
@@ -135,8 +137,13 @@ impl Writer {
 
     /// Group commit on the SQLite database at `url`, through a connection of its own.
     pub(crate) fn grouped(url: &str) -> Result<Self, DbErr> {
+        let conn = sqlite::open(url)?;
+        // Checkpoints run on a thread of their own, not in this connection's commits.
+        conn.pragma_update(None, "wal_autocheckpoint", 0)
+            .map_err(sqlite::to_db_err)?;
         Ok(Writer::Grouped(Arc::new(Shared {
-            conn: Arc::new(std::sync::Mutex::new(sqlite::open(url)?)),
+            conn: Arc::new(std::sync::Mutex::new(conn)),
+            checkpoint: sqlite::checkpointer(url)?,
             group: Arc::new(Mutex::new(Group {
                 id: 0,
                 open: false,
@@ -256,12 +263,14 @@ pub(crate) struct Member {
     guard: Option<OwnedMutexGuard<Group>>,
     /// False for the group's first member, which runs in the group's transaction itself.
     savepoint: bool,
+    /// When it took the writer.
+    held_since: Instant,
 }
 
 /// The savepoint each member after the group's first runs in (one at a time, never nested).
 const SAVEPOINT: &str = "SAVEPOINT member";
 const RELEASE: &str = "RELEASE member";
-const ROLLBACK_SAVEPOINT: &str = "ROLLBACK TO member; RELEASE member";
+const ROLLBACK_TO_SAVEPOINT: &str = "ROLLBACK TO member";
 
 impl WriteTx {
     fn plain(&self) -> Option<&DatabaseTransaction> {
@@ -338,13 +347,15 @@ impl Member {
         mut guard: OwnedMutexGuard<Group>,
     ) -> Result<WriteTx, DbErr> {
         if guard.open {
-            shared.run(|c| sqlite::execute_unprepared(c, SAVEPOINT))?;
+            shared.run(|c| sqlite::control(c, SAVEPOINT))?;
             return Ok(WriteTx::Grouped(Member {
                 shared,
                 guard: Some(guard),
                 savepoint: true,
+                held_since: Instant::now(),
             }));
         }
+        let held_since = Instant::now();
         // A step that failed half way can have left a transaction no group knows of.
         shared.roll_back_all("a transaction was open outside any group");
         // Most often no other process holds the write lock: take it here, without waiting.
@@ -352,11 +363,13 @@ impl Member {
             let started = Instant::now();
             let set = |d| c.busy_timeout(d).map_err(sqlite::to_db_err);
             set(Duration::ZERO)?;
-            let began = c.execute_batch("BEGIN IMMEDIATE");
+            let began = c
+                .prepare_cached("BEGIN IMMEDIATE")
+                .and_then(|mut s| s.raw_execute());
             set(sqlite::BUSY_TIMEOUT)?;
             sqlite::counted("BEGIN IMMEDIATE", started, began.is_err());
             match began {
-                Ok(()) => Ok(true),
+                Ok(_) => Ok(true),
                 Err(e) if is_busy(&e) => Ok(false),
                 Err(e) => Err(sqlite::to_db_err(e)),
             }
@@ -368,7 +381,7 @@ impl Member {
             // the task answers is dropped, which rolls it back).
             let conn = shared.conn.clone();
             settled(tokio::task::spawn_blocking(move || {
-                sqlite::execute_unprepared(&conn_of(&conn), "BEGIN IMMEDIATE")
+                sqlite::control(&conn_of(&conn), "BEGIN IMMEDIATE")
             }))
             .await??;
         }
@@ -377,6 +390,7 @@ impl Member {
             shared,
             guard: Some(guard),
             savepoint: false,
+            held_since,
         }))
     }
 
@@ -385,7 +399,7 @@ impl Member {
             return Ok(());
         };
         if std::mem::take(&mut self.savepoint) {
-            if let Err(e) = self.shared.run(|c| sqlite::execute_unprepared(c, RELEASE)) {
+            if let Err(e) = self.shared.run(|c| sqlite::control(c, RELEASE)) {
                 // The savepoint could not be released: the group's transaction is in doubt.
                 abandon(&self.shared, &mut guard, &e.to_string());
                 return Err(e);
@@ -396,10 +410,13 @@ impl Member {
         let joined = guard.id;
         if self.shared.queued.load(Ordering::Relaxed) == 0 || guard.members.len() >= MAX_GROUP {
             finish(&self.shared, &mut guard).await;
+            drop(guard);
+            STORE.write_hold.observe_duration(self.held_since.elapsed());
         } else {
+            drop(guard);
+            STORE.write_hold.observe_duration(self.held_since.elapsed());
             // Those queued now run inside the group; then take the connection once more and
             // commit the group unless one of them already did.
-            drop(guard);
             let mut guard = self.shared.group.clone().lock_owned().await;
             if guard.id == joined {
                 finish(&self.shared, &mut guard).await;
@@ -418,10 +435,12 @@ impl Member {
         let Some(mut guard) = self.guard.take() else {
             return Ok(());
         };
+        STORE.write_hold.observe_duration(self.held_since.elapsed());
         if std::mem::take(&mut self.savepoint) {
-            let undone = self
-                .shared
-                .run(|c| sqlite::execute_unprepared(c, ROLLBACK_SAVEPOINT));
+            let undone = self.shared.run(|c| {
+                sqlite::control(c, ROLLBACK_TO_SAVEPOINT)?;
+                sqlite::control(c, RELEASE)
+            });
             if let Err(e) = &undone {
                 // The members before this one cannot be told apart from its writes any more.
                 abandon(&self.shared, &mut guard, &e.to_string());
@@ -430,9 +449,7 @@ impl Member {
         } else {
             guard.id += 1;
             guard.open = false;
-            let undone = self
-                .shared
-                .run(|c| sqlite::execute_unprepared(c, "ROLLBACK"));
+            let undone = self.shared.run(|c| sqlite::control(c, "ROLLBACK"));
             if undone.is_err() {
                 self.shared
                     .roll_back_all("a first member's rollback failed");
@@ -448,11 +465,13 @@ async fn finish(shared: &Arc<Shared>, g: &mut Group) {
         let conn = shared.conn.clone();
         let committed = tokio::task::spawn_blocking(move || {
             let c = conn_of(&conn);
-            let done = sqlite::execute_unprepared(&c, "COMMIT");
+            let started = Instant::now();
+            let done = sqlite::control(&c, "COMMIT");
+            STORE.commit_time.observe_duration(started.elapsed());
             if done.is_err() && !c.is_autocommit() {
                 // A failed COMMIT can leave the transaction open: end it, so that the
                 // connection's next BEGIN starts clean.
-                if let Err(e) = sqlite::execute_unprepared(&c, "ROLLBACK") {
+                if let Err(e) = sqlite::control(&c, "ROLLBACK") {
                     tracing::error!(error = %e, "the SQLite writer could not roll back a failed commit");
                 }
             }
@@ -467,6 +486,10 @@ async fn finish(shared: &Arc<Shared>, g: &mut Group) {
         Err("the group's transaction is gone".into())
     };
     STORE.commit_group.observe(g.members.len() as f64);
+    // Full means a checkpoint is already due.
+    if let Err(std::sync::mpsc::TrySendError::Disconnected(())) = shared.checkpoint.try_send(()) {
+        tracing::error!("the WAL checkpoint thread is gone");
+    }
     g.id += 1;
     for m in g.members.drain(..) {
         // A member that stopped waiting (its caller was cancelled) needs no answer.

@@ -133,7 +133,7 @@ impl Store {
 
     pub async fn get_admission(&self, id: AdmissionId) -> Result<Option<Admission>> {
         admission::Entity::find_by_id(id.to_string())
-            .one(self.connection())
+            .one(self.reader())
             .await?
             .map(convert::admission)
             .transpose()
@@ -144,7 +144,7 @@ impl Store {
         session: SessionId,
         request_id: &str,
     ) -> Result<Option<Admission>> {
-        find_by_request(self.connection(), &session.to_string(), request_id)
+        find_by_request(self.reader(), &session.to_string(), request_id)
             .await?
             .map(convert::admission)
             .transpose()
@@ -155,7 +155,7 @@ impl Store {
         admission::Entity::find()
             .filter(admission::Column::RetryOf.eq(unknown.to_string()))
             .order_by_asc(admission::Column::Seq)
-            .one(self.connection())
+            .one(self.reader())
             .await?
             .map(convert::admission)
             .transpose()
@@ -165,7 +165,7 @@ impl Store {
     pub async fn admission_of_turn(&self, turn: TurnId) -> Result<Option<Admission>> {
         admission::Entity::find()
             .filter(admission::Column::TurnId.eq(turn.to_string()))
-            .one(self.connection())
+            .one(self.reader())
             .await?
             .map(convert::admission)
             .transpose()
@@ -173,14 +173,14 @@ impl Store {
 
     /// The oldest queued admission of `session`: the FIFO head.
     pub async fn next_queued(&self, session: SessionId) -> Result<Option<Admission>> {
-        first_queued(self.connection(), session).await
+        first_queued(self.reader(), session).await
     }
 
     pub async fn queue_depth(&self, session: SessionId) -> Result<u64> {
         Ok(admission::Entity::find()
             .filter(admission::Column::SessionId.eq(session.to_string()))
             .filter(admission::Column::Status.eq(AdmissionStatus::Queued.as_str()))
-            .count(self.connection())
+            .count(self.reader())
             .await?)
     }
 
@@ -190,7 +190,7 @@ impl Store {
             .filter(admission::Column::SessionId.eq(session.to_string()))
             .filter(admission::Column::Status.eq(AdmissionStatus::Queued.as_str()))
             .order_by_asc(admission::Column::Seq)
-            .all(self.connection())
+            .all(self.reader())
             .await?
             .into_iter()
             .map(convert::admission)
@@ -205,7 +205,7 @@ impl Store {
             q = q.filter(admission::Column::SessionId.eq(s.to_string()));
         }
         q.order_by_asc(admission::Column::Seq)
-            .all(self.connection())
+            .all(self.reader())
             .await?
             .into_iter()
             .map(convert::admission)
@@ -220,7 +220,7 @@ impl Store {
             .filter(admission::Column::Status.eq(AdmissionStatus::Queued.as_str()))
             .distinct()
             .into_tuple()
-            .all(self.connection())
+            .all(self.reader())
             .await?;
         rows.iter().map(|s| parse_id(s, "session id")).collect()
     }

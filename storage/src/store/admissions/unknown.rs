@@ -19,7 +19,7 @@ impl Store {
     /// The transcript rows of one turn, in order: what recovery reads to decide whether a
     /// turn whose owner died can be resumed.
     pub async fn turn_messages(&self, session: SessionId, turn: TurnId) -> Result<Vec<Message>> {
-        tail::turn_rows(self.connection(), session, turn).await
+        tail::turn_rows(self.reader(), session, turn).await
     }
 
     /// `started → unknown`: the owner died and the outcome cannot be known (SPEC R2.4). In the
