@@ -75,6 +75,9 @@ struct State {
     interim: bool,
     /// Model text came after the last tool event: at the next, it is interim.
     after_text: bool,
+    /// Bumped when the interim text is dropped: a call in flight then does not record what it
+    /// showed as the base later drafts must append to (the next draft replaces it).
+    epoch: u64,
 }
 
 impl Draft {
@@ -164,6 +167,7 @@ impl Drafts {
                         s.text.clear();
                         s.shown.clear();
                         s.last_body = None;
+                        s.epoch += 1;
                     }
                     s.after_text = false;
                     // A tool the turn shows starting gets a line; the next model call's text
@@ -294,7 +298,7 @@ impl Drafts {
             };
             tokio::time::sleep(wait).await;
             let _call = draft.calls.lock().await;
-            let (body, visible, markdown) = {
+            let (body, visible, markdown, epoch) = {
                 let mut s = draft.state();
                 if s.closed || s.frozen {
                     s.scheduled = false;
@@ -322,7 +326,7 @@ impl Drafts {
                             return;
                         }
                         s.last_call = Some(Instant::now());
-                        (body, visible, markdown)
+                        (body, visible, markdown, s.epoch)
                     }
                 }
             };
@@ -332,8 +336,12 @@ impl Drafts {
                 Ok(id) => {
                     let first = {
                         let mut s = draft.state();
-                        s.last_body = Some(body);
-                        s.shown = visible;
+                        // Interim text dropped while this call ran: the chat shows it for now,
+                        // and the next draft replaces it rather than appends to it.
+                        if s.epoch == epoch {
+                            s.last_body = Some(body);
+                            s.shown = visible;
+                        }
                         let first = s.message_id.is_none() && id.is_some();
                         if first {
                             s.message_id = id.clone();
