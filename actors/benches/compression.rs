@@ -62,11 +62,11 @@ async fn session_of(s: &Store) -> (SessionId, Fence) {
         .try_acquire_lease(
             LeaseClaim {
                 session: sid,
-                owner: &owner,
+                owner: owner.clone(),
                 platform: "bench",
                 ttl_ms: 600_000,
             },
-            &|_| false,
+            std::sync::Arc::new(|_: &turnkey_storage::Owner| false),
         )
         .await
         .unwrap()

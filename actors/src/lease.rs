@@ -42,18 +42,19 @@ pub async fn acquire(
     loop {
         let claim = LeaseClaim {
             session,
-            owner: &deps.instance.owner,
+            owner: deps.instance.owner.clone(),
             platform: "gateway",
             ttl_ms,
         };
-        let dead = |o: &turnkey_storage::Owner| deps.instance.is_dead(o);
-        let user_row = turn.map(|t| move |a: &Admission| crate::input::user_row(a, t));
-        let how = turn
-            .zip(user_row.as_ref())
-            .map(|(turn, f)| ClaimAs { turn, user_row: f });
+        let instance = deps.instance.clone();
+        let dead = Arc::new(move |o: &turnkey_storage::Owner| instance.is_dead(o));
+        let how = turn.map(|turn| ClaimAs {
+            turn,
+            user_row: Arc::new(move |a: &Admission| crate::input::user_row(a, turn)),
+        });
         match deps
             .store
-            .try_acquire_lease_and_claim(claim, &dead, how)
+            .try_acquire_lease_and_claim(claim, dead, how)
             .await
         {
             Ok(Some(taken)) => return Ok(taken),

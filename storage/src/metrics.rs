@@ -114,6 +114,9 @@ pub struct StoreMetrics {
     pub write_hold: Histogram,
     /// How long a group's `COMMIT` took on SQLite (its fsync).
     pub commit_time: Histogram,
+    /// On SQLite, from a write transaction handing the writer on to a queued one to that one
+    /// running: the writer is idle meanwhile, waiting for the next member's task to be polled.
+    pub write_handoff: Histogram,
     /// How long a statement ran, as sea-orm measured it.
     pub statement_time: Histogram,
     /// Write transactions per commit (SQLite group commit; see `store::writer`).
@@ -129,6 +132,7 @@ pub static STORE: StoreMetrics = StoreMetrics {
     write_wait: Histogram::latency(),
     write_hold: Histogram::latency(),
     commit_time: Histogram::latency(),
+    write_handoff: Histogram::latency(),
     statement_time: Histogram::latency(),
     commit_group: Histogram::size(),
 };
@@ -223,6 +227,14 @@ impl StoreMetrics {
             "Time a SQLite group commit took (its fsync).",
         );
         self.commit_time.render(out, name, "");
+        let name = "turnkey_store_write_handoff_seconds";
+        header(
+            out,
+            name,
+            "histogram",
+            "Time the SQLite writer waited for the next queued write transaction to run.",
+        );
+        self.write_handoff.render(out, name, "");
         let name = "turnkey_store_statement_seconds";
         header(out, name, "histogram", "Time one SQL statement took.");
         self.statement_time.render(out, name, "");

@@ -239,6 +239,7 @@ fn main() {
             ("queue wait", "turnkey_turn_queue_wait_seconds"),
             ("write wait", "turnkey_store_write_wait_seconds"),
             ("write hold", "turnkey_store_write_hold_seconds"),
+            ("handoff", "turnkey_store_write_handoff_seconds"),
             ("commit", "turnkey_store_commit_seconds"),
             ("statement", "turnkey_store_statement_seconds"),
         ] {

@@ -176,12 +176,12 @@ mod tests {
         };
         let claim = LeaseClaim {
             session: sid,
-            owner: &owner,
+            owner: owner.clone(),
             platform: "test",
             ttl_ms: 60_000,
         };
         let fence = s
-            .try_acquire_lease(claim, &|_| false)
+            .try_acquire_lease(claim, std::sync::Arc::new(|_: &Owner| false))
             .await
             .unwrap()
             .unwrap();

@@ -9,23 +9,27 @@ use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, UpdateMany,
 };
+use std::sync::Arc;
 
 /// What to write into the lease row when it is taken.
 #[derive(Clone, Debug)]
-pub struct LeaseClaim<'a> {
+pub struct LeaseClaim {
     pub session: SessionId,
-    pub owner: &'a Owner,
-    pub platform: &'a str,
+    pub owner: Owner,
+    pub platform: &'static str,
     pub ttl_ms: i64,
 }
+
+/// Says whether a lease's holder is provably gone (its lease may be taken before its TTL).
+pub type HolderIsDead = Arc<dyn Fn(&Owner) -> bool + Send + Sync>;
 
 /// How the commit that takes a lease also claims the session's FIFO head: as which turn, and
 /// the user row that the claimed input becomes (built from it inside the transaction), so that
 /// the lease, the claim, `turn.started` and the user message are one durable fact.
-#[derive(Clone, Copy)]
-pub struct ClaimAs<'a> {
+#[derive(Clone)]
+pub struct ClaimAs {
     pub turn: TurnId,
-    pub user_row: &'a (dyn Fn(&Admission) -> NewMessage + Sync),
+    pub user_row: Arc<dyn Fn(&Admission) -> NewMessage + Send + Sync>,
 }
 
 impl Store {
@@ -33,8 +37,8 @@ impl Store {
     /// Returns the fence for the new generation, or `None` when someone alive holds it.
     pub async fn try_acquire_lease(
         &self,
-        claim: LeaseClaim<'_>,
-        holder_is_dead: &(dyn Fn(&Owner) -> bool + Sync),
+        claim: LeaseClaim,
+        holder_is_dead: HolderIsDead,
     ) -> Result<Option<Fence>> {
         Ok(self
             .try_acquire_lease_and_claim(claim, holder_is_dead, None)
@@ -49,21 +53,27 @@ impl Store {
     /// one queued input thus takes the lease, claims it and records its message in one commit.
     pub async fn try_acquire_lease_and_claim(
         &self,
-        claim: LeaseClaim<'_>,
-        holder_is_dead: &(dyn Fn(&Owner) -> bool + Sync),
-        turn: Option<ClaimAs<'_>>,
+        claim: LeaseClaim,
+        holder_is_dead: HolderIsDead,
+        turn: Option<ClaimAs>,
     ) -> Result<Option<(Fence, Option<Claimed>)>> {
-        match self.try_acquire_inner(&claim, holder_is_dead, turn).await {
-            Err(StoreError::Db(e)) if is_unique_violation(&e) => Ok(None),
-            other => other,
-        }
+        self.on_writer(move |s| async move {
+            match s
+                .try_acquire_inner(&claim, &*holder_is_dead, turn.as_ref())
+                .await
+            {
+                Err(StoreError::Db(e)) if is_unique_violation(&e) => Ok(None),
+                other => other,
+            }
+        })
+        .await
     }
 
     async fn try_acquire_inner(
         &self,
-        c: &LeaseClaim<'_>,
-        holder_is_dead: &(dyn Fn(&Owner) -> bool + Sync),
-        turn: Option<ClaimAs<'_>>,
+        c: &LeaseClaim,
+        holder_is_dead: &(dyn Fn(&Owner) -> bool + Send + Sync),
+        turn: Option<&ClaimAs>,
     ) -> Result<Option<(Fence, Option<Claimed>)>> {
         let tx = self.write_tx().await?;
         let sid = c.session.to_string();
@@ -135,7 +145,7 @@ impl Store {
             generation: LeaseGeneration(generation),
         };
         let claimed = match turn {
-            Some(turn) => claim_head(&tx, &fence, c.owner, turn).await?,
+            Some(turn) => claim_head(&tx, &fence, &c.owner, turn).await?,
             None => None,
         };
         tx.commit().await?;
@@ -189,7 +199,7 @@ async fn claim_head(
     db: &super::WriteTx,
     fence: &Fence,
     owner: &Owner,
-    how: ClaimAs<'_>,
+    how: &ClaimAs,
 ) -> Result<Option<Claimed>> {
     // One statement reads the head with the counts that say whether it may be claimed
     // (nothing started) and give the `status` event after the claim.
@@ -233,7 +243,7 @@ async fn unmark_turn(db: &super::WriteTx, fence: &Fence) -> Result<()> {
 /// moves the generation).
 fn with_holder(
     q: UpdateMany<lease::Entity>,
-    c: &LeaseClaim<'_>,
+    c: &LeaseClaim,
     turn: Option<TurnId>,
     now: i64,
 ) -> UpdateMany<lease::Entity> {

@@ -16,7 +16,7 @@ mod files;
 pub use deletion::Deleted;
 pub use files::StoredFile;
 mod leases;
-pub use leases::{ClaimAs, LeaseClaim};
+pub use leases::{ClaimAs, HolderIsDead, LeaseClaim};
 mod log;
 mod memory;
 pub use memory::{
@@ -223,6 +223,27 @@ impl Store {
     /// The connection for a write outside a transaction (one statement, committed alone).
     pub(crate) fn writer(&self) -> &Writer {
         &self.writes
+    }
+
+    /// Runs `fact` with this store on the SQLite writer's thread ([`writer::WriterThread`]),
+    /// or here on PostgreSQL. For a turn's own write transactions: run where the writer is,
+    /// the next queued one starts as soon as the last hands the writer on, where a task on a
+    /// busy runtime thread leaves the writer idle until that thread polls it. The fact runs
+    /// to its end even if the caller stops waiting, like a commit.
+    pub(crate) async fn on_writer<T, F, Fut>(&self, fact: F) -> Result<T>
+    where
+        F: FnOnce(Store) -> Fut,
+        Fut: std::future::Future<Output = Result<T>> + Send + 'static,
+        T: Send + 'static,
+    {
+        use tracing::Instrument;
+        match self.writes.thread() {
+            Some(thread) => thread
+                .spawn(fact(self.clone()).instrument(tracing::Span::current()))
+                .await
+                .map_err(|e| StoreError::Unavailable(format!("the writer thread failed: {e}")))?,
+            None => fact(self.clone()).await,
+        }
     }
 
     /// A write transaction: on SQLite one of a commit group (see [`writer`]).

@@ -18,7 +18,7 @@ use sea_orm::{
 impl Store {
     /// `started → terminal` for the lease holder, with everything that closes the turn.
     pub async fn commit_turn_end(&self, fence: &Fence, end: &TurnEnd) -> Result<Vec<Event>> {
-        Ok(self.turn_end(fence, end, false).await?.0)
+        Ok(self.turn_end_on_writer(fence, end, false).await?.0)
     }
 
     /// [`commit_turn_end`](Self::commit_turn_end), and in the same commit the session's lease
@@ -29,7 +29,18 @@ impl Store {
         fence: &Fence,
         end: &TurnEnd,
     ) -> Result<(Vec<Event>, bool)> {
-        self.turn_end(fence, end, true).await
+        self.turn_end_on_writer(fence, end, true).await
+    }
+
+    async fn turn_end_on_writer(
+        &self,
+        fence: &Fence,
+        end: &TurnEnd,
+        release_when_idle: bool,
+    ) -> Result<(Vec<Event>, bool)> {
+        let (fence, end) = (fence.clone(), end.clone());
+        self.on_writer(move |s| async move { s.turn_end(&fence, &end, release_when_idle).await })
+            .await
     }
 
     async fn turn_end(

@@ -49,6 +49,8 @@ struct Group {
     id: u64,
     /// `BEGIN` ran and neither `COMMIT` nor `ROLLBACK` yet.
     open: bool,
+    /// When the writer was last handed on to a queued writer (for `write_handoff`).
+    handed_at: Option<Instant>,
     members: Vec<oneshot::Sender<Outcome>>,
 }
 
@@ -70,6 +72,49 @@ pub(crate) struct Shared {
     queued: AtomicUsize,
     /// Wakes the WAL checkpointer after a commit ([`sqlite::checkpointer`]).
     checkpoint: std::sync::mpsc::SyncSender<()>,
+    /// Where a turn's write transactions run.
+    thread: WriterThread,
+}
+
+/// A thread with a runtime of its own for the store's hot write transactions (a turn's
+/// admission, lease and claim, and turn end; see `Store::on_writer`). It runs nothing else, so
+/// when one of them hands the writer on, the next is polled at once. Its other work, the
+/// commit's fsync, runs on its runtime's blocking threads. It ends when the store is dropped.
+pub(crate) struct WriterThread {
+    handle: tokio::runtime::Handle,
+    /// Dropped with the store: the thread's runtime then stops.
+    _stop: oneshot::Sender<()>,
+}
+
+impl WriterThread {
+    fn start() -> Result<Self, DbErr> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .thread_name("sqlite-writer")
+            .build()
+            .map_err(|e| DbErr::Custom(format!("could not start the writer's runtime: {e}")))?;
+        let handle = runtime.handle().clone();
+        let (stop, stopped) = oneshot::channel::<()>();
+        std::thread::Builder::new()
+            .name("sqlite-writer".into())
+            .spawn(move || {
+                // Either the store was dropped (Err) or, never, told to stop (Ok): stop.
+                let _ = runtime.block_on(stopped);
+            })
+            .map_err(|e| DbErr::Custom(format!("could not start the writer's thread: {e}")))?;
+        Ok(Self {
+            handle,
+            _stop: stop,
+        })
+    }
+
+    pub(crate) fn spawn<F>(&self, fact: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.handle.spawn(fact)
+    }
 }
 
 impl std::fmt::Debug for Shared {
@@ -144,13 +189,23 @@ impl Writer {
         Ok(Writer::Grouped(Arc::new(Shared {
             conn: Arc::new(std::sync::Mutex::new(conn)),
             checkpoint: sqlite::checkpointer(url)?,
+            thread: WriterThread::start()?,
             group: Arc::new(Mutex::new(Group {
                 id: 0,
                 open: false,
+                handed_at: None,
                 members: Vec::new(),
             })),
             queued: AtomicUsize::new(0),
         })))
+    }
+
+    /// The thread the turn's write transactions run on (SQLite).
+    pub(crate) fn thread(&self) -> Option<&WriterThread> {
+        match self {
+            Writer::Plain(..) => None,
+            Writer::Grouped(s) => Some(&s.thread),
+        }
     }
 
     pub(crate) async fn begin(&self) -> Result<WriteTx, DbErr> {
@@ -346,6 +401,9 @@ impl Member {
         shared: Arc<Shared>,
         mut guard: OwnedMutexGuard<Group>,
     ) -> Result<WriteTx, DbErr> {
+        if let Some(at) = guard.handed_at.take() {
+            STORE.write_handoff.observe_duration(at.elapsed());
+        }
         if guard.open {
             shared.run(|c| sqlite::control(c, SAVEPOINT))?;
             return Ok(WriteTx::Grouped(Member {
@@ -410,10 +468,10 @@ impl Member {
         let joined = guard.id;
         if self.shared.queued.load(Ordering::Relaxed) == 0 || guard.members.len() >= MAX_GROUP {
             finish(&self.shared, &mut guard).await;
-            drop(guard);
+            hand_on(&self.shared, guard);
             STORE.write_hold.observe_duration(self.held_since.elapsed());
         } else {
-            drop(guard);
+            hand_on(&self.shared, guard);
             STORE.write_hold.observe_duration(self.held_since.elapsed());
             // Those queued now run inside the group; then take the connection once more and
             // commit the group unless one of them already did.
@@ -456,6 +514,13 @@ impl Member {
             }
             undone
         }
+    }
+}
+
+/// Releases the writer, noting when if someone waits for it (`write_handoff`).
+fn hand_on(shared: &Shared, mut guard: OwnedMutexGuard<Group>) {
+    if shared.queued.load(Ordering::Relaxed) > 0 {
+        guard.handed_at = Some(Instant::now());
     }
 }
 

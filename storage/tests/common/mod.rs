@@ -115,11 +115,11 @@ pub async fn lease(s: &Store, sid: SessionId, o: &Owner, ttl_ms: i64) -> Option<
     s.try_acquire_lease(
         LeaseClaim {
             session: sid,
-            owner: o,
+            owner: o.clone(),
             platform: "test",
             ttl_ms,
         },
-        &|_| false,
+        std::sync::Arc::new(|_: &Owner| false),
     )
     .await
     .expect("lease")
@@ -151,26 +151,23 @@ pub async fn take_and_claim(
     ttl_ms: i64,
 ) -> (Fence, TurnId, Option<Claimed>) {
     let turn = TurnId::new();
-    let user_row = |a: &Admission| NewMessage {
+    let user_row = std::sync::Arc::new(|a: &Admission| NewMessage {
         id: MessageId::new(),
         role: Some(MessageRole::User),
         content: Some(a.payload["text"].as_str().unwrap_or_default().to_owned()),
         turn_id: None,
         admission_id: Some(a.id),
         ..Default::default()
-    };
+    });
     let claim = LeaseClaim {
         session: sid,
-        owner: o,
+        owner: o.clone(),
         platform: "t",
         ttl_ms,
     };
-    let how = ClaimAs {
-        turn,
-        user_row: &user_row,
-    };
+    let how = ClaimAs { turn, user_row };
     let (fence, claimed) = s
-        .try_acquire_lease_and_claim(claim, &|_: &Owner| false, Some(how))
+        .try_acquire_lease_and_claim(claim, std::sync::Arc::new(|_: &Owner| false), Some(how))
         .await
         .expect("take")
         .expect("free");

@@ -104,11 +104,11 @@ async fn r4_4_dead_holder_is_reclaimed_before_ttl(s: Store) {
         .try_acquire_lease(
             LeaseClaim {
                 session: sid,
-                owner: &b,
+                owner: b.clone(),
                 platform: "t",
                 ttl_ms: 60_000,
             },
-            &|h: &Owner| h.instance == dead_a,
+            std::sync::Arc::new(move |h: &Owner| h.instance == dead_a),
         )
         .await
         .expect("try");

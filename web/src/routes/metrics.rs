@@ -166,7 +166,8 @@ fn escape_label(v: &str) -> String {
                        provider, finalize, delivery), `turnkey_turn_seconds`, \
                        `turnkey_turn_queue_wait_seconds`, `turnkey_delivery_batch_events`, \
                        `turnkey_store_write_wait_seconds`, `turnkey_store_write_hold_seconds`, \
-                       `turnkey_store_commit_seconds`, `turnkey_store_statement_seconds`; \
+                       `turnkey_store_commit_seconds`, `turnkey_store_write_handoff_seconds`, \
+                       `turnkey_store_statement_seconds`; \
                        counters `turnkey_unknown_turns_total`, \
                        `turnkey_provider_errors_total{class}`, `turnkey_lease_takeovers_total`, \
                        `turnkey_store_statements_total`, \

@@ -28,6 +28,11 @@ impl Store {
     /// Makes `new` durable, or returns the earlier admission of the same request id. The same
     /// request id with another payload digest is `IdempotencyConflict`.
     pub async fn admit(&self, new: NewAdmission) -> Result<Admitted> {
+        self.on_writer(move |s| async move { s.admit_here(new).await })
+            .await
+    }
+
+    async fn admit_here(&self, new: NewAdmission) -> Result<Admitted> {
         // Two racing inserts can both miss the lookup on PostgreSQL; the loser sees the unique
         // violation and then finds the winner's row.
         for _ in 0..3 {
