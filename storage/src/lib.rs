@@ -26,8 +26,8 @@ pub use store::{
     BackgroundProcess, NewBackgroundProcess, NewSubagentTask, ProcessEnd, SubagentTask,
 };
 pub use store::{
-    ClaimAs, Compaction, CompactionDone, Inbound, InterruptRequest, InterruptStatus, LeaseClaim,
-    Replaced, Rotation, RotationDone, Store, StoreError,
+    ClaimAs, Compaction, CompactionDone, HolderIsDead, Inbound, InterruptRequest, InterruptStatus,
+    LeaseClaim, Replaced, Rotation, RotationDone, Store, StoreError,
 };
 pub use store::{ConfigSchedulesSynced, MissedPolicy, NewSchedule, Schedule, ScheduleSource};
 pub use store::{
