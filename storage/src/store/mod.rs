@@ -225,11 +225,12 @@ impl Store {
         &self.writes
     }
 
-    /// Runs `fact` with this store on the SQLite writer's thread ([`writer::WriterThread`]),
-    /// or here on PostgreSQL. For a turn's own write transactions: run where the writer is,
-    /// the next queued one starts as soon as the last hands the writer on, where a task on a
-    /// busy runtime thread leaves the writer idle until that thread polls it. The fact runs
-    /// to its end even if the caller stops waiting, like a commit.
+    /// Runs `fact` with this store on the SQLite writer's thread ([`writer::WriterThread`])
+    /// while others wait for the writer, else here (and always here on PostgreSQL). For a
+    /// turn's own write transactions: run where the writer is, the next queued one starts as
+    /// soon as the last hands the writer on, where a task on a busy runtime thread leaves the
+    /// writer idle until that thread polls it. Sent there, the fact runs to its end even if
+    /// the caller stops waiting, like a commit.
     pub(crate) async fn on_writer<T, F, Fut>(&self, fact: F) -> Result<T>
     where
         F: FnOnce(Store) -> Fut,
