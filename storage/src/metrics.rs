@@ -203,49 +203,41 @@ impl StoreMetrics {
             header(out, name, "gauge", help);
             let _ = writeln!(out, "{name} {value}");
         }
-        let name = "turnkey_store_write_wait_seconds";
-        header(
-            out,
-            name,
-            "histogram",
-            "Wait for a write transaction to begin.",
-        );
-        self.write_wait.render(out, name, "");
-        let name = "turnkey_store_write_hold_seconds";
-        header(
-            out,
-            name,
-            "histogram",
-            "Time a write transaction held the SQLite writer.",
-        );
-        self.write_hold.render(out, name, "");
-        let name = "turnkey_store_commit_seconds";
-        header(
-            out,
-            name,
-            "histogram",
-            "Time a SQLite group commit took (its fsync).",
-        );
-        self.commit_time.render(out, name, "");
-        let name = "turnkey_store_write_handoff_seconds";
-        header(
-            out,
-            name,
-            "histogram",
-            "Time the SQLite writer waited for the next queued write transaction to run.",
-        );
-        self.write_handoff.render(out, name, "");
-        let name = "turnkey_store_statement_seconds";
-        header(out, name, "histogram", "Time one SQL statement took.");
-        self.statement_time.render(out, name, "");
-        let name = "turnkey_store_commit_group_transactions";
-        header(
-            out,
-            name,
-            "histogram",
-            "Write transactions that shared one commit (SQLite group commit).",
-        );
-        self.commit_group.render(out, name, "");
+        for (name, help, histogram) in [
+            (
+                "turnkey_store_write_wait_seconds",
+                "Wait for a write transaction to begin.",
+                &self.write_wait,
+            ),
+            (
+                "turnkey_store_write_hold_seconds",
+                "Time a write transaction held the SQLite writer.",
+                &self.write_hold,
+            ),
+            (
+                "turnkey_store_commit_seconds",
+                "Time a SQLite group commit took (its fsync).",
+                &self.commit_time,
+            ),
+            (
+                "turnkey_store_write_handoff_seconds",
+                "Time the SQLite writer waited for the next queued write transaction to run.",
+                &self.write_handoff,
+            ),
+            (
+                "turnkey_store_statement_seconds",
+                "Time one SQL statement took.",
+                &self.statement_time,
+            ),
+            (
+                "turnkey_store_commit_group_transactions",
+                "Write transactions that shared one commit (SQLite group commit).",
+                &self.commit_group,
+            ),
+        ] {
+            header(out, name, "histogram", help);
+            histogram.render(out, name, "");
+        }
     }
 }
 
