@@ -34,11 +34,7 @@ const STATEMENT_CACHE: usize = 512;
 /// Opens the database at sqlx URL `url` the way the store's pools open it: WAL, full fsync,
 /// foreign keys, a 30 s busy timeout.
 pub(crate) fn open(url: &str) -> Result<rusqlite::Connection, DbErr> {
-    use sea_orm::sqlx::sqlite::SqliteConnectOptions;
-    use std::str::FromStr;
-    let options = SqliteConnectOptions::from_str(url)
-        .map_err(|e| DbErr::Conn(RuntimeErr::Internal(format!("sqlite url: {e}"))))?;
-    let conn = rusqlite::Connection::open(options.get_filename()).map_err(to_db_err)?;
+    let conn = rusqlite::Connection::open(filename(url)?).map_err(to_db_err)?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(to_db_err)?;
     // The savepoints of group commit journal the pages they change: in memory, not in a
     // temporary file (a write() per page).
@@ -109,13 +105,18 @@ pub(crate) fn checkpointer(url: &str) -> Result<std::sync::mpsc::SyncSender<()>,
     Ok(wake)
 }
 
-/// The WAL file of the database at sqlx URL `url`.
-fn wal_path(url: &str) -> Result<std::path::PathBuf, DbErr> {
+/// The database file of sqlx URL `url`, parsed as the store's pools parse it.
+fn filename(url: &str) -> Result<std::path::PathBuf, DbErr> {
     use sea_orm::sqlx::sqlite::SqliteConnectOptions;
     use std::str::FromStr;
     let options = SqliteConnectOptions::from_str(url)
         .map_err(|e| DbErr::Conn(RuntimeErr::Internal(format!("sqlite url: {e}"))))?;
-    let mut wal = options.get_filename().as_os_str().to_owned();
+    Ok(options.get_filename().to_path_buf())
+}
+
+/// The WAL file of the database at sqlx URL `url`.
+fn wal_path(url: &str) -> Result<std::path::PathBuf, DbErr> {
+    let mut wal = filename(url)?.into_os_string();
     wal.push("-wal");
     Ok(wal.into())
 }
