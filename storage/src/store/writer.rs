@@ -339,7 +339,7 @@ impl WriteTx {
     }
 
     /// Runs `f` on the group's connection (SQLite).
-    fn on_writer<T>(
+    fn on_group_connection<T>(
         &self,
         f: impl FnOnce(&rusqlite::Connection) -> Result<T, DbErr>,
     ) -> Result<T, DbErr> {
@@ -597,14 +597,14 @@ impl ConnectionTrait for WriteTx {
     async fn execute_raw(&self, stmt: Statement) -> Result<ExecResult, DbErr> {
         match self.plain() {
             Some(tx) => tx.execute_raw(stmt).await,
-            None => self.on_writer(|c| sqlite::execute(c, &stmt)),
+            None => self.on_group_connection(|c| sqlite::execute(c, &stmt)),
         }
     }
 
     async fn execute_unprepared(&self, sql: &str) -> Result<ExecResult, DbErr> {
         match self.plain() {
             Some(tx) => tx.execute_unprepared(sql).await,
-            None => self.on_writer(|c| {
+            None => self.on_group_connection(|c| {
                 let changes = c.total_changes();
                 sqlite::execute_unprepared(c, sql)?;
                 sqlite::exec_result(c, c.total_changes().saturating_sub(changes))
@@ -615,14 +615,14 @@ impl ConnectionTrait for WriteTx {
     async fn query_one_raw(&self, stmt: Statement) -> Result<Option<QueryResult>, DbErr> {
         match self.plain() {
             Some(tx) => tx.query_one_raw(stmt).await,
-            None => self.on_writer(|c| Ok(sqlite::query(c, &stmt, true)?.pop())),
+            None => self.on_group_connection(|c| Ok(sqlite::query(c, &stmt, true)?.pop())),
         }
     }
 
     async fn query_all_raw(&self, stmt: Statement) -> Result<Vec<QueryResult>, DbErr> {
         match self.plain() {
             Some(tx) => tx.query_all_raw(stmt).await,
-            None => self.on_writer(|c| sqlite::query(c, &stmt, false)),
+            None => self.on_group_connection(|c| sqlite::query(c, &stmt, false)),
         }
     }
 
