@@ -25,6 +25,7 @@ mod m20261214_000001_tenancy;
 mod m20261215_000001_files;
 mod m20261216_000001_search;
 mod m20261217_000001_connected_providers;
+mod m20261218_000001_usage_shards;
 
 pub struct Migrator;
 
@@ -55,6 +56,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261215_000001_files::Migration),
             Box::new(m20261216_000001_search::Migration),
             Box::new(m20261217_000001_connected_providers::Migration),
+            Box::new(m20261218_000001_usage_shards::Migration),
         ]
     }
 }

@@ -6,7 +6,7 @@ use super::{Result, Store, WriteTx};
 use crate::entity::{admission, principal_usage, session};
 use crate::model::NewUsage;
 use crate::status::AdmissionStatus;
-use sea_orm::sea_query::{Expr, OnConflict, Query};
+use sea_orm::sea_query::{Alias, Expr, Func, OnConflict, Query};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QuerySelect,
 };
@@ -58,18 +58,54 @@ impl Store {
             .await?)
     }
 
-    /// Model tokens (input and output) spent by `principal`'s sessions on UTC day `day`.
+    /// Model tokens (input and output) spent by `principal`'s sessions on UTC day `day`: the
+    /// sum of the day's shards.
     pub async fn tokens_on_day(&self, principal: &str, day: i64) -> Result<i64> {
-        Ok(
-            principal_usage::Entity::find_by_id((principal.to_owned(), day))
-                .one(self.reader())
-                .await?
-                .map_or(0, |r| r.tokens),
-        )
+        // Read by name: the store's own SQLite rows are keyed by column name, not position.
+        #[derive(sea_orm::FromQueryResult)]
+        struct Total {
+            tokens: Option<i64>,
+        }
+        let total: Option<Total> = principal_usage::Entity::find()
+            .select_only()
+            // PostgreSQL sums a BIGINT as NUMERIC: cast back, on both backends alike.
+            .column_as(
+                Expr::from(Func::cast_as(
+                    Func::sum(Expr::col(principal_usage::Column::Tokens)),
+                    Alias::new("BIGINT"),
+                )),
+                "tokens",
+            )
+            .filter(principal_usage::Column::Principal.eq(principal))
+            .filter(principal_usage::Column::Day.eq(day))
+            .into_model::<Total>()
+            .one(self.reader())
+            .await?;
+        Ok(total.and_then(|t| t.tokens).unwrap_or(0))
     }
 }
 
-/// Adds `calls`' tokens to the day's counter of the owner of session `session_id`.
+/// Rows a principal's daily token count is split over. Sessions of one principal that end
+/// turns at once add to different rows (but for collisions of the session's shard); a read
+/// sums at most this many rows.
+pub const USAGE_SHARDS: i64 = 16;
+
+/// The counter row of `session_id` among a day's [`USAGE_SHARDS`]: any stable spread will do
+/// (reads sum them all), FNV-1a of the id here.
+fn usage_shard(session_id: &str) -> i64 {
+    let hash = session_id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    i64::try_from(hash % USAGE_SHARDS.unsigned_abs()).unwrap_or(0)
+}
+
+/// Adds `calls`' tokens to the day's counter of the owner of session `session_id` (the
+/// session's shard of it). Every
+/// transaction that counts usage does this last, just before its commit: the counter's row is
+/// shared by all of the owner's sessions, and on PostgreSQL its row lock is held from this
+/// statement to the commit, so taken earlier it made every turn end of one principal wait for
+/// the whole of the one before (282 turns/s at 64 sessions, bound by this row; see
+/// docs/benchmarks.md). Last is also the one lock order: every other row first, this one after.
 pub(in crate::store) async fn add_principal_usage(
     tx: &WriteTx,
     session_id: &str,
@@ -91,12 +127,14 @@ pub(in crate::store) async fn add_principal_usage(
         .columns([
             principal_usage::Column::Principal,
             principal_usage::Column::Day,
+            principal_usage::Column::Shard,
             principal_usage::Column::Tokens,
         ])
         .select_from(
             Query::select()
                 .column(session::Column::Owner)
                 .expr(Expr::val(day_of(now)))
+                .expr(Expr::val(usage_shard(session_id)))
                 .expr(Expr::val(tokens))
                 .from(session::Entity)
                 .and_where(session::Column::Id.eq(session_id))
@@ -107,10 +145,11 @@ pub(in crate::store) async fn add_principal_usage(
             OnConflict::columns([
                 principal_usage::Column::Principal,
                 principal_usage::Column::Day,
+                principal_usage::Column::Shard,
             ])
             .value(
                 principal_usage::Column::Tokens,
-                Expr::cust("principal_usage.tokens + excluded.tokens"),
+                Expr::cust("principal_usage_shards.tokens + excluded.tokens"),
             )
             .to_owned(),
         );

@@ -7,6 +7,7 @@
 //! because its writes commit only at its end.
 use super::memory::{edit_in, Author, ChangedBy, MemoryWrite};
 use super::memory_pending::{stage_in, StagedEdit};
+use super::quotas::add_principal_usage;
 use super::skills::{apply_in, propose_in, NewSkillProposal, SkillChange};
 use super::turn_end::{add_totals, insert_usage};
 use super::{insert_events, Result, Store, StoreError, WriteTx};
@@ -182,6 +183,7 @@ impl Store {
         let data = serde_json::json!({"review_id": review.id, "actions": actions});
         events
             .extend(insert_events(&tx, &[event(session, EventKind::ReviewFinished, data)]).await?);
+        add_principal_usage(&tx, &session.to_string(), &writes.usage, now_ms()).await?;
         tx.commit().await?;
         Ok(ReviewEnd::Finished { events, actions })
     }
@@ -206,6 +208,7 @@ impl Store {
             &[event(review.session_id, EventKind::ReviewCancelled, data)],
         )
         .await?;
+        add_principal_usage(&tx, &review.session_id.to_string(), usage, now_ms()).await?;
         tx.commit().await?;
         Ok(evs.pop())
     }

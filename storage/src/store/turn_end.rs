@@ -5,6 +5,7 @@
 use super::admissions::{move_status, status_event};
 use super::leases::release_in;
 use super::log::{append_to_session, insert_message};
+use super::quotas::add_principal_usage;
 use super::{check_fence, outbox, tail, Result, SessionBumpFn, Store, StoreError, WriteTx};
 use crate::entity::{admission, session, usage};
 use crate::ids::*;
@@ -78,6 +79,8 @@ impl Store {
         } else if !fence_first {
             check_fence(&tx, fence).await?;
         }
+        let sid = fence.session_id.to_string();
+        add_principal_usage(&tx, &sid, &end.usage, now_ms()).await?;
         tx.commit().await?;
         Ok((events, released))
     }
@@ -170,7 +173,8 @@ fn usage_totals(
 }
 
 /// `calls` in the usage ledger, in one insert, in call order (time-ordered ids), under
-/// `turn_id` (a turn's, or a review's id).
+/// `turn_id` (a turn's, or a review's id). The owner's daily counter is not touched here:
+/// see [`super::quotas::add_principal_usage`], the last write before the commit.
 pub(crate) async fn insert_usage(
     tx: &WriteTx,
     turn_id: &str,
@@ -194,7 +198,7 @@ pub(crate) async fn insert_usage(
     usage::Entity::insert_many(rows.collect::<Vec<_>>())
         .exec_without_returning(tx)
         .await?;
-    super::quotas::add_principal_usage(tx, session_id, calls, now).await
+    Ok(())
 }
 
 /// Adds `calls` to a session's token and cost totals.

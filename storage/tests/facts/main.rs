@@ -16,6 +16,7 @@ mod notify;
 mod outbox;
 mod platforms;
 mod providers;
+mod quotas;
 mod schedules;
 mod session_keys;
 mod skills_reviews;
