@@ -4,7 +4,7 @@
 use crate::stages::{timed, Stage, TURNS};
 use actix::prelude::*;
 use dashmap::DashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use tokio::sync::{broadcast, oneshot};
 use turnkey_storage::{Event, Fence, NewEvent, SessionId, Store, StoreError};
 
@@ -15,13 +15,68 @@ use turnkey_storage::{Event, Fence, NewEvent, SessionId, Store, StoreError};
 /// store (`RecvError::Lagged`), so a small ring costs only the rare re-read.
 const SESSION_SLOTS: usize = 128;
 
+/// A committed event as subscribers get it: one allocation that every subscriber shares (a
+/// broadcast channel clones its value for each receiver, and an `Event` carries a JSON tree and
+/// several strings), and its JSON written at most once however many streams send it.
+#[derive(Clone, Debug)]
+pub struct SharedEvent(Arc<Shared>);
+
+#[derive(Debug)]
+struct Shared {
+    event: Event,
+    json: OnceLock<Box<str>>,
+}
+
+impl SharedEvent {
+    pub fn new(event: Event) -> Self {
+        Self(Arc::new(Shared {
+            event,
+            json: OnceLock::new(),
+        }))
+    }
+
+    pub fn event(&self) -> &Event {
+        &self.0.event
+    }
+
+    /// The event as JSON (as `serde_json` writes an `Event`), serialized on the first call.
+    pub fn json(&self) -> &str {
+        self.0.json.get_or_init(|| {
+            serde_json::to_string(&self.0.event)
+                .unwrap_or_else(|_| "{}".into())
+                .into_boxed_str()
+        })
+    }
+
+    /// The event itself, copied only while another holder shares it.
+    pub fn into_event(self) -> Event {
+        match Arc::try_unwrap(self.0) {
+            Ok(shared) => shared.event,
+            Err(arc) => arc.event.clone(),
+        }
+    }
+}
+
+impl From<Event> for SharedEvent {
+    fn from(event: Event) -> Self {
+        Self::new(event)
+    }
+}
+
+impl std::ops::Deref for SharedEvent {
+    type Target = Event;
+    fn deref(&self) -> &Event {
+        &self.0.event
+    }
+}
+
 /// Live subscribers per session. A subscriber that lags is told so by the channel and must
 /// re-read from the store, which stays the source of truth.
 #[derive(Clone)]
 pub struct EventHub {
-    channels: Arc<DashMap<SessionId, broadcast::Sender<Event>>>,
+    channels: Arc<DashMap<SessionId, broadcast::Sender<SharedEvent>>>,
     /// Every session's events, for followers of all turns (streamed platform drafts).
-    all: broadcast::Sender<Event>,
+    all: broadcast::Sender<SharedEvent>,
 }
 
 impl Default for EventHub {
@@ -35,11 +90,11 @@ impl Default for EventHub {
 
 impl EventHub {
     /// Every committed event of every session, live (nothing from before the call).
-    pub fn subscribe_all(&self) -> broadcast::Receiver<Event> {
+    pub fn subscribe_all(&self) -> broadcast::Receiver<SharedEvent> {
         self.all.subscribe()
     }
 
-    pub fn subscribe(&self, session: SessionId) -> broadcast::Receiver<Event> {
+    pub fn subscribe(&self, session: SessionId) -> broadcast::Receiver<SharedEvent> {
         self.channels
             .entry(session)
             .or_insert_with(|| broadcast::channel(SESSION_SLOTS).0)
@@ -48,6 +103,7 @@ impl EventHub {
 
     /// Fans out one committed event.
     pub fn publish(&self, event: Event) {
+        let event = SharedEvent::new(event);
         if self.all.receiver_count() > 0 {
             // A receiver dropped meanwhile is no one to tell.
             let _ = self.all.send(event.clone());

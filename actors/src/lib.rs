@@ -54,7 +54,7 @@ pub mod wakeups;
 pub mod work;
 
 pub use config::RuntimeConfig;
-pub use delivery::EventHub;
+pub use delivery::{EventHub, SharedEvent};
 pub use error::GatewayError;
 pub use gateway::Gateway;
 pub use input::{NewSessionRequest, Receipt, Submission};

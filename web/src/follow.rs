@@ -13,7 +13,8 @@ use std::time::Duration;
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 use turnkey_actors::wakeups::Woken;
-use turnkey_storage::{Event, Seq, SessionId};
+use turnkey_actors::SharedEvent;
+use turnkey_storage::{Seq, SessionId};
 
 /// Events read from the store at once.
 pub const PAGE: u64 = 500;
@@ -25,7 +26,7 @@ pub struct EventFollower {
     session: SessionId,
     /// The last seq handed out.
     last: Seq,
-    live: broadcast::Receiver<Event>,
+    live: broadcast::Receiver<SharedEvent>,
     /// Wake-ups for events other processes committed.
     remote: Woken,
     shutdown: watch::Receiver<bool>,
@@ -66,8 +67,9 @@ impl EventFollower {
 
     /// The next events after [`Self::last`], at least one, in seq order; `None` once the
     /// server is stopping. Cancel-safe: a call dropped while it waits hands out nothing and
-    /// loses nothing, so it can sit in a `select!` beside a keep-alive timer.
-    pub async fn next(&mut self) -> Option<Vec<Event>> {
+    /// loses nothing, so it can sit in a `select!` beside a keep-alive timer. A live event is
+    /// the one every subscriber shares (serialized once); a stored one is this follower's.
+    pub async fn next(&mut self) -> Option<Vec<SharedEvent>> {
         loop {
             if *self.shutdown.borrow() {
                 return None;
@@ -114,7 +116,7 @@ impl EventFollower {
 
     /// One page of stored events after the cursor, which then moves past them. A store error
     /// is logged and retried a little later: the cursor has not moved, so nothing is skipped.
-    async fn read_store(&mut self) -> Vec<Event> {
+    async fn read_store(&mut self) -> Vec<SharedEvent> {
         match self
             .state
             .gateway
@@ -128,7 +130,7 @@ impl EventFollower {
                 if let Some(ev) = page.last() {
                     self.last = ev.seq;
                 }
-                page
+                page.into_iter().map(SharedEvent::new).collect()
             }
             Err(e) => {
                 tracing::warn!(session = %self.session, error = %e, "event read failed; retrying");

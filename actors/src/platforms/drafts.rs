@@ -102,7 +102,7 @@ impl Drafts {
         tokio::spawn(async move {
             loop {
                 match rx.recv().await {
-                    Ok(ev) => follower.on_event(ev).await,
+                    Ok(ev) => follower.on_event(&ev).await,
                     // Drafts are a live view: missed deltas only make a draft stop early.
                     Err(RecvError::Lagged(n)) => {
                         tracing::warn!(missed = n, "drafts lagged behind live events");
@@ -139,14 +139,14 @@ impl Drafts {
         }
     }
 
-    async fn on_event(&self, ev: Event) {
+    async fn on_event(&self, ev: &Event) {
         let Some(turn) = ev.turn_id else {
             return;
         };
         match ev.kind {
             EventKind::TurnStarted => {
                 self.forget_old();
-                if let Err(e) = self.start(&ev, turn).await {
+                if let Err(e) = self.start(ev, turn).await {
                     tracing::warn!(%turn, error = %e, "no draft for this turn");
                 }
             }

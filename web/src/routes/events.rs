@@ -15,6 +15,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::{interval_at, Instant, Interval, MissedTickBehavior};
 use tokio_stream::wrappers::ReceiverStream;
+use turnkey_actors::SharedEvent;
 use turnkey_storage::{Event, Seq, SessionId};
 use utoipa::{IntoParams, ToSchema};
 
@@ -172,14 +173,11 @@ pub fn sse_response(rx: mpsc::Receiver<Result<Bytes, Infallible>>) -> HttpRespon
         .streaming(ReceiverStream::new(rx))
 }
 
-/// One SSE frame: `id: SEQ`, `event: KIND`, `data: JSON` (JSON has no raw newlines).
-pub fn frame(ev: &Event) -> Bytes {
-    let data = serde_json::to_string(ev).unwrap_or_else(|_| "{}".into());
-    Bytes::from(format!(
-        "id: {}\nevent: {}\ndata: {data}\n\n",
-        ev.seq,
-        ev.kind.as_str()
-    ))
+/// One SSE frame: `id: SEQ`, `event: KIND`, `data: JSON` (JSON has no raw newlines). The JSON
+/// is the event's shared one: written once for every stream that sends the event.
+pub fn frame(ev: &SharedEvent) -> Bytes {
+    let (kind, json) = (ev.kind.as_str(), ev.json());
+    Bytes::from(format!("id: {}\nevent: {kind}\ndata: {json}\n\n", ev.seq))
 }
 
 /// The comment an idle stream gets every `server.sse_keepalive_s`.

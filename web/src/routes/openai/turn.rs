@@ -104,7 +104,7 @@ impl TurnWatch {
                 return None;
             }
             let batch = self.follower.next().await?;
-            for ev in batch {
+            for ev in &batch {
                 self.take(ev);
                 if self.ended {
                     break;
@@ -117,7 +117,7 @@ impl TurnWatch {
         self.turn.is_some() && ev.turn_id == self.turn
     }
 
-    fn take(&mut self, ev: Event) {
+    fn take(&mut self, ev: &Event) {
         match ev.kind {
             EventKind::AdmissionCarried if ev.admission_id == Some(self.admission) => {
                 // Another admission's turn carries this input: its answer is ours.
@@ -131,7 +131,7 @@ impl TurnWatch {
             EventKind::TurnStarted if ev.admission_id == Some(self.admission) => {
                 self.turn = ev.turn_id;
             }
-            EventKind::MessageDelta if self.ours(&ev) => {
+            EventKind::MessageDelta if self.ours(ev) => {
                 if let Some(t) = ev.data["text"].as_str().filter(|t| !t.is_empty()) {
                     self.streamed = true;
                     self.news.push_back(TurnNews::Delta(t.to_owned()));
@@ -139,14 +139,14 @@ impl TurnWatch {
             }
             // A stream cannot take back what it sent: the cut attempt's text stays, marked as
             // cut, and the resumed attempt's answer follows it (SPEC R13.9).
-            EventKind::TurnResumed if self.ours(&ev) && std::mem::take(&mut self.streamed) => {
+            EventKind::TurnResumed if self.ours(ev) && std::mem::take(&mut self.streamed) => {
                 self.news
                     .push_back(TurnNews::Delta(RESUMED_MARK.to_owned()));
             }
-            EventKind::MessageComplete if self.ours(&ev) => {
+            EventKind::MessageComplete if self.ours(ev) => {
                 self.final_text = ev.data["text"].as_str().map(str::to_owned);
             }
-            EventKind::TurnFinished if self.ours(&ev) => {
+            EventKind::TurnFinished if self.ours(ev) => {
                 let d = &ev.data;
                 let answer = self.final_text.take();
                 self.end(TurnEnd {

@@ -27,7 +27,8 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use turnkey_storage::{Event, Principal, Seq, SessionId};
+use turnkey_actors::SharedEvent;
+use turnkey_storage::{Principal, Seq, SessionId};
 
 /// How long a new connection may take to authenticate.
 const AUTH_TIMEOUT: Duration = Duration::from_secs(10);
@@ -102,8 +103,8 @@ struct Connection {
     subscriptions: HashMap<SessionId, JoinHandle<()>>,
     /// The last seq written per subscribed session (where a client resumes).
     delivered: HashMap<SessionId, Seq>,
-    feed_tx: mpsc::Sender<Event>,
-    feed_rx: mpsc::Receiver<Event>,
+    feed_tx: mpsc::Sender<SharedEvent>,
+    feed_rx: mpsc::Receiver<SharedEvent>,
     /// A subscription whose queue stayed full: the connection closes. Apart from the event
     /// queue, so that the close does not wait behind the events the client is not taking.
     overflow_tx: mpsc::Sender<SessionId>,
@@ -389,7 +390,7 @@ impl Connection {
         Ok(())
     }
 
-    async fn on_event(&mut self, ev: Event) -> Result<(), Option<Close>> {
+    async fn on_event(&mut self, ev: SharedEvent) -> Result<(), Option<Close>> {
         let session = ev.session_id;
         // An event of a subscription replaced or ended meanwhile is not sent: the new one
         // starts from its own `since`.
@@ -399,7 +400,8 @@ impl Connection {
         if ev.seq.0 <= last.0 {
             return Ok(());
         }
-        self.write(rpc::notification("event", &ev)).await?;
+        self.write(rpc::notification_json("event", ev.json()))
+            .await?;
         self.delivered.insert(session, ev.seq);
         Ok(())
     }
@@ -426,7 +428,7 @@ impl Connection {
 /// connection closes naming the seq to resume after. Nothing else waits for the client.
 async fn follow(
     mut follower: EventFollower,
-    feed: mpsc::Sender<Event>,
+    feed: mpsc::Sender<SharedEvent>,
     overflow: mpsc::Sender<SessionId>,
 ) {
     use mpsc::error::SendTimeoutError;

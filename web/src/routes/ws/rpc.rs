@@ -138,13 +138,27 @@ pub fn error(id: Value, e: &RpcError) -> String {
     .to_string()
 }
 
-pub fn notification(method: &str, params: &impl serde::Serialize) -> String {
-    json!({"jsonrpc": "2.0", "method": method, "params": params}).to_string()
+/// A JSON-RPC notification whose `params` are already JSON (an event's shared serialization,
+/// written once for every connection that sends it).
+pub fn notification_json(method: &str, params: &str) -> String {
+    let method = serde_json::Value::from(method);
+    format!(r#"{{"jsonrpc":"2.0","method":{method},"params":{params}}}"#)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_notification_wraps_its_json_params() {
+        let params = json!({"seq": 3, "kind": "status", "data": {"text": "a \"quoted\" line\n"}});
+        let text = notification_json("event", &params.to_string());
+        let parsed: Value = serde_json::from_str(&text).expect("valid JSON");
+        assert_eq!(
+            parsed,
+            json!({"jsonrpc": "2.0", "method": "event", "params": params})
+        );
+    }
 
     #[test]
     fn malformed_traffic_gets_the_standard_codes() {
