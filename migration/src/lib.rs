@@ -26,6 +26,7 @@ mod m20261215_000001_files;
 mod m20261216_000001_search;
 mod m20261217_000001_connected_providers;
 mod m20261218_000001_usage_shards;
+mod m20261218_000002_live_messages;
 
 pub struct Migrator;
 
@@ -57,6 +58,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261216_000001_search::Migration),
             Box::new(m20261217_000001_connected_providers::Migration),
             Box::new(m20261218_000001_usage_shards::Migration),
+            Box::new(m20261218_000002_live_messages::Migration),
         ]
     }
 }
