@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 /// conversation would be as long as what it replaces: a useless compression, then a cooldown).
 pub fn instant_provider() -> crate::ScriptedProvider {
     let provider = crate::ScriptedProvider::start();
+    provider.forget_bodies();
     provider.on_user_text(
         "[turnkey:compress]",
         crate::scripted::Reply::text("The user sent numbered load turns; each was answered."),
@@ -44,6 +45,10 @@ pub fn server_options(
 }
 
 /// Submits `text` to session `sid` with `request_id` and answers the receipt's admission id.
+/// A submission the connection lost before its answer is sent again with the same request id,
+/// as a client should (the server admits it once): a pooled keep-alive connection that the
+/// server closes as idle just when a request goes out on it fails that request
+/// (`IncompleteMessage`), which an open-loop bench with many connections meets within minutes.
 pub async fn submit(
     http: &reqwest::Client,
     base: &str,
@@ -52,16 +57,26 @@ pub async fn submit(
     text: &str,
     request_id: &str,
 ) -> String {
-    let receipt: serde_json::Value = http
-        .post(format!("{base}/v1/sessions/{sid}/submissions"))
-        .header("authorization", auth)
-        .json(&serde_json::json!({"text": text, "request_id": request_id}))
-        .send()
-        .await
-        .expect("submit")
-        .json()
-        .await
-        .expect("receipt");
+    let body = serde_json::json!({"text": text, "request_id": request_id});
+    let url = format!("{base}/v1/sessions/{sid}/submissions");
+    let mut tries = 0;
+    let resp = loop {
+        tries += 1;
+        match http
+            .post(&url)
+            .header("authorization", auth)
+            .json(&body)
+            .send()
+            .await
+        {
+            Ok(resp) => break resp,
+            Err(e) if tries < 3 && (e.is_request() || e.is_connect()) => {
+                eprintln!("submit {request_id}: {e}; sending it again");
+            }
+            Err(e) => panic!("submit {request_id}: {e}"),
+        }
+    };
+    let receipt: serde_json::Value = resp.json().await.expect("receipt");
     receipt["admission_id"]
         .as_str()
         .expect("admission")

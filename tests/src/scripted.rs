@@ -179,6 +179,8 @@ pub(crate) struct Script {
     pub(crate) transcript: Option<String>,
     /// The multipart bodies `/audio/transcriptions` got, as text (lossy).
     pub(crate) transcriptions: Vec<String>,
+    /// Records keep no request bodies or headers (`forget_bodies`).
+    pub(crate) forget_bodies: bool,
 }
 
 pub(crate) struct Shared {
@@ -375,6 +377,13 @@ impl ScriptedProvider {
             .iter()
             .filter(|r| r.last_user_text.contains(tag))
             .count()
+    }
+
+    /// Keeps no request bodies or headers in its records from now on, only what each request
+    /// was and when: a benchmark at hundreds of calls a second would otherwise hold every
+    /// transcript it was sent (an open-loop soak at 400 turns/s outgrew 23 GiB in six minutes).
+    pub fn forget_bodies(&self) {
+        self.shared.lock().forget_bodies = true;
     }
 
     /// Paths of requests that were not model calls (e.g. `/v1/models`).

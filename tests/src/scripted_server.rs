@@ -123,10 +123,15 @@ async fn dispatch(req: HttpRequest, body: web::Bytes, shared: web::Data<Shared>)
         .collect();
     let index = {
         let mut script = shared.lock();
+        let (body, headers) = if script.forget_bodies {
+            (Value::Null, Vec::new())
+        } else {
+            (body.clone(), headers)
+        };
         script.records.push(RecordedRequest {
             path,
             wire,
-            body: body.clone(),
+            body,
             headers,
             last_user_text,
             stream,
