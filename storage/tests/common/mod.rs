@@ -203,3 +203,18 @@ pub fn completed_end(
         events: vec![],
     }
 }
+
+/// How many migrations `Migrator::down` must undo to undo `name` (and every one after it).
+#[allow(dead_code)]
+pub fn migrations_through(name: &str) -> u32 {
+    use migration::MigratorTrait;
+    let names: Vec<String> = migration::Migrator::migrations()
+        .iter()
+        .map(|m| m.name().to_owned())
+        .collect();
+    let at = names
+        .iter()
+        .position(|n| n == name)
+        .unwrap_or_else(|| panic!("no migration {name}"));
+    u32::try_from(names.len() - at).expect("few migrations")
+}

@@ -106,7 +106,10 @@ async fn r6_1_migrating_fills_the_last_prompt_size_from_the_ledger() {
     s.connection().clone().close().await.expect("close");
 
     let db = sea_orm::Database::connect(&url).await.expect("connect");
-    migration::Migrator::down(&db, Some(1)).await.expect("down");
+    let back = common::migrations_through("m20261208_000001_last_prompt_on_session");
+    migration::Migrator::down(&db, Some(back))
+        .await
+        .expect("down");
     migration::Migrator::up(&db, None).await.expect("up");
     db.close().await.expect("close");
 

@@ -84,9 +84,13 @@ async fn r13_8_migrating_to_shards_keeps_the_days_count() {
     std::fs::create_dir_all(&dir).expect("mkdir");
     let url = format!("sqlite://{}/t.db?mode=rwc", dir.display());
     let today = day_of(now_ms());
+    // Undone: the shards' migration and every one after it.
+    let back = migrations_through("m20261218_000001_usage_shards");
     let db = sea_orm::Database::connect(&url).await.expect("connect");
     migration::Migrator::up(&db, None).await.expect("up");
-    migration::Migrator::down(&db, Some(1)).await.expect("down");
+    migration::Migrator::down(&db, Some(back))
+        .await
+        .expect("down");
     db.execute_unprepared(&format!(
         "INSERT INTO principal_usage (principal, day, tokens) VALUES ('operator', {today}, 42), ('alice', {today}, 7)"
     ))
@@ -104,7 +108,9 @@ async fn r13_8_migrating_to_shards_keeps_the_days_count() {
     // And back: the shards fold into one row per principal and day.
     s.connection().clone().close().await.expect("close");
     let db = sea_orm::Database::connect(&url).await.expect("connect");
-    migration::Migrator::down(&db, Some(1)).await.expect("down");
+    migration::Migrator::down(&db, Some(back))
+        .await
+        .expect("down");
     let row = db
         .query_one_raw(sea_orm::Statement::from_string(
             sea_orm::DbBackend::Sqlite,
