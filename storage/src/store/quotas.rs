@@ -88,7 +88,7 @@ impl Store {
 /// Rows a principal's daily token count is split over. Sessions of one principal that end
 /// turns at once add to different rows (but for collisions of the session's shard); a read
 /// sums at most this many rows.
-pub const USAGE_SHARDS: i64 = 16;
+pub(crate) const USAGE_SHARDS: i64 = 16;
 
 /// The counter row of `session_id` among a day's [`USAGE_SHARDS`]: any stable spread will do
 /// (reads sum them all), FNV-1a of the id here.
@@ -100,12 +100,10 @@ fn usage_shard(session_id: &str) -> i64 {
 }
 
 /// Adds `calls`' tokens to the day's counter of the owner of session `session_id` (the
-/// session's shard of it). Every
-/// transaction that counts usage does this last, just before its commit: the counter's row is
-/// shared by all of the owner's sessions, and on PostgreSQL its row lock is held from this
-/// statement to the commit, so taken earlier it made every turn end of one principal wait for
-/// the whole of the one before (282 turns/s at 64 sessions, bound by this row; see
-/// docs/benchmarks.md). Last is also the one lock order: every other row first, this one after.
+/// session's shard of it). Every transaction that counts usage does this last, just before its
+/// commit: on PostgreSQL the row's lock is held from this statement to the commit, so taken
+/// earlier it made each turn end of a principal wait for the whole of the one before (see
+/// docs/benchmarks.md, 2026-12-07). Last is also the one lock order: every other row first.
 pub(in crate::store) async fn add_principal_usage(
     tx: &WriteTx,
     session_id: &str,
