@@ -35,10 +35,6 @@ impl SharedEvent {
         }))
     }
 
-    pub fn event(&self) -> &Event {
-        &self.0.event
-    }
-
     /// The event as JSON (as `serde_json` writes an `Event`), serialized on the first call.
     pub fn json(&self) -> &str {
         self.0.json.get_or_init(|| {
@@ -46,20 +42,6 @@ impl SharedEvent {
                 .unwrap_or_else(|_| "{}".into())
                 .into_boxed_str()
         })
-    }
-
-    /// The event itself, copied only while another holder shares it.
-    pub fn into_event(self) -> Event {
-        match Arc::try_unwrap(self.0) {
-            Ok(shared) => shared.event,
-            Err(arc) => arc.event.clone(),
-        }
-    }
-}
-
-impl From<Event> for SharedEvent {
-    fn from(event: Event) -> Self {
-        Self::new(event)
     }
 }
 
