@@ -106,6 +106,9 @@ pub struct StoreMetrics {
     pub notices_sent: AtomicU64,
     /// Notices a commit did not send because no other replica listened.
     pub notices_skipped: AtomicU64,
+    /// PostgreSQL: one-statement writes that found another commit had overtaken their
+    /// snapshot, wrote nothing and ran again (see `store::admissions::one_statement`).
+    pub stale_snapshots: AtomicU64,
     /// Time from asking for a write transaction to holding it (on SQLite: the queue for the
     /// one writer).
     pub write_wait: Histogram,
@@ -129,6 +132,7 @@ pub static STORE: StoreMetrics = StoreMetrics {
     lease_takeovers: AtomicU64::new(0),
     notices_sent: AtomicU64::new(0),
     notices_skipped: AtomicU64::new(0),
+    stale_snapshots: AtomicU64::new(0),
     write_wait: Histogram::latency(),
     write_hold: Histogram::latency(),
     commit_time: Histogram::latency(),
@@ -182,6 +186,11 @@ impl StoreMetrics {
                 "turnkey_notices_skipped_total",
                 "Cross-replica notices not sent because no other replica listened.",
                 &self.notices_skipped,
+            ),
+            (
+                "turnkey_store_stale_snapshots_total",
+                "One-statement writes (PostgreSQL) that another commit overtook and that ran again.",
+                &self.stale_snapshots,
             ),
         ] {
             header(out, name, "counter", help);

@@ -189,6 +189,27 @@ pub(crate) fn send(
     });
 }
 
+/// The payloads of `notices` for a statement that sends them itself (`pg_notify` over the
+/// array, as [`Pending::flush`] does), or none while no other replica listens. Call
+/// [`count_sent`] once that statement has committed.
+pub(crate) fn payloads(peers: &Peers, notices: &[Notice]) -> Vec<String> {
+    if peers.may_listen() {
+        notices.iter().map(Notice::to_string).collect()
+    } else {
+        STORE
+            .notices_skipped
+            .fetch_add(notices.len() as u64, Ordering::Relaxed);
+        Vec::new()
+    }
+}
+
+/// Counts `payloads` as sent (see [`payloads`]).
+pub(crate) fn count_sent(payloads: &[String]) {
+    STORE
+        .notices_sent
+        .fetch_add(payloads.len() as u64, Ordering::Relaxed);
+}
+
 /// The notices a write transaction announces, each distinct one once, in first-announced
 /// order.
 #[derive(Debug, Default)]

@@ -379,15 +379,7 @@ pub(crate) async fn write_event_rows(
             payload: Set(ev.data.to_string()),
             created_at: Set(created_at),
         });
-        out.push(Event {
-            session_id: ev.session_id,
-            seq: Seq(seq),
-            kind: ev.kind,
-            turn_id: ev.turn_id,
-            admission_id: ev.admission_id,
-            created_at: crate::ids::rfc3339(created_at),
-            data: ev.data.clone(),
-        });
+        out.push(committed(ev, seq, created_at));
     }
     let mut rows = rows.into_iter().peekable();
     while rows.peek().is_some() {
@@ -400,6 +392,19 @@ pub(crate) async fn write_event_rows(
     // delivered at commit.
     crate::notify::send(db, crate::notify::NoticeKind::Events, session_id, None);
     Ok(out)
+}
+
+/// `ev` as committed at `seq`, written at `created_at`.
+pub(crate) fn committed(ev: &NewEvent, seq: i64, created_at: i64) -> Event {
+    Event {
+        session_id: ev.session_id,
+        seq: Seq(seq),
+        kind: ev.kind,
+        turn_id: ev.turn_id,
+        admission_id: ev.admission_id,
+        created_at: crate::ids::rfc3339(created_at),
+        data: ev.data.clone(),
+    }
 }
 
 /// True when `err` is a unique-constraint violation (a lost insert race).

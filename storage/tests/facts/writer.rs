@@ -56,6 +56,61 @@ async fn concurrent_writers_commit_everything_once_with_gap_free_seqs(s: Store) 
     }
 }
 
+on_both!(racing_admissions_to_one_session_count_the_queue_in_commit_order);
+/// Many admissions to one session at once, each request sent twice: every input is admitted
+/// once, and the queue counts in their events are those of the commit order, not of a
+/// snapshot another admission overtook (on PostgreSQL an admission is one statement that
+/// reads at its start; see `store::admissions::one_statement`).
+async fn racing_admissions_to_one_session_count_the_queue_in_commit_order(s: Store) {
+    const INPUTS: usize = 40;
+    let sid = session(&s).await;
+    let mut tasks = Vec::new();
+    for i in 0..INPUTS * 2 {
+        let s = s.clone();
+        let n = i % INPUTS;
+        tasks.push(tokio::spawn(async move {
+            s.admit(new_adm(sid, &format!("r{n}"), &format!("t{n}")))
+                .await
+                .expect("admit")
+        }));
+    }
+    let mut fresh = Vec::new();
+    for t in tasks {
+        let admitted = t.await.expect("task");
+        if !admitted.duplicate {
+            fresh.push(admitted.admission.id);
+        }
+    }
+    assert_eq!(fresh.len(), INPUTS, "each request admitted once");
+    let queued = s.queued_admissions(sid).await.expect("queued");
+    let seqs: Vec<i64> = queued.iter().map(|a| a.seq).collect();
+    assert_eq!(seqs, (1..=INPUTS as i64).collect::<Vec<_>>());
+    let evs = s.events_since(sid, Seq(0), 1000).await.expect("events");
+    let ev_seqs: Vec<i64> = evs.iter().map(|e| e.seq.0).collect();
+    assert_eq!(ev_seqs, (1..=2 * INPUTS as i64).collect::<Vec<_>>());
+    let places: Vec<i64> = evs
+        .iter()
+        .filter(|e| e.kind == EventKind::AdmissionQueued)
+        .map(|e| e.data["seq_in_queue"].as_i64().expect("seq_in_queue"))
+        .collect();
+    let depths: Vec<i64> = evs
+        .iter()
+        .filter(|e| e.kind == EventKind::Status)
+        .map(|e| e.data["queue_depth"].as_i64().expect("queue_depth"))
+        .collect();
+    let in_order: Vec<i64> = (1..=INPUTS as i64).collect();
+    assert_eq!(places, in_order, "places in the queue, in commit order");
+    assert_eq!(depths, in_order, "queue depths, in commit order");
+    // The admission.queued event names the admission committed with it, in seq order.
+    let named: Vec<String> = evs
+        .iter()
+        .filter(|e| e.kind == EventKind::AdmissionQueued)
+        .map(|e| e.admission_id.expect("admission id").to_string())
+        .collect();
+    let by_seq: Vec<String> = queued.iter().map(|a| a.id.to_string()).collect();
+    assert_eq!(named, by_seq);
+}
+
 on_both!(a_failing_writer_among_many_undoes_only_its_own_part);
 async fn a_failing_writer_among_many_undoes_only_its_own_part(s: Store) {
     let sid = session(&s).await;

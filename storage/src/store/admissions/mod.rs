@@ -6,6 +6,7 @@
 mod cancel;
 mod carry;
 mod claim;
+mod one_statement;
 mod status;
 mod unknown;
 
@@ -33,17 +34,34 @@ impl Store {
     }
 
     async fn admit_here(&self, new: NewAdmission) -> Result<Admitted> {
+        if self.backend() == sea_orm::DbBackend::Postgres {
+            if let Some(done) = self.admit_in_one_statement(&new).await {
+                return match done {
+                    // Lost a race to insert the same request id: the transaction finds the winner's row.
+                    Err(StoreError::Db(e)) if is_unique_violation(&e) => {
+                        self.admit_in_transaction(&new).await
+                    }
+                    other => other,
+                };
+            }
+        }
+        self.admit_in_transaction(&new).await
+    }
+
+    /// The admission as one transaction of several statements (SQLite; on PostgreSQL when the
+    /// one statement kept being overtaken).
+    async fn admit_in_transaction(&self, new: &NewAdmission) -> Result<Admitted> {
         // Two racing inserts can both miss the lookup on PostgreSQL; the loser sees the unique
         // violation and then finds the winner's row.
         for _ in 0..3 {
-            match self.try_admit(&new).await {
+            match self.try_admit(new).await {
                 Err(StoreError::Db(e)) if is_unique_violation(&e) => continue,
                 other => return other,
             }
         }
         self.find_admission_by_request(new.session_id, &new.request_id)
             .await?
-            .map(|a| duplicate_of(a, &new))
+            .map(|a| duplicate_of(a, new))
             .unwrap_or_else(|| Err(StoreError::NotFound("admission after retry".into())))
     }
 
