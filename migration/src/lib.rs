@@ -27,6 +27,7 @@ mod m20261216_000001_search;
 mod m20261217_000001_connected_providers;
 mod m20261218_000001_usage_shards;
 mod m20261218_000002_live_messages;
+mod m20261219_000001_overtaken;
 
 pub struct Migrator;
 
@@ -59,6 +60,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261217_000001_connected_providers::Migration),
             Box::new(m20261218_000001_usage_shards::Migration),
             Box::new(m20261218_000002_live_messages::Migration),
+            Box::new(m20261219_000001_overtaken::Migration),
         ]
     }
 }

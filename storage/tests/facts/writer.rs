@@ -198,6 +198,116 @@ fn end_of(sid: SessionId, a: AdmissionId, turn: TurnId) -> TurnEnd {
     }
 }
 
+on_both!(racing_drains_and_admissions_claim_each_input_once_with_counts_in_commit_order);
+/// Drains of four owners race for one session's lease while inputs arrive: every input is
+/// claimed once and ended, one turn at a time, and every `status` event's queue depth is the
+/// one its place in the log implies (on PostgreSQL a free lease is taken and the head claimed
+/// in one statement that reads at its start; see `store::leases::one_statement`).
+async fn racing_drains_and_admissions_claim_each_input_once_with_counts_in_commit_order(s: Store) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    const INPUTS: usize = 30;
+    let sid = session(&s).await;
+    let ended = Arc::new(AtomicUsize::new(0));
+    let mut drains = Vec::new();
+    for _ in 0..4 {
+        let (s, ended) = (s.clone(), ended.clone());
+        drains.push(tokio::spawn(async move {
+            let o = owner();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while ended.load(Ordering::SeqCst) < INPUTS {
+                assert!(std::time::Instant::now() < deadline, "drains stalled");
+                let turn = TurnId::new();
+                let how = ClaimAs {
+                    turn,
+                    user_row: Arc::new(move |a: &Admission| NewMessage {
+                        id: MessageId::new(),
+                        role: Some(MessageRole::User),
+                        content: Some(a.payload["text"].as_str().unwrap_or_default().into()),
+                        turn_id: Some(turn),
+                        admission_id: Some(a.id),
+                        ..Default::default()
+                    }),
+                };
+                let claim = LeaseClaim {
+                    session: sid,
+                    owner: o.clone(),
+                    platform: "t",
+                    ttl_ms: 60_000,
+                };
+                let dead = Arc::new(|_: &Owner| false);
+                match s
+                    .try_acquire_lease_and_claim(claim, dead, Some(how))
+                    .await
+                    .expect("take")
+                {
+                    Some((fence, Some(claimed))) => {
+                        let end = end_of(sid, claimed.admission.id, turn);
+                        let (_, released) = s
+                            .commit_turn_end_and_release(&fence, &end)
+                            .await
+                            .expect("end");
+                        ended.fetch_add(1, Ordering::SeqCst);
+                        if !released {
+                            s.release_lease(&fence).await.expect("release");
+                        }
+                    }
+                    Some((fence, None)) => {
+                        s.release_lease(&fence).await.expect("release");
+                    }
+                    None => tokio::task::yield_now().await,
+                }
+            }
+        }));
+    }
+    let mut admits = Vec::new();
+    for i in 0..INPUTS {
+        let s = s.clone();
+        admits.push(tokio::spawn(async move {
+            s.admit(new_adm(sid, &format!("r{i}"), &format!("t{i}")))
+                .await
+                .expect("admit")
+        }));
+    }
+    for a in admits {
+        a.await.expect("admit task");
+    }
+    for d in drains {
+        d.await.expect("drain");
+    }
+    let evs = s.events_since(sid, Seq(0), 10_000).await.expect("events");
+    let seqs: Vec<i64> = evs.iter().map(|e| e.seq.0).collect();
+    assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>());
+    let (mut queued, mut running, mut started) = (0i64, false, 0);
+    for e in &evs {
+        match e.kind {
+            EventKind::AdmissionQueued => queued += 1,
+            EventKind::TurnStarted => {
+                assert!(!running, "a turn started while one ran: seq {}", e.seq.0);
+                queued -= 1;
+                running = true;
+                started += 1;
+            }
+            EventKind::TurnFinished => running = false,
+            EventKind::Status => {
+                let want = json!({
+                    "state": if running { "running" } else { "idle" },
+                    "queue_depth": queued,
+                });
+                assert_eq!(e.data, want, "status at seq {}", e.seq.0);
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(started, INPUTS);
+    assert_eq!(s.queue_depth(sid).await.expect("depth"), 0);
+    assert!(s
+        .started_admissions(Some(sid))
+        .await
+        .expect("started")
+        .is_empty());
+}
+
 on_both!(turn_end_releases_the_lease_only_when_nothing_waits);
 async fn turn_end_releases_the_lease_only_when_nothing_waits(s: Store) {
     let sid = session(&s).await;

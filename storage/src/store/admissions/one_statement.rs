@@ -202,3 +202,23 @@ impl Store {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::ADMIT;
+    use crate::model::EventKind;
+    use crate::status::AdmissionStatus;
+
+    /// The statement spells the statuses and event kinds as the rest of the store does.
+    #[test]
+    fn the_statement_names_statuses_and_kinds_as_the_store_does() {
+        for name in [
+            AdmissionStatus::Queued.as_str(),
+            AdmissionStatus::Started.as_str(),
+            EventKind::AdmissionQueued.as_str(),
+            EventKind::Status.as_str(),
+        ] {
+            assert!(ADMIT.contains(&format!("'{name}'")), "{name}");
+        }
+    }
+}

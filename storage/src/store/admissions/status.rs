@@ -23,10 +23,26 @@ pub(in crate::store) async fn insert_status_event(
 
 /// The session's `status` event as its admissions stand in `db` now: `running` while one is
 /// started, and how many are queued (one grouped count); and whether it is idle (neither).
+///
+/// On PostgreSQL the session's row is locked first, so that the count sees every admission
+/// committed before this transaction's events take their seqs: an admission locks that row
+/// before it writes, and a count read before the lock could miss one that then commits
+/// first, giving the `status` after its `admission.queued` a queue one short. (The lock
+/// comes after the lease's and the admission's, the order every fenced write keeps.)
 pub(in crate::store) async fn status_event<C: ConnectionTrait>(
     db: &C,
     session: SessionId,
 ) -> Result<(NewEvent, bool)> {
+    if db.get_database_backend() == sea_orm::DbBackend::Postgres {
+        crate::entity::session::Entity::find_by_id(session.to_string())
+            .select_only()
+            .column(crate::entity::session::Column::Id)
+            .lock_exclusive()
+            .into_tuple::<String>()
+            .one(db)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("session {session}")))?;
+    }
     let (queued, started) = queue_counts(db, session).await?;
     Ok(status_of(session, queued, started > 0))
 }

@@ -1,5 +1,7 @@
 //! Fenced turn leases (SPEC R4, R13.3). One row per session that is never deleted: release
 //! clears the holder but keeps the generation, so a generation is never handed out twice.
+mod one_statement;
+
 use super::admissions::{claim_admission_in, head_and_counts, status_of};
 use super::{convert, is_unique_violation, Result, Store, StoreError};
 use crate::entity::lease;
@@ -58,6 +60,11 @@ impl Store {
         turn: Option<ClaimAs>,
     ) -> Result<Option<(Fence, Option<Claimed>)>> {
         self.on_writer(move |s| async move {
+            if let (sea_orm::DbBackend::Postgres, Some(how)) = (s.backend(), turn.as_ref()) {
+                if let Some(done) = s.take_and_claim_in_one_statement(&claim, how).await? {
+                    return Ok(Some(done));
+                }
+            }
             match s
                 .try_acquire_inner(&claim, &*holder_is_dead, turn.as_ref())
                 .await
@@ -210,7 +217,11 @@ async fn claim_head(
         return Ok(None);
     };
     let user = (how.user_row)(&admission);
-    let status = status_of(fence.session_id, queued - 1, true).0;
+    // SQLite's one writer sees no commit between this count and the claim's; on PostgreSQL
+    // an admission may commit in between, so there the claim counts again once it holds the
+    // session's row (`status_event`).
+    let status = (db.get_database_backend() != sea_orm::DbBackend::Postgres)
+        .then(|| status_of(fence.session_id, queued - 1, true).0);
     let (events, session) = claim_admission_in(
         db,
         fence,
@@ -218,7 +229,7 @@ async fn claim_head(
         owner,
         how.turn,
         Some(&user),
-        Some(status),
+        status,
     )
     .await?;
     Ok(Some(Claimed {
