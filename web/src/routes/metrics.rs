@@ -172,7 +172,8 @@ fn escape_label(v: &str) -> String {
                        `turnkey_provider_errors_total{class}`, `turnkey_lease_takeovers_total`, \
                        `turnkey_store_statements_total`, \
                        `turnkey_store_write_transactions_total`, \
-                       `turnkey_notices_sent_total`, `turnkey_notices_skipped_total`; gauges \
+                       `turnkey_notices_sent_total`, `turnkey_notices_skipped_total`, \
+                       `turnkey_store_stale_snapshots_total`; gauges \
                        `turnkey_sqlite_memory_bytes`, `turnkey_sqlite_memory_highwater_bytes`",
         body = String,
         content_type = "text/plain; version=0.0.4; charset=utf-8",
