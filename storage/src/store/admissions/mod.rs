@@ -132,16 +132,7 @@ impl Store {
                 ))),
             };
         }
-        let announced = [
-            NewEvent {
-                session_id: new.session_id,
-                kind: EventKind::AdmissionQueued,
-                turn_id: None,
-                admission_id: Some(id),
-                data: json!({"admission_id": id, "seq_in_queue": queued + started + 1}),
-            },
-            status_of(new.session_id, queued + 1, started > 0).0,
-        ];
+        let announced = announced(new.session_id, id, queued, started);
         let announced: Vec<&NewEvent> = announced.iter().collect();
         let first = last_event - ANNOUNCED + 1;
         let events = write_event_rows(&tx, new.session_id, first, &announced, now).await?;
@@ -273,6 +264,21 @@ fn queued_row(new: &NewAdmission, id: AdmissionId, seq: i64, now: i64) -> admiss
         attempt: 1,
         handed_back: None,
     }
+}
+
+/// The two events an admission commits: `admission.queued` with its place, and the session's
+/// `status` after it, from the queue's counts before it.
+fn announced(session: SessionId, id: AdmissionId, queued: i64, started: i64) -> [NewEvent; 2] {
+    [
+        NewEvent {
+            session_id: session,
+            kind: EventKind::AdmissionQueued,
+            turn_id: None,
+            admission_id: Some(id),
+            data: json!({"admission_id": id, "seq_in_queue": queued + started + 1}),
+        },
+        status_of(session, queued + 1, started > 0).0,
+    ]
 }
 
 fn duplicate_of(existing: Admission, new: &NewAdmission) -> Result<Admitted> {

@@ -23,7 +23,6 @@ use crate::model::*;
 use crate::notify::{Notice, NoticeKind};
 use crate::store::{committed, convert, Result, Store, StoreError};
 use sea_orm::{ConnectionTrait, DbBackend, FromQueryResult, Statement};
-use serde_json::json;
 use std::sync::atomic::Ordering;
 
 /// How often the statement runs before the transaction takes over, when other commits to the
@@ -182,16 +181,7 @@ impl Store {
             )));
         }
         crate::notify::count_sent(&payloads);
-        let events = [
-            NewEvent {
-                session_id: new.session_id,
-                kind: EventKind::AdmissionQueued,
-                turn_id: None,
-                admission_id: Some(id),
-                data: json!({"admission_id": id, "seq_in_queue": queued + started + 1}),
-            },
-            super::status_of(new.session_id, queued + 1, started > 0).0,
-        ];
+        let events = super::announced(new.session_id, id, queued, started);
         Ok(Ran::Admitted(Admitted {
             admission: convert::admission(super::queued_row(new, id, seq, now))?,
             duplicate: false,
