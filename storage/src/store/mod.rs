@@ -407,6 +407,19 @@ pub(crate) fn committed(ev: &NewEvent, seq: i64, created_at: i64) -> Event {
     }
 }
 
+/// PostgreSQL: the statement called `turnkey_overtaken` (SQLSTATE `TK409`, migration
+/// `m20261219_000001_overtaken`) and was undone: a one-statement write found that another
+/// commit had overtaken its snapshot.
+pub(crate) fn is_overtaken(err: &DbErr) -> bool {
+    use sea_orm::{sqlx, RuntimeErr};
+    match err {
+        DbErr::Exec(RuntimeErr::SqlxError(e)) | DbErr::Query(RuntimeErr::SqlxError(e)) => {
+            matches!(&**e, sqlx::Error::Database(d) if d.code().as_deref() == Some("TK409"))
+        }
+        _ => false,
+    }
+}
+
 /// True when `err` is a unique-constraint violation (a lost insert race).
 pub(crate) fn is_unique_violation(err: &DbErr) -> bool {
     use sea_orm::{sqlx, RuntimeErr};

@@ -92,7 +92,7 @@ pub(crate) const USAGE_SHARDS: i64 = 16;
 
 /// The counter row of `session_id` among a day's [`USAGE_SHARDS`]: any stable spread will do
 /// (reads sum them all), FNV-1a of the id here.
-fn usage_shard(session_id: &str) -> i64 {
+pub(in crate::store) fn usage_shard(session_id: &str) -> i64 {
     let hash = session_id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     });

@@ -26,7 +26,7 @@ use crate::model::*;
 use crate::notify::{Notice, NoticeKind};
 use crate::store::admissions::{first_queued, status_of};
 use crate::store::{committed, convert, Result, Store, StoreError};
-use sea_orm::{ConnectionTrait, DbBackend, DbErr, FromQueryResult, Statement};
+use sea_orm::{ConnectionTrait, DbBackend, FromQueryResult, Statement};
 use serde_json::json;
 use std::sync::atomic::Ordering;
 
@@ -206,7 +206,7 @@ impl Store {
             ))
             .await;
         let row = match ran {
-            Err(e) if is_overtaken(&e) => return Ok(Ran::Overtaken),
+            Err(e) if crate::store::is_overtaken(&e) => return Ok(Ran::Overtaken),
             other => other?.ok_or_else(|| {
                 StoreError::Corrupt("the claim's statement answered no row".into())
             })?,
@@ -251,17 +251,6 @@ impl Store {
                 session: convert::session(session)?,
             }),
         ))
-    }
-}
-
-/// The statement called `turnkey_overtaken` (SQLSTATE `TK409`) and was undone.
-fn is_overtaken(err: &DbErr) -> bool {
-    use sea_orm::{sqlx, RuntimeErr};
-    match err {
-        DbErr::Exec(RuntimeErr::SqlxError(e)) | DbErr::Query(RuntimeErr::SqlxError(e)) => {
-            matches!(&**e, sqlx::Error::Database(d) if d.code().as_deref() == Some("TK409"))
-        }
-        _ => false,
     }
 }
 

@@ -2,6 +2,8 @@
 //! totals, the closing of an open tail, the terminal receipt and the closing events (with the
 //! session's new `status`), and the reply to the session's chat (if it has one) either all
 //! commit or none do.
+mod one_statement;
+
 use super::admissions::{move_status, status_event};
 use super::leases::release_in;
 use super::log::{append_to_session, insert_message};
@@ -40,8 +42,16 @@ impl Store {
         release_when_idle: bool,
     ) -> Result<(Vec<Event>, bool)> {
         let (fence, end) = (fence.clone(), end.clone());
-        self.on_writer(move |s| async move { s.turn_end(&fence, &end, release_when_idle).await })
-            .await
+        self.on_writer(move |s| async move {
+            if s.backend() == sea_orm::DbBackend::Postgres {
+                let one = s.turn_end_in_one_statement(&fence, &end, release_when_idle);
+                if let Some(done) = one.await? {
+                    return Ok(done);
+                }
+            }
+            s.turn_end(&fence, &end, release_when_idle).await
+        })
+        .await
     }
 
     async fn turn_end(
