@@ -407,6 +407,35 @@ pub(crate) fn committed(ev: &NewEvent, seq: i64, created_at: i64) -> Event {
     }
 }
 
+impl Store {
+    /// PostgreSQL: runs `sql`, one of the one-statement writes (`admissions::one_statement`,
+    /// `leases::one_statement`, `turn_end::one_statement`), outside a transaction, so that the
+    /// server commits it alone. Answers its one row, or `None` when it called
+    /// `turnkey_overtaken` and PostgreSQL undid it.
+    pub(crate) async fn one_statement(
+        &self,
+        what: &str,
+        sql: &str,
+        values: Vec<sea_orm::Value>,
+    ) -> Result<Option<sea_orm::QueryResult>> {
+        STORE.write_transactions.fetch_add(1, Ordering::Relaxed);
+        let ran = self
+            .db
+            .query_one_raw(Statement::from_sql_and_values(
+                DbBackend::Postgres,
+                sql,
+                values,
+            ))
+            .await;
+        match ran {
+            Err(e) if is_overtaken(&e) => Ok(None),
+            other => other?
+                .map(Some)
+                .ok_or_else(|| StoreError::Corrupt(format!("{what}'s statement answered no row"))),
+        }
+    }
+}
+
 /// PostgreSQL: the statement called `turnkey_overtaken` (SQLSTATE `TK409`, migration
 /// `m20261219_000001_overtaken`) and was undone: a one-statement write found that another
 /// commit had overtaken its snapshot.
@@ -431,5 +460,44 @@ pub(crate) fn is_unique_violation(err: &DbErr) -> bool {
                 if d.kind() == sqlx::error::ErrorKind::UniqueViolation)
         }
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::EventKind;
+    use crate::status::AdmissionStatus;
+
+    /// The one-statement writes spell the statuses and event kinds as the rest of the store
+    /// does.
+    #[test]
+    fn one_statement_writes_name_statuses_and_kinds_as_the_store_does() {
+        use AdmissionStatus::*;
+        for (sql, names) in [
+            (
+                super::admissions::ADMIT,
+                [
+                    Queued.as_str(),
+                    Started.as_str(),
+                    EventKind::AdmissionQueued.as_str(),
+                ],
+            ),
+            (
+                super::leases::TAKE_AND_CLAIM,
+                [
+                    Queued.as_str(),
+                    Started.as_str(),
+                    EventKind::TurnStarted.as_str(),
+                ],
+            ),
+            (
+                super::turn_end::TURN_END,
+                [Queued.as_str(), Started.as_str(), Terminal.as_str()],
+            ),
+        ] {
+            for name in names.into_iter().chain([EventKind::Status.as_str()]) {
+                assert!(sql.contains(&format!("'{name}'")), "{name}");
+            }
+        }
     }
 }

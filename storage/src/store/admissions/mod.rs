@@ -7,6 +7,8 @@ mod cancel;
 mod carry;
 mod claim;
 mod one_statement;
+#[cfg(test)]
+pub(super) use one_statement::ADMIT;
 mod status;
 mod unknown;
 

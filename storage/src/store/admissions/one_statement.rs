@@ -22,7 +22,7 @@ use crate::metrics::STORE;
 use crate::model::*;
 use crate::notify::{Notice, NoticeKind};
 use crate::store::{committed, convert, Result, Store, StoreError};
-use sea_orm::{ConnectionTrait, DbBackend, FromQueryResult, Statement};
+use sea_orm::FromQueryResult;
 use std::sync::atomic::Ordering;
 
 /// How often the statement runs before the transaction takes over, when other commits to the
@@ -36,7 +36,7 @@ const ATTEMPTS: usize = 3;
 /// `counts` always yields one row (an aggregate without `GROUP BY`), so the final select does
 /// too. The events are written in the order and with the data of the transaction's path
 /// (`admission.queued`, then `status`), their seqs the two the update took.
-const ADMIT: &str = r#"
+pub(in crate::store) const ADMIT: &str = r#"
 WITH snap AS MATERIALIZED (
     SELECT last_event_seq FROM sessions WHERE id = $1
 ),
@@ -138,28 +138,22 @@ impl Store {
         });
         let payloads = crate::notify::payloads(self.peers(), &notices);
         let sid = new.session_id.to_string();
-        STORE.write_transactions.fetch_add(1, Ordering::Relaxed);
-        let row = self
-            .connection()
-            .query_one_raw(Statement::from_sql_and_values(
-                DbBackend::Postgres,
-                ADMIT,
-                [
-                    sid.clone().into(),
-                    new.request_id.clone().into(),
-                    id.to_string().into(),
-                    new.payload_digest.clone().into(),
-                    new.payload.to_string().into(),
-                    new.principal.clone().into(),
-                    new.surface.clone().into(),
-                    new.retry_of.map(|r| r.to_string()).into(),
-                    now.into(),
-                    payloads.clone().into(),
-                    crate::notify::CHANNEL.into(),
-                ],
-            ))
-            .await?
-            .ok_or_else(|| StoreError::Corrupt("the admission statement answered no row".into()))?;
+        let values = vec![
+            sid.clone().into(),
+            new.request_id.clone().into(),
+            id.to_string().into(),
+            new.payload_digest.clone().into(),
+            new.payload.to_string().into(),
+            new.principal.clone().into(),
+            new.surface.clone().into(),
+            new.retry_of.map(|r| r.to_string()).into(),
+            now.into(),
+            payloads.clone().into(),
+            crate::notify::CHANNEL.into(),
+        ];
+        let Some(row) = self.one_statement("an admission", ADMIT, values).await? else {
+            return Ok(Ran::Overtaken);
+        };
         if !row.try_get::<bool>("", "tk_found")? {
             return Err(StoreError::NotFound(format!("session {sid}")));
         }
@@ -190,25 +184,5 @@ impl Store {
                 committed(&events[1], last_event, now),
             ],
         }))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::ADMIT;
-    use crate::model::EventKind;
-    use crate::status::AdmissionStatus;
-
-    /// The statement spells the statuses and event kinds as the rest of the store does.
-    #[test]
-    fn the_statement_names_statuses_and_kinds_as_the_store_does() {
-        for name in [
-            AdmissionStatus::Queued.as_str(),
-            AdmissionStatus::Started.as_str(),
-            EventKind::AdmissionQueued.as_str(),
-            EventKind::Status.as_str(),
-        ] {
-            assert!(ADMIT.contains(&format!("'{name}'")), "{name}");
-        }
     }
 }

@@ -1,6 +1,8 @@
 //! Fenced turn leases (SPEC R4, R13.3). One row per session that is never deleted: release
 //! clears the holder but keeps the generation, so a generation is never handed out twice.
 mod one_statement;
+#[cfg(test)]
+pub(super) use one_statement::TAKE_AND_CLAIM;
 
 use super::admissions::{claim_admission_in, head_and_counts, status_of};
 use super::{convert, is_unique_violation, Result, Store, StoreError};

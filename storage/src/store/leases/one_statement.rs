@@ -26,7 +26,7 @@ use crate::model::*;
 use crate::notify::{Notice, NoticeKind};
 use crate::store::admissions::{first_queued, status_of};
 use crate::store::{committed, convert, Result, Store, StoreError};
-use sea_orm::{ConnectionTrait, DbBackend, FromQueryResult, Statement};
+use sea_orm::FromQueryResult;
 use serde_json::json;
 use std::sync::atomic::Ordering;
 
@@ -36,7 +36,7 @@ const ATTEMPTS: usize = 3;
 /// `$1` session, `$2`–`$4` the owner (instance, pid, host), `$5` turn, `$6` platform, `$7`
 /// now, `$8` the lease's expiry, `$9` the head read before, `$10`–`$24` the user row, `$25`
 /// notice payloads, `$26` the notice channel.
-const TAKE_AND_CLAIM: &str = r#"
+pub(in crate::store) const TAKE_AND_CLAIM: &str = r#"
 WITH snap AS MATERIALIZED (
     SELECT last_event_seq, transcript_id FROM sessions WHERE id = $1
 ),
@@ -169,47 +169,39 @@ impl Store {
             turn: None,
         };
         let payloads = crate::notify::payloads(self.peers(), &[notice]);
-        STORE.write_transactions.fetch_add(1, Ordering::Relaxed);
-        let ran = self
-            .connection()
-            .query_one_raw(Statement::from_sql_and_values(
-                DbBackend::Postgres,
-                TAKE_AND_CLAIM,
-                [
-                    c.session.to_string().into(),
-                    c.owner.instance.to_string().into(),
-                    c.owner.pid.into(),
-                    c.owner.host.clone().into(),
-                    how.turn.to_string().into(),
-                    c.platform.to_owned().into(),
-                    now.into(),
-                    (now + c.ttl_ms).into(),
-                    head.id.to_string().into(),
-                    user.id.to_string().into(),
-                    role.as_str().to_owned().into(),
-                    user.content.clone().into(),
-                    user.api_content.clone().into(),
-                    user.tool_calls.as_ref().map(|v| v.to_string()).into(),
-                    user.tool_call_id.clone().into(),
-                    user.name.clone().into(),
-                    user.turn_id.map(|t| t.to_string()).into(),
-                    user.admission_id.map(|a| a.to_string()).into(),
-                    user.display.as_ref().map(|v| v.to_string()).into(),
-                    user.platform_message_id.clone().into(),
-                    user.token_estimate.into(),
-                    user.summary_epoch.into(),
-                    user.summary_after_idx.into(),
-                    user.attachments.as_ref().map(|v| v.to_string()).into(),
-                    payloads.clone().into(),
-                    crate::notify::CHANNEL.into(),
-                ],
-            ))
-            .await;
-        let row = match ran {
-            Err(e) if crate::store::is_overtaken(&e) => return Ok(Ran::Overtaken),
-            other => other?.ok_or_else(|| {
-                StoreError::Corrupt("the claim's statement answered no row".into())
-            })?,
+        let values = vec![
+            c.session.to_string().into(),
+            c.owner.instance.to_string().into(),
+            c.owner.pid.into(),
+            c.owner.host.clone().into(),
+            how.turn.to_string().into(),
+            c.platform.to_owned().into(),
+            now.into(),
+            (now + c.ttl_ms).into(),
+            head.id.to_string().into(),
+            user.id.to_string().into(),
+            role.as_str().to_owned().into(),
+            user.content.clone().into(),
+            user.api_content.clone().into(),
+            user.tool_calls.as_ref().map(|v| v.to_string()).into(),
+            user.tool_call_id.clone().into(),
+            user.name.clone().into(),
+            user.turn_id.map(|t| t.to_string()).into(),
+            user.admission_id.map(|a| a.to_string()).into(),
+            user.display.as_ref().map(|v| v.to_string()).into(),
+            user.platform_message_id.clone().into(),
+            user.token_estimate.into(),
+            user.summary_epoch.into(),
+            user.summary_after_idx.into(),
+            user.attachments.as_ref().map(|v| v.to_string()).into(),
+            payloads.clone().into(),
+            crate::notify::CHANNEL.into(),
+        ];
+        let Some(row) = self
+            .one_statement("a lease's claim", TAKE_AND_CLAIM, values)
+            .await?
+        else {
+            return Ok(Ran::Overtaken);
         };
         let Some(generation) = row.try_get::<Option<i64>>("", "tk_generation")? else {
             return Ok(Ran::Untouched);
@@ -251,25 +243,5 @@ impl Store {
                 session: convert::session(session)?,
             }),
         ))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::TAKE_AND_CLAIM;
-    use crate::model::EventKind;
-    use crate::status::AdmissionStatus;
-
-    /// The statement spells the statuses and event kinds as the rest of the store does.
-    #[test]
-    fn the_statement_names_statuses_and_kinds_as_the_store_does() {
-        for name in [
-            AdmissionStatus::Queued.as_str(),
-            AdmissionStatus::Started.as_str(),
-            EventKind::TurnStarted.as_str(),
-            EventKind::Status.as_str(),
-        ] {
-            assert!(TAKE_AND_CLAIM.contains(&format!("'{name}'")), "{name}");
-        }
     }
 }

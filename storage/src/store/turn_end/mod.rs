@@ -3,6 +3,8 @@
 //! session's new `status`), and the reply to the session's chat (if it has one) either all
 //! commit or none do.
 mod one_statement;
+#[cfg(test)]
+pub(super) use one_statement::TURN_END;
 
 use super::admissions::{move_status, status_event};
 use super::leases::release_in;

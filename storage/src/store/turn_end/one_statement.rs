@@ -23,7 +23,6 @@ use crate::model::*;
 use crate::notify::{Notice, NoticeKind};
 use crate::store::quotas::{day_of, usage_shard};
 use crate::store::{committed, Result, Store, StoreError};
-use sea_orm::{ConnectionTrait, DbBackend, Statement};
 use serde_json::{json, Value};
 use std::sync::atomic::Ordering;
 
@@ -37,7 +36,7 @@ const ATTEMPTS: usize = 3;
 /// (input, output, cache read, cost), `$17` the last call's prompt size (NULL without
 /// calls), `$18` the owner's counter's day, `$19` its shard, `$20` notices of the events,
 /// `$21` of the release, `$22` the notice channel.
-const TURN_END: &str = r#"
+pub(in crate::store) const TURN_END: &str = r#"
 WITH snap AS MATERIALIZED (
     SELECT last_event_seq, transcript_id, chat_key, root_id FROM sessions WHERE id = $1
 ),
@@ -254,43 +253,32 @@ impl Store {
         };
         let on_events = crate::notify::payloads(self.peers(), &[notice(NoticeKind::Events)]);
         let on_release = crate::notify::payloads(self.peers(), &[notice(NoticeKind::Released)]);
-        STORE.write_transactions.fetch_add(1, Ordering::Relaxed);
-        let ran = self
-            .connection()
-            .query_one_raw(Statement::from_sql_and_values(
-                DbBackend::Postgres,
-                TURN_END,
-                [
-                    sid.clone().into(),
-                    fence.instance.to_string().into(),
-                    fence.generation.0.into(),
-                    end.admission_id.to_string().into(),
-                    end.turn_id.to_string().into(),
-                    end.outcome.to_string().into(),
-                    now.into(),
-                    release_when_idle.into(),
-                    end.reply.is_some().into(),
-                    Value::Array(rows).to_string().into(),
-                    Value::Array(events).to_string().into(),
-                    Value::Array(usage).to_string().into(),
-                    sum(|u| u.input_tokens).into(),
-                    sum(|u| u.output_tokens).into(),
-                    sum(|u| u.cache_read_tokens).into(),
-                    cost.into(),
-                    end.usage.last().map(|u| u.input_tokens).into(),
-                    day_of(now).into(),
-                    usage_shard(&sid).into(),
-                    on_events.clone().into(),
-                    on_release.clone().into(),
-                    crate::notify::CHANNEL.into(),
-                ],
-            ))
-            .await;
-        let row = match ran {
-            Err(e) if crate::store::is_overtaken(&e) => return Ok(Ran::Undone),
-            other => other?.ok_or_else(|| {
-                StoreError::Corrupt("the turn end's statement answered no row".into())
-            })?,
+        let values = vec![
+            sid.clone().into(),
+            fence.instance.to_string().into(),
+            fence.generation.0.into(),
+            end.admission_id.to_string().into(),
+            end.turn_id.to_string().into(),
+            end.outcome.to_string().into(),
+            now.into(),
+            release_when_idle.into(),
+            end.reply.is_some().into(),
+            Value::Array(rows).to_string().into(),
+            Value::Array(events).to_string().into(),
+            Value::Array(usage).to_string().into(),
+            sum(|u| u.input_tokens).into(),
+            sum(|u| u.output_tokens).into(),
+            sum(|u| u.cache_read_tokens).into(),
+            cost.into(),
+            end.usage.last().map(|u| u.input_tokens).into(),
+            day_of(now).into(),
+            usage_shard(&sid).into(),
+            on_events.clone().into(),
+            on_release.clone().into(),
+            crate::notify::CHANNEL.into(),
+        ];
+        let Some(row) = self.one_statement("a turn end", TURN_END, values).await? else {
+            return Ok(Ran::Undone);
         };
         let Some(last_event) = row.try_get::<Option<i64>>("", "tk_last_event")? else {
             return Ok(Ran::Untouched);
@@ -355,24 +343,4 @@ fn message_json(m: &NewMessage, i: i64) -> Result<Value> {
         "summary_after_idx": m.summary_after_idx,
         "attachments": m.attachments.as_ref().map(|v| v.to_string()),
     }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::TURN_END;
-    use crate::model::EventKind;
-    use crate::status::AdmissionStatus;
-
-    /// The statement spells the statuses and event kinds as the rest of the store does.
-    #[test]
-    fn the_statement_names_statuses_and_kinds_as_the_store_does() {
-        for name in [
-            AdmissionStatus::Queued.as_str(),
-            AdmissionStatus::Started.as_str(),
-            AdmissionStatus::Terminal.as_str(),
-            EventKind::Status.as_str(),
-        ] {
-            assert!(TURN_END.contains(&format!("'{name}'")), "{name}");
-        }
-    }
 }
