@@ -1,7 +1,7 @@
 //! `AdmissionActor`: every input enters here (SPEC R1, R2). It authorizes from the principal and
 //! the session's owner, normalizes the payload, admits it durably and idempotently, then tells
 //! the session's actor to drain. Its handlers return futures, so it is no global lock.
-use crate::busy_policy::{effective_policy, pinned_policy, policy_of};
+use crate::busy_policy::pinned_policy;
 use crate::config::BusyPolicy;
 use crate::deps::Deps;
 use crate::error::GatewayError;
@@ -12,6 +12,7 @@ use crate::session::Interrupt;
 use crate::stages::{timed, Stage};
 use crate::turn::StopReason;
 use actix::prelude::*;
+use dashmap::DashMap;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
@@ -37,11 +38,58 @@ pub struct RetryUnknown {
 pub struct AdmissionActor {
     deps: Arc<Deps>,
     registry: SessionRegistry,
+    owners: Owners,
 }
 
 impl AdmissionActor {
     pub fn new(deps: Arc<Deps>, registry: SessionRegistry) -> Self {
-        Self { deps, registry }
+        Self {
+            deps,
+            registry,
+            owners: Owners::default(),
+        }
+    }
+}
+
+/// How many sessions' owners the admission actor keeps; past it, it starts again empty.
+const OWNERS_KEPT: usize = 65_536;
+
+/// The owner and the lineage root of the sessions this actor admitted into: the two facts
+/// authorization needs, and two that never change while the session exists (its owner is
+/// set when it is created, and so is a rotated segment's root). With them, a submission to a
+/// session seen before reads no session row: the admission's own statement finds the row,
+/// or reports it gone (a deleted session is then refused as before), and answers the
+/// session's busy policy. A principal is checked against the owner on every submission.
+#[derive(Clone, Default)]
+struct Owners(Arc<DashMap<SessionId, (String, SessionId)>>);
+
+impl Owners {
+    /// The lineage `principal` may admit into through `session` (SPEC R6.4), or `NotFound`
+    /// for a missing session and, alike, for someone else's (API.md "Auth").
+    async fn authorize(
+        &self,
+        store: &Store,
+        principal: &Principal,
+        session: SessionId,
+    ) -> Result<SessionId, GatewayError> {
+        let known = self.0.get(&session).map(|e| e.value().clone());
+        let (owner, lineage) = match known {
+            Some(facts) => facts,
+            None => {
+                let row = authorize(store, principal, session).await?;
+                let facts = (row.owner.clone(), row.lineage());
+                if self.0.len() >= OWNERS_KEPT {
+                    self.0.clear();
+                }
+                self.0.insert(session, facts.clone());
+                facts
+            }
+        };
+        if principal.kind == "operator" || owner == principal.id {
+            Ok(lineage)
+        } else {
+            Err(GatewayError::NotFound(format!("session {session}")))
+        }
     }
 }
 
@@ -55,13 +103,12 @@ impl Handler<Submit> for AdmissionActor {
     fn handle(&mut self, msg: Submit, _: &mut Context<Self>) -> Self::Result {
         let deps = self.deps.clone();
         let registry = self.registry.clone();
+        let owners = self.owners.clone();
         Box::pin(async move {
             // Any id of a rotated lineage admits into the lineage's one queue (SPEC R6.4).
-            let row = authorize(&deps.store, &msg.principal, msg.session).await?;
-            let session = row.lineage();
-            // The lineage's root row carries its busy policy; a rotated child's id is read
-            // again by `admit`.
-            let root = (row.id == session).then_some(row);
+            let session = owners
+                .authorize(&deps.store, &msg.principal, msg.session)
+                .await?;
             // Input that could only fail is refused rather than queued.
             if deps.providers.is_empty() {
                 return Err(GatewayError::NoProvider);
@@ -96,7 +143,7 @@ impl Handler<Submit> for AdmissionActor {
                 surface: msg.submission.surface.clone(),
                 retry_of: None,
             };
-            admit(&deps, &registry, new, root.as_ref()).await
+            admit(&deps, &registry, new).await
         })
     }
 }
@@ -119,7 +166,7 @@ impl Handler<RetryUnknown> for AdmissionActor {
                 surface: a.surface,
                 retry_of: Some(a.id),
             };
-            admit(&deps, &registry, new, None).await
+            admit(&deps, &registry, new).await
         })
     }
 }
@@ -223,7 +270,6 @@ async fn admit(
     deps: &Arc<Deps>,
     registry: &SessionRegistry,
     new: NewAdmission,
-    root: Option<&Session>,
 ) -> Result<Receipt, GatewayError> {
     let session = new.session_id;
     let admitted = timed(Stage::Admit, deps.store.admit(new)).await?;
@@ -235,13 +281,13 @@ async fn admit(
     if !admitted.duplicate {
         // `steer` needs nothing here: the running turn takes queued input at its next model
         // boundary (`turn::steer`); what it does not take runs as its own turn.
-        let policy = match pinned_policy(&admitted.admission.payload) {
-            Some(p) => p,
-            None => match root {
-                Some(row) => policy_of(deps.config.agent.busy_policy, Some(row)),
-                None => effective_policy(&deps.store, deps.config.agent.busy_policy, session).await,
-            },
-        };
+        // The session's own policy as the admission's commit read it with the session's row.
+        let policy = pinned_policy(&admitted.admission.payload).unwrap_or_else(|| {
+            BusyPolicy::effective(
+                admitted.busy_policy.as_deref(),
+                deps.config.agent.busy_policy,
+            )
+        });
         if policy == BusyPolicy::Interrupt {
             const SUPERSEDED: &str = "superseded by a newer message";
             if let Some(addr) = registry.get(session) {

@@ -391,6 +391,9 @@ pub struct Admitted {
     pub admission: Admission,
     pub duplicate: bool,
     pub events: Vec<Event>,
+    /// The session's own busy policy (`None`: the configured default) as the admission's
+    /// commit read it with the session's row; `None` for a duplicate, which changes nothing.
+    pub busy_policy: Option<String>,
 }
 
 /// An admission claimed together with its session's lease: as it was read before the claim

@@ -168,6 +168,23 @@ async fn r2_1_payload_owner_fields_grant_nothing() {
         ["a later turn"],
         "nothing ran for the intruder"
     );
+    // The operator's submission left the session's owner with the admission actor (it reads
+    // no session row for the next one): another principal is still refused, as if the
+    // session did not exist.
+    let r = other
+        .post(
+            &format!("/v1/sessions/{theirs}/submissions"),
+            &json!({"text": "and now?"}),
+        )
+        .await;
+    assert_eq!(r.status, 404, "someone else's known session: {}", r.text);
+    assert_eq!(
+        operator
+            .asked_after_a_later_turn(&provider, &theirs, "the last turn")
+            .await,
+        ["a later turn", "the last turn"],
+        "nothing ran for the intruder's second try"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -118,6 +118,16 @@ async fn deleting(database: Option<&str>) {
         404,
         "gone already"
     );
+    // Alice submitted to it before, so the admission actor knows its owner and reads no row
+    // to authorize her: her submission is still refused, by the admission that finds no
+    // session.
+    let r = alice.submit(&s, "are you there?", None).await;
+    assert_eq!(
+        (r.status, r.error_code()),
+        (404, Some("not_found")),
+        "{}",
+        r.text
+    );
     // No row of either session is left anywhere.
     for table in [
         "session_admissions",

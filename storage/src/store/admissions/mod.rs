@@ -88,9 +88,10 @@ impl Store {
             .filter(session::Column::Id.eq(sid.clone()))
             .exec_with_returning(&tx)
             .await?;
-        let Some((seq, last_event)) = bumped
-            .first()
-            .map(|s| (s.last_admission_seq, s.last_event_seq))
+        let Some((seq, last_event, busy_policy)) = bumped
+            .into_iter()
+            .next()
+            .map(|s| (s.last_admission_seq, s.last_event_seq, s.busy_policy))
         else {
             return Err(StoreError::NotFound(format!("session {sid}")));
         };
@@ -144,6 +145,7 @@ impl Store {
             admission: convert::admission(row)?,
             duplicate: false,
             events,
+            busy_policy,
         })
     }
 
@@ -293,6 +295,7 @@ fn duplicate_of(existing: Admission, new: &NewAdmission) -> Result<Admitted> {
         admission: existing,
         duplicate: true,
         events: Vec::new(),
+        busy_policy: None,
     })
 }
 

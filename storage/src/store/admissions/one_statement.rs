@@ -57,7 +57,7 @@ bumped AS (
     WHERE id = $1
       AND last_event_seq = (SELECT last_event_seq FROM snap)
       AND NOT EXISTS (SELECT 1 FROM dup)
-    RETURNING last_admission_seq, last_event_seq
+    RETURNING last_admission_seq, last_event_seq, busy_policy
 ),
 admitted AS (
     INSERT INTO session_admissions
@@ -89,6 +89,7 @@ notified AS (
 )
 SELECT d.*,
        EXISTS (SELECT 1 FROM snap) AS tk_found,
+       b.busy_policy AS tk_busy_policy,
        b.last_admission_seq AS tk_seq,
        b.last_event_seq AS tk_last_event,
        c.queued AS tk_queued,
@@ -179,6 +180,7 @@ impl Store {
         Ok(Ran::Admitted(Admitted {
             admission: convert::admission(super::queued_row(new, id, seq, now))?,
             duplicate: false,
+            busy_policy: row.try_get("", "tk_busy_policy")?,
             events: vec![
                 committed(&events[0], last_event - 1, now),
                 committed(&events[1], last_event, now),
