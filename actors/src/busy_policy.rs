@@ -4,7 +4,7 @@
 //! arrives and by a running turn at its model boundary (`turn::steer`).
 use crate::config::BusyPolicy;
 use serde_json::Value;
-use turnkey_storage::{Session, SessionId, Store};
+use turnkey_storage::{SessionId, Store};
 
 /// The session's busy policy, else `default` (`agent.busy_policy`, SPEC R13.4).
 pub async fn effective_policy(
@@ -19,13 +19,7 @@ pub async fn effective_policy(
             None
         }
     };
-    policy_of(default, own.as_ref())
-}
-
-/// The busy policy of a session row already read, else `default`.
-pub fn policy_of(default: BusyPolicy, row: Option<&Session>) -> BusyPolicy {
-    let own = row.and_then(|s| s.busy_policy.as_deref());
-    BusyPolicy::effective(own, default)
+    BusyPolicy::effective(own.as_ref().and_then(|s| s.busy_policy.as_deref()), default)
 }
 
 /// The busy policy an admission was given for itself (`Submission::busy_policy`), if any.

@@ -189,25 +189,26 @@ pub(crate) fn send(
     });
 }
 
-/// The payloads of `notices` for a statement that sends them itself (`pg_notify` over the
-/// array, as [`Pending::flush`] does), or none while no other replica listens. Call
-/// [`count_sent`] once that statement has committed.
+/// The payloads of `notices` for a statement that sends them (`pg_notify` over the array),
+/// or none while no other replica listens. Once the statement has committed, [`count`] says
+/// what became of them.
 pub(crate) fn payloads(peers: &Peers, notices: &[Notice]) -> Vec<String> {
     if peers.may_listen() {
         notices.iter().map(Notice::to_string).collect()
     } else {
-        STORE
-            .notices_skipped
-            .fetch_add(notices.len() as u64, Ordering::Relaxed);
         Vec::new()
     }
 }
 
-/// Counts `payloads` as sent (see [`payloads`]).
-pub(crate) fn count_sent(payloads: &[String]) {
-    STORE
-        .notices_sent
-        .fetch_add(payloads.len() as u64, Ordering::Relaxed);
+/// Counts `announced` notices of a commit as sent (their [`payloads`] went out with it) or
+/// as skipped (no other replica listened, so there were none).
+pub(crate) fn count(announced: usize, sent: bool) {
+    let counter = if sent {
+        &STORE.notices_sent
+    } else {
+        &STORE.notices_skipped
+    };
+    counter.fetch_add(announced as u64, Ordering::Relaxed);
 }
 
 /// The notices a write transaction announces, each distinct one once, in first-announced
@@ -238,20 +239,18 @@ impl Pending {
         if notices.is_empty() {
             return Ok(());
         }
-        let n = notices.len() as u64;
-        if !peers.may_listen() {
-            STORE.notices_skipped.fetch_add(n, Ordering::Relaxed);
-            return Ok(());
+        let payloads = payloads(peers, &notices);
+        let sent = !payloads.is_empty();
+        if sent {
+            // `unnest` yields the payloads in array order, which is the order they are delivered.
+            tx.execute_raw(Statement::from_sql_and_values(
+                DbBackend::Postgres,
+                "SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload",
+                [CHANNEL.into(), payloads.into()],
+            ))
+            .await?;
         }
-        let payloads: Vec<String> = notices.iter().map(Notice::to_string).collect();
-        // `unnest` yields the payloads in array order, which is the order they are delivered.
-        tx.execute_raw(Statement::from_sql_and_values(
-            DbBackend::Postgres,
-            "SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload",
-            [CHANNEL.into(), payloads.into()],
-        ))
-        .await?;
-        STORE.notices_sent.fetch_add(n, Ordering::Relaxed);
+        count(notices.len(), sent);
         Ok(())
     }
 }

@@ -407,6 +407,10 @@ pub(crate) fn committed(ev: &NewEvent, seq: i64, created_at: i64) -> Event {
     }
 }
 
+/// How often a one-statement write runs when other commits keep overtaking its snapshot,
+/// before the transaction it stands for takes over.
+pub(crate) const ONE_STATEMENT_ATTEMPTS: usize = 3;
+
 impl Store {
     /// PostgreSQL: runs `sql`, one of the one-statement writes (`admissions::one_statement`,
     /// `leases::one_statement`, `turn_end::one_statement`), outside a transaction, so that the

@@ -13,21 +13,17 @@
 //! committed with its event), so the update only goes ahead while that seq is still the one
 //! the snapshot read: a compare-and-set. When another commit overtook the snapshot, the
 //! update matches no row, nothing is inserted, and the statement runs again with a new
-//! snapshot; after [`ATTEMPTS`] the transaction of [`Store::try_admit`] takes over. The lock
-//! order is the transaction's: the session row, then the admission row.
+//! snapshot; after [`ONE_STATEMENT_ATTEMPTS`] tries the transaction of [`Store::try_admit`]
+//! takes over. The lock order is the transaction's: the session row, then the admission row.
 use super::duplicate_of;
 use crate::entity::admission;
 use crate::ids::*;
 use crate::metrics::STORE;
 use crate::model::*;
 use crate::notify::{Notice, NoticeKind};
-use crate::store::{committed, convert, Result, Store, StoreError};
+use crate::store::{committed, convert, Result, Store, StoreError, ONE_STATEMENT_ATTEMPTS};
 use sea_orm::FromQueryResult;
 use std::sync::atomic::Ordering;
-
-/// How often the statement runs before the transaction takes over, when other commits to the
-/// same session keep overtaking its snapshot.
-const ATTEMPTS: usize = 3;
 
 /// `$1` session, `$2` request id, `$3` new admission id, `$4` payload digest, `$5` payload,
 /// `$6` principal, `$7` surface, `$8` retry of, `$9` now, `$10` notice payloads, `$11` the
@@ -116,7 +112,7 @@ impl Store {
         &self,
         new: &NewAdmission,
     ) -> Option<Result<Admitted>> {
-        for _ in 0..ATTEMPTS {
+        for _ in 0..ONE_STATEMENT_ATTEMPTS {
             match self.run_admit(new).await {
                 Ok(Ran::Admitted(a) | Ran::Duplicate(a)) => return Some(Ok(a)),
                 Ok(Ran::Overtaken) => {
@@ -138,6 +134,7 @@ impl Store {
             turn: None,
         });
         let payloads = crate::notify::payloads(self.peers(), &notices);
+        let notified = !payloads.is_empty();
         let sid = new.session_id.to_string();
         let values = vec![
             sid.clone().into(),
@@ -149,7 +146,7 @@ impl Store {
             new.surface.clone().into(),
             new.retry_of.map(|r| r.to_string()).into(),
             now.into(),
-            payloads.clone().into(),
+            payloads.into(),
             crate::notify::CHANNEL.into(),
         ];
         let Some(row) = self.one_statement("an admission", ADMIT, values).await? else {
@@ -175,7 +172,7 @@ impl Store {
                 "admission {id} of session {sid} committed {announced} events, not 2"
             )));
         }
-        crate::notify::count_sent(&payloads);
+        crate::notify::count(notices.len(), notified);
         let events = super::announced(new.session_id, id, queued, started);
         Ok(Ran::Admitted(Admitted {
             admission: convert::admission(super::queued_row(new, id, seq, now))?,

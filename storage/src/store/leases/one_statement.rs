@@ -25,13 +25,10 @@ use crate::metrics::STORE;
 use crate::model::*;
 use crate::notify::{Notice, NoticeKind};
 use crate::store::admissions::{first_queued, status_of};
-use crate::store::{committed, convert, Result, Store, StoreError};
+use crate::store::{committed, convert, Result, Store, StoreError, ONE_STATEMENT_ATTEMPTS};
 use sea_orm::FromQueryResult;
 use serde_json::json;
 use std::sync::atomic::Ordering;
-
-/// How often the statement runs before the transaction takes over.
-const ATTEMPTS: usize = 3;
 
 /// `$1` session, `$2`–`$4` the owner (instance, pid, host), `$5` turn, `$6` platform, `$7`
 /// now, `$8` the lease's expiry, `$9` the head read before, `$10`–`$24` the user row, `$25`
@@ -136,7 +133,7 @@ impl Store {
         c: &LeaseClaim,
         how: &ClaimAs,
     ) -> Result<Option<(Fence, Option<Claimed>)>> {
-        for _ in 0..ATTEMPTS {
+        for _ in 0..ONE_STATEMENT_ATTEMPTS {
             let Some(head) = first_queued(self.reader(), c.session).await? else {
                 return Ok(None);
             };
@@ -169,6 +166,7 @@ impl Store {
             turn: None,
         };
         let payloads = crate::notify::payloads(self.peers(), &[notice]);
+        let notified = !payloads.is_empty();
         let values = vec![
             c.session.to_string().into(),
             c.owner.instance.to_string().into(),
@@ -194,7 +192,7 @@ impl Store {
             user.summary_epoch.into(),
             user.summary_after_idx.into(),
             user.attachments.as_ref().map(|v| v.to_string()).into(),
-            payloads.clone().into(),
+            payloads.into(),
             crate::notify::CHANNEL.into(),
         ];
         let Some(row) = self
@@ -214,7 +212,7 @@ impl Store {
                 head.id
             )));
         }
-        crate::notify::count_sent(&payloads);
+        crate::notify::count(1, notified);
         let queued: i64 = row.try_get("", "tk_queued")?;
         let session = session::Model::from_query_result(&row, "")?;
         let fence = Fence {

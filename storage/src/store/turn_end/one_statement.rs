@@ -13,21 +13,18 @@
 //! session's update is a compare-and-set on the `last_event_seq` that snapshot read. When the
 //! lease was locked but the rest did not follow (another commit overtook the snapshot, or the
 //! admission was no longer `started`) the statement calls `turnkey_overtaken`, PostgreSQL
-//! undoes it all, and it runs again; after [`ATTEMPTS`] the transaction takes over and says
-//! what is wrong. A turn end the statement does not handle (one that closes a tail, a reply
-//! to a platform chat, a rotated transcript) or a lost lease writes nothing, and the
-//! transaction runs.
+//! undoes it all, and it runs again; after [`ONE_STATEMENT_ATTEMPTS`] tries the transaction
+//! takes over and says what is wrong. A turn end the statement does not handle (one that
+//! closes a tail, a reply to a platform chat, a rotated transcript) or a lost lease writes
+//! nothing, and the transaction runs.
 use crate::ids::*;
 use crate::metrics::STORE;
 use crate::model::*;
 use crate::notify::{Notice, NoticeKind};
 use crate::store::quotas::{day_of, usage_shard};
-use crate::store::{committed, Result, Store, StoreError};
+use crate::store::{committed, Result, Store, StoreError, ONE_STATEMENT_ATTEMPTS};
 use serde_json::{json, Value};
 use std::sync::atomic::Ordering;
-
-/// How often the statement runs before the transaction takes over.
-const ATTEMPTS: usize = 3;
 
 /// `$1` session, `$2` the fence's instance, `$3` its generation, `$4` admission, `$5` turn,
 /// `$6` outcome, `$7` now, `$8` whether to give the lease up when idle, `$9` whether there is
@@ -187,7 +184,7 @@ impl Store {
         if end.close_tail.is_some() || end.events.iter().any(|e| e.session_id != fence.session_id) {
             return Ok(None);
         }
-        for _ in 0..ATTEMPTS {
+        for _ in 0..ONE_STATEMENT_ATTEMPTS {
             match self.run_turn_end(fence, end, release_when_idle).await? {
                 Ran::Ended(events, released) => return Ok(Some((events, released))),
                 Ran::Untouched => return Ok(None),
@@ -253,6 +250,7 @@ impl Store {
         };
         let on_events = crate::notify::payloads(self.peers(), &[notice(NoticeKind::Events)]);
         let on_release = crate::notify::payloads(self.peers(), &[notice(NoticeKind::Released)]);
+        let notified = (!on_events.is_empty(), !on_release.is_empty());
         let values = vec![
             sid.clone().into(),
             fence.instance.to_string().into(),
@@ -273,8 +271,8 @@ impl Store {
             end.usage.last().map(|u| u.input_tokens).into(),
             day_of(now).into(),
             usage_shard(&sid).into(),
-            on_events.clone().into(),
-            on_release.clone().into(),
+            on_events.into(),
+            on_release.into(),
             crate::notify::CHANNEL.into(),
         ];
         let Some(row) = self.one_statement("a turn end", TURN_END, values).await? else {
@@ -301,9 +299,9 @@ impl Store {
                 end.turn_id
             )));
         }
-        crate::notify::count_sent(&on_events);
+        crate::notify::count(1, notified.0);
         if released {
-            crate::notify::count_sent(&on_release);
+            crate::notify::count(1, notified.1);
         }
         let queued: i64 = row.try_get("", "tk_queued")?;
         let started: i64 = row.try_get("", "tk_started")?;
