@@ -325,6 +325,10 @@ pub struct AgentConfig {
     pub liveness_timeout_s: u64,
     /// The same tool call (name and arguments) this many times in one turn halts it.
     pub repeat_guard: u32,
+    /// How many crashes in a row a turn that started no side effect is resumed after by itself
+    /// (SPEC R13.9); cut once more it is `unknown`. A guard against a turn that kills its own
+    /// process; a hand-back at a graceful shutdown does not count. 0 turns resuming off.
+    pub max_resumes: u32,
 }
 
 impl Default for AgentConfig {
@@ -342,6 +346,7 @@ impl Default for AgentConfig {
             name: "turnkey".into(),
             liveness_timeout_s: 0,
             repeat_guard: 3,
+            max_resumes: 2,
         }
     }
 }
@@ -637,6 +642,9 @@ impl RuntimeConfig {
         }
         if self.compression.timeout_s == 0 {
             return bad("compression.timeout_s", "must be greater than 0");
+        }
+        if self.agent.max_resumes > 100 {
+            return bad("agent.max_resumes", "must be 100 or less");
         }
         if self.agent.repeat_guard < 2 {
             return bad("agent.repeat_guard", "must be 2 or more");

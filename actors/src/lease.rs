@@ -1,7 +1,8 @@
 //! Holding a session's turn lease (SPEC R4): wait for it without busy-waiting, keep it
 //! refreshed while turns run, and signal loss at once so the running turn stops writing. And
 //! what becomes of a `started` turn whose owner no longer holds the lease (SPEC R13.1,
-//! R13.9): resumed by itself once when it started no side effect, else marked `unknown`.
+//! R13.9): resumed by itself when it started no side effect (up to `[agent] max_resumes`
+//! crashes), else marked `unknown`.
 use crate::deps::Deps;
 use crate::stages::TURNS;
 use std::sync::atomic::Ordering;
@@ -135,25 +136,29 @@ pub(crate) fn ms(secs: u64) -> i64 {
 // A `started` turn whose owner is gone: resumed by itself, or left `unknown` (SPEC R13.1,
 // R13.9). Asked by a drain that takes a session's lease and by the recovery sweep.
 
-/// How many attempts a turn gets in all: the first, and one resume by itself (SPEC R13.9). A
-/// turn cut again after its resume is `unknown`, so a crash loop cannot burn tokens forever.
-pub const MAX_ATTEMPTS: i32 = 2;
+/// Whether the crashes that cut `a` so far used up `[agent] max_resumes` (SPEC R13.9): a turn
+/// cut once more then is not resumed by itself again, so a turn that kills its own process
+/// cannot loop burning tokens. Hand-backs at a graceful shutdown do not count.
+pub fn resumes_spent(a: &Admission, max_resumes: u32) -> bool {
+    u32::try_from(a.crash_resumes).unwrap_or(0) >= max_resumes
+}
 
 /// Whether a turn whose owner is gone is resumed by itself from its durable rows (SPEC R13.1,
-/// R13.9), once. It is when it started no side effect that has no recorded result, which its
-/// rows tell: the last is the user's (a model call was in flight: nothing ran; on a resume the
+/// R13.9). It is when it started no side effect that has no recorded result, which its rows
+/// tell: the last is the user's (a model call was in flight: nothing ran; on a resume the
 /// model is simply asked again), a tool result, or a tool-call row (calls recorded but never
 /// started then run once; a call found `started` becomes `unknown` for a person to decide,
 /// R13.1, and the turn waits for that decision). An assistant row without calls as the last
 /// row of an unsettled turn fits no step of the loop: unknown. A turn with no row yet (a burst
 /// cut before its joined input was written) has run nothing either: its resume writes the row.
+/// A crash after `[agent] max_resumes` crash resumes makes it unknown too.
 pub async fn resumable(deps: &Deps, a: &Admission) -> Result<bool, StoreError> {
     let Some(turn) = a.turn_id else {
         return Ok(false);
     };
-    // A turn parked in its tool round at a graceful stop is always handed back (it waits for
-    // calls not started or for a person, which burns nothing): only a cut counts.
-    if a.attempt >= MAX_ATTEMPTS && a.handed_back.is_none() {
+    // A turn handed back at a graceful stop is always taken up again (it was parked where it
+    // was safe, which burns nothing): only a crash counts.
+    if a.handed_back.is_none() && resumes_spent(a, deps.config.agent.max_resumes) {
         return Ok(false);
     }
     let rows = deps.store.turn_messages(a.session_id, turn).await?;
@@ -210,11 +215,21 @@ pub async fn orphans(deps: &Deps, fence: &Fence) -> Vec<Admission> {
 /// Why `a`'s outcome cannot be known, in a code and in words.
 fn cause(deps: &Deps, a: &Admission) -> UnknownCause {
     let mut cause = owner_cause(deps, a);
-    if a.attempt >= MAX_ATTEMPTS {
-        cause.message.push_str(
-            "; it had already been resumed once after an earlier cut, so it is not resumed \
-             by itself again",
-        );
+    let max = deps.config.agent.max_resumes;
+    if a.handed_back.is_none() && resumes_spent(a, max) {
+        let times = match a.crash_resumes {
+            1 => "once".to_owned(),
+            n => format!("{n} times"),
+        };
+        cause.message.push_str(&if max == 0 {
+            "; turns are not resumed by themselves after a crash ([agent] max_resumes = 0)"
+                .to_owned()
+        } else {
+            format!(
+                "; it had already been resumed {times} after crashes ([agent] max_resumes = \
+                 {max}), so it is not resumed by itself again"
+            )
+        });
     }
     cause
 }

@@ -1,6 +1,7 @@
-//! Recovery (SPEC R2.4, R2.5, R12): at start-up and then periodically, `started` admissions
-//! whose owner is gone become `unknown` (never re-run, never invented as done), and sessions
-//! with queued input are drained.
+//! Recovery (SPEC R2.4, R2.5, R12, R13.9): at start-up and then periodically, `started`
+//! admissions whose owner is gone are judged (`lease::resumable`): a turn that started no side
+//! effect is resumed by its session's drain, the others become `unknown` (never re-run, never
+//! invented as done); and sessions with queued input are drained.
 use crate::deps::Deps;
 use crate::lease::{mark, owner_is_gone, resumable};
 use crate::session::registry::SessionRegistry;
@@ -60,8 +61,8 @@ struct Judged {
 }
 
 /// A `started` admission whose owner no longer holds a live lease on its session is resumed
-/// when its turn stopped in a tool round (its session's drain takes over), else marked
-/// unknown.
+/// when it started no side effect and its crashes are within `[agent] max_resumes` (its
+/// session's drain takes over), else marked unknown.
 async fn judge_dead_owners(
     deps: &Deps,
     registry: &SessionRegistry,

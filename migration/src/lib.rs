@@ -28,6 +28,7 @@ mod m20261217_000001_connected_providers;
 mod m20261218_000001_usage_shards;
 mod m20261218_000002_live_messages;
 mod m20261219_000001_overtaken;
+mod m20261220_000001_crash_resumes;
 
 pub struct Migrator;
 
@@ -61,6 +62,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261218_000001_usage_shards::Migration),
             Box::new(m20261218_000002_live_messages::Migration),
             Box::new(m20261219_000001_overtaken::Migration),
+            Box::new(m20261220_000001_crash_resumes::Migration),
         ]
     }
 }

@@ -318,8 +318,12 @@ pub struct Admission {
     pub finished_at: Option<i64>,
     /// The `unknown` admission this one runs again (`POST /v1/admissions/{id}/retry`).
     pub retry_of: Option<AdmissionId>,
-    /// Which attempt at the turn this is: 1, or 2 once it was resumed by itself (SPEC R13.9).
+    /// Which attempt at the turn this is: 1, and one more each time it was resumed by itself
+    /// (SPEC R13.9), after a crash or a hand-back at shutdown.
     pub attempt: i32,
+    /// How many of those resumes followed a crash: `[agent] max_resumes` bounds these, not
+    /// the hand-backs of a graceful shutdown.
+    pub crash_resumes: i32,
     /// Why the last owner handed the `started` turn back without settling it, if it did.
     pub handed_back: Option<ResumeReason>,
 }

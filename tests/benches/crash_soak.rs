@@ -21,6 +21,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use turnkey_tests::harness::DEFAULT_MAX_RESUMES;
 use turnkey_tests::{Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
 const SESSIONS: usize = 12;
@@ -156,10 +157,11 @@ async fn soak() {
         let st = Statement::from_string(backend, sql.to_owned());
         store.query_all_raw(st)
     };
-    let admissions =
-        rows("SELECT id, request_id, status, outcome, attempt FROM session_admissions")
-            .await
-            .expect("admissions");
+    let admissions = rows(
+        "SELECT id, request_id, status, outcome, attempt, crash_resumes FROM session_admissions",
+    )
+    .await
+    .expect("admissions");
     let tool_started: Vec<String> =
         rows("SELECT DISTINCT admission_id FROM tool_runs WHERE started_at IS NOT NULL")
             .await
@@ -202,6 +204,8 @@ async fn soak() {
         };
         let status: String = a.try_get("", "status").unwrap();
         let attempt = i64::from(a.try_get::<i32>("", "attempt").unwrap());
+        let crashes = usize::try_from(a.try_get::<i32>("", "crash_resumes").unwrap()).unwrap();
+        let spent = crashes >= DEFAULT_MAX_RESUMES;
         let outcome: Value = a
             .try_get::<Option<String>>("", "outcome")
             .unwrap()
@@ -224,13 +228,14 @@ async fn soak() {
                 *counts.entry(key).or_default() += 1;
             }
             "unknown" => {
-                let why = match (tool_started.contains(id), attempt >= 2) {
-                    (true, false) => "unknown: a tool had started (cut once)",
-                    (true, true) => "unknown: a tool had started (cut again after its resume)",
-                    (false, true) => "unknown: no tool, cut again after its resume",
-                    (false, false) => {
+                let why = match (tool_started.contains(id), attempt >= 2, spent) {
+                    (true, false, _) => "unknown: a tool had started (cut once)",
+                    (true, true, _) => "unknown: a tool had started (cut again after a resume)",
+                    (false, _, true) => "unknown: no tool, cut on every attempt (max_resumes)",
+                    (false, _, false) => {
                         broken.push(format!(
-                            "{rid} is unknown after one cut with no tool started"
+                            "{rid} is unknown after {crashes} crash resume(s) with no tool \
+                             started (max_resumes {DEFAULT_MAX_RESUMES})"
                         ));
                         "unknown: other"
                     }

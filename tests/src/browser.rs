@@ -23,7 +23,7 @@ pub const DESKTOP: (u32, u32) = (1280, 860);
 pub const PHONE: (u32, u32) = (390, 844);
 
 fn required() -> bool {
-    std::env::var("TURNKEY_REQUIRE_BROWSER").is_ok_and(|v| v == "1")
+    crate::require::flag("TURNKEY_REQUIRE_BROWSER")
 }
 
 fn executable(env: &str, default: &str) -> Option<PathBuf> {

@@ -15,6 +15,10 @@ use std::time::{Duration, Instant};
 const FREE_PORT: &str = "127.0.0.1:0";
 /// How long a start may take before the test gives up (migrations included).
 const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// The service's default `[agent] max_resumes` (SPEC R13.9): a turn that started no side effect
+/// resumes by itself after this many crashes in a row; one more leaves it `unknown`.
+pub const DEFAULT_MAX_RESUMES: usize = 2;
+
 /// How long the one-off `cargo build` of a missing binary may take.
 const BUILD_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// Environment that must not leak from the developer's shell into the service under test.
@@ -67,6 +71,9 @@ pub struct TurnkeyOptions {
     /// `server.detect_providers`: none by default, so that no test finds a server another
     /// test (or the machine) runs on a usual port.
     pub detect_providers: Vec<String>,
+    /// No `[auth] operator_token`: the service generates one into `data/operator.token`, as on
+    /// a first start, and the harness reads it from there.
+    pub generated_token: bool,
 }
 
 impl TurnkeyOptions {
@@ -94,7 +101,14 @@ impl TurnkeyOptions {
             binary: None,
             with_provider: true,
             detect_providers: Vec::new(),
+            generated_token: false,
         }
+    }
+
+    /// Leaves the operator token to the service (see [`TurnkeyOptions::generated_token`]).
+    pub fn generated_token(mut self) -> Self {
+        self.generated_token = true;
+        self
     }
 
     pub fn env(mut self, key: &str, value: &str) -> Self {
@@ -198,6 +212,13 @@ impl Turnkey {
         let env = tk.options.env.clone();
         if let Err(e) = tk.spawn(&env).await {
             panic!("{e}\n{}", tk.log_tail(200));
+        }
+        if tk.options.generated_token {
+            let file = tk.dir.path().join("data").join("operator.token");
+            tk.token = std::fs::read_to_string(&file)
+                .unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+                .trim()
+                .to_owned();
         }
         tk
     }
@@ -496,6 +517,11 @@ fn read_stdout(
 }
 
 fn write_config(path: &Path, dir: &Path, database_url: &str, token: &str, o: &TurnkeyOptions) {
+    let token = if o.generated_token {
+        String::new()
+    } else {
+        format!("operator_token = \"{token}\"")
+    };
     let toml = format!(
         r#"[server]
 data_dir = "{data}"
@@ -505,7 +531,7 @@ detect_providers = {detect:?}
 url = "{database_url}"
 
 [auth]
-operator_token = "{token}"
+{token}
 
 {provider}
 [lease]
@@ -633,8 +659,11 @@ fn locate_or_build() -> Result<PathBuf, String> {
         .parent()
         .ok_or("no workspace dir")?;
     let mut cmd = Command::new(cargo);
+    // `--workspace`, not `-p turnkey-web`: the features of the dependencies are then those of
+    // `cargo test --workspace`, whose build this one reuses; with `-p` they differ, and the
+    // two builds would rebuild each other's dependencies every time.
     cmd.current_dir(workspace)
-        .args(["build", "-p", "turnkey-web", "--bin", "turnkey"])
+        .args(["build", "--workspace", "--bin", "turnkey"])
         .arg("--target-dir")
         .arg(target_dir);
     match profile {
@@ -665,7 +694,7 @@ fn locate_or_build() -> Result<PathBuf, String> {
     };
     if !status.success() || !binary.exists() {
         return Err(format!(
-            "`cargo build -p turnkey-web --bin turnkey` failed ({status}); {} is missing",
+            "`cargo build --workspace --bin turnkey` failed ({status}); {} is missing",
             binary.display()
         ));
     }

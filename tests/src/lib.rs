@@ -13,6 +13,7 @@ pub mod openai_sdk;
 pub mod openapi_validator;
 pub mod otlp;
 pub mod pg;
+pub mod require;
 pub mod scripted;
 mod scripted_server;
 mod scripted_wire;

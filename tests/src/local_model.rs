@@ -204,7 +204,7 @@ impl Drop for LocalModel {
 }
 
 fn required() -> bool {
-    std::env::var("TURNKEY_REQUIRE_MODEL").is_ok_and(|v| v == "1")
+    crate::require::flag("TURNKEY_REQUIRE_MODEL")
 }
 
 fn fixtures_dir() -> PathBuf {

@@ -16,7 +16,7 @@ pub struct OpenAiSdk {
 }
 
 fn required() -> bool {
-    std::env::var("TURNKEY_REQUIRE_OPENAI_SDK").is_ok_and(|v| v == "1")
+    crate::require::flag("TURNKEY_REQUIRE_OPENAI_SDK")
 }
 
 impl OpenAiSdk {

@@ -16,7 +16,7 @@ pub struct OpenApiValidator {
 }
 
 fn required() -> bool {
-    std::env::var("TURNKEY_REQUIRE_OPENAPI_VALIDATOR").is_ok_and(|v| v == "1")
+    crate::require::flag("TURNKEY_REQUIRE_OPENAPI_VALIDATOR")
 }
 
 impl OpenApiValidator {

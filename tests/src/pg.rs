@@ -38,7 +38,7 @@ pub async fn fresh_database() -> Option<PgDatabase> {
     let admin = match connect_admin().await {
         Ok(db) => db,
         Err(e) => {
-            if std::env::var("TURNKEY_REQUIRE_PG").as_deref() == Ok("1") {
+            if crate::require::flag("TURNKEY_REQUIRE_PG") {
                 panic!("TURNKEY_REQUIRE_PG=1 but PostgreSQL is not reachable at {ADMIN_URL}: {e}");
             }
             println!("skipping: PostgreSQL not reachable at 127.0.0.1:5432");

@@ -46,7 +46,7 @@ pub fn usage_json(u: &Usage) -> Value {
 
 /// Commits the turn's end. When nothing is queued behind it, the same commit gives the
 /// session's lease up; answers whether it did (the drain then has nothing left to release).
-pub async fn finalize(record: Record<'_>, delivery: &Addr<DeliveryActor>, c: Closing) -> bool {
+pub async fn finalize(record: Record<'_>, delivery: &Addr<DeliveryActor>, mut c: Closing) -> bool {
     match c.failure {
         Some(TurnFailure::Stopped(super::StopReason::LeaseLost)) => {
             // Another process may own the session: every write would be fenced out anyway,
@@ -54,15 +54,16 @@ pub async fn finalize(record: Record<'_>, delivery: &Addr<DeliveryActor>, c: Clo
             tracing::warn!(turn = %c.turn_id, "lease lost; turn ends without writing");
             return false;
         }
-        Some(TurnFailure::Parked) => {
-            tracing::info!(turn = %c.turn_id, "turn parked in its tool round; the next process resumes it");
-            return hand_back(record, &c).await;
-        }
-        Some(TurnFailure::Stopped(super::StopReason::Shutdown))
+        Some(TurnFailure::Parked | TurnFailure::Stopped(super::StopReason::Shutdown))
             if may_hand_back(record.store, &c).await =>
         {
-            tracing::info!(turn = %c.turn_id, "shutdown grace ran out; turn handed back to resume");
+            tracing::info!(turn = %c.turn_id, "stopped by the shutdown; turn handed back to resume");
             return hand_back(record, &c).await;
+        }
+        // A parked round where another call of the batch was cut short by the grace: a side
+        // effect may have been under way, so the turn settles as interrupted.
+        Some(TurnFailure::Parked) => {
+            c.failure = Some(TurnFailure::Stopped(super::StopReason::Shutdown));
         }
         _ => {}
     }
@@ -226,19 +227,19 @@ fn chat_reply(
     }
 }
 
-/// A turn stopped by a graceful shutdown is handed back rather than settled `interrupted`
-/// (SPEC R13.9) when that is safe and allowed: no tool of it was running when the stop came
-/// (one still `started`, or one whose result came after the stop, cut short: a side effect
-/// may have been under way, so it settles as interrupted, as before), and it has not been
-/// resumed already (a turn is resumed by itself once).
+/// A turn stopped by a graceful shutdown, in its model call or parked in its tool round, is
+/// handed back rather than settled `interrupted` (SPEC R13.9) when that is safe: no tool of it
+/// was running when the stop came (one still `started`, or one whose result came after the
+/// stop, cut short: a side effect may have been under way, so it settles as interrupted). A
+/// hand-back is no crash: it does not count against `[agent] max_resumes`.
 async fn may_hand_back(store: &Store, c: &Closing) -> bool {
-    if c.attempt >= crate::lease::MAX_ATTEMPTS {
-        return false;
-    }
     let stop = c.stopped_at.unwrap_or(i64::MAX);
-    let cut_short = |r: &ToolRun| {
-        r.status == ToolRunStatus::Started
-            || (r.started_at.is_some() && r.finished_at.is_none_or(|f| f >= stop))
+    // A call `unknown` since an earlier cut waits for a person's decision: parking it is what
+    // keeps that question open across the restart (R13.1), not a cut of this stop.
+    let cut_short = |r: &ToolRun| match r.status {
+        ToolRunStatus::Started => true,
+        ToolRunStatus::Unknown => false,
+        _ => r.started_at.is_some() && r.finished_at.is_none_or(|f| f >= stop),
     };
     match store.tool_runs_of_turn(c.turn_id).await {
         Ok(runs) => !runs.iter().any(cut_short),

@@ -6,9 +6,9 @@
 //! A child's report comes back when its goal admission is terminal: the task is settled with
 //! the report's text (the durable report), the report is admitted into the parent under the
 //! same request id, and `subagent.finished` is committed on the parent once. A child marked
-//! `unknown` (cut after a side effect, or cut twice) reports `unknown`, once: it is not run
-//! again. Each child's session events are followed for the ends of its turns, and the sweep
-//! catches what no process followed (a dead gateway, another replica).
+//! `unknown` (cut after a side effect, or past `[agent] max_resumes`) reports `unknown`, once:
+//! it is not run again. Each child's session events are followed for the ends of its turns,
+//! and the sweep catches what no process followed (a dead gateway, another replica).
 //!
 //! Children run the parent's tools minus `memory` and `schedule` (they speak for nobody) and,
 //! at the depth limit, `delegate_task`; their model calls stop after

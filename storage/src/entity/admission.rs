@@ -24,10 +24,12 @@ pub struct Model {
     pub finished_at: Option<i64>,
     /// The `unknown` admission this one runs again, when made by a retry.
     pub retry_of: Option<String>,
-    /// 1 for the first attempt at the turn; a resume by itself (SPEC R13.9) makes it 2.
+    /// 1 for the first attempt at the turn; each resume by itself (SPEC R13.9) adds one.
     pub attempt: i32,
     /// Why the last owner gave the `started` turn back unsettled (`shutdown`), if it did.
     pub handed_back: Option<String>,
+    /// How many of those resumes followed a crash (bounded by `[agent] max_resumes`).
+    pub crash_resumes: i32,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -88,6 +88,7 @@ pub(super) fn admission(m: admission::Model) -> Result<Admission> {
         finished_at: m.finished_at,
         retry_of: opt_id(m.retry_of.as_deref(), "retried admission id")?,
         attempt: m.attempt,
+        crash_resumes: m.crash_resumes,
         handed_back: m
             .handed_back
             .as_deref()

@@ -349,3 +349,30 @@ async fn r13_3_a_turn_end_after_a_takeover_is_fenced_and_writes_nothing(s: Store
     assert_eq!(lease.holder.map(|h| h.instance), Some(b.instance));
     assert_eq!(lease.generation, fb.generation);
 }
+
+on_both!(r13_8_the_audit_log_is_pruned_before_a_time_and_no_later);
+async fn r13_8_the_audit_log_is_pruned_before_a_time_and_no_later(s: Store) {
+    let entry = |action: &str| NewAudit {
+        principal: "operator".into(),
+        action: action.into(),
+        target: "t".into(),
+        detail: serde_json::json!({}),
+    };
+    s.record_audit(&entry("old.one")).await.unwrap();
+    s.record_audit(&entry("old.two")).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+    let cutoff = now_ms();
+    tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+    s.record_audit(&entry("new")).await.unwrap();
+
+    assert_eq!(s.prune_audit(cutoff).await.unwrap(), 2, "the two before");
+    let left: Vec<String> = s
+        .audit_entries(0, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.action)
+        .collect();
+    assert_eq!(left, ["new"]);
+    assert_eq!(s.prune_audit(cutoff).await.unwrap(), 0, "nothing twice");
+}

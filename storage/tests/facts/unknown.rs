@@ -1,7 +1,8 @@
 //! Closing what a turn leaves open, on both backends: an `unknown` turn's tail is closed in the
 //! same transaction that marks it (with the text already streamed kept as a partial answer),
 //! the dead owner is fenced out, a failed turn's tail is closed with its receipt, and every
-//! queue or state change is announced by a `status` event.
+//! queue or state change is announced by a `status` event. A cut turn taken over by the next
+//! owner counts its resumes after crashes apart from its hand-backs at shutdown (R13.9).
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 use crate::common;
 
@@ -231,4 +232,54 @@ async fn r2_4_a_retry_is_linked_to_the_unknown_admission(s: Store) {
     assert_eq!(retried.retry_of, Some(r.admission.id));
     let found = s.retry_of(r.admission.id).await.expect("found").unwrap();
     assert_eq!(found.id, retried.id);
+}
+
+on_both!(r13_9_a_crash_resume_counts_against_max_resumes_and_a_shutdown_hand_back_does_not);
+async fn r13_9_a_crash_resume_counts_against_max_resumes_and_a_shutdown_hand_back_does_not(
+    s: Store,
+) {
+    let sid = session(&s).await;
+    let a = s.admit(new_adm(sid, "r1", "hi")).await.unwrap().admission;
+    // The first owner claims the turn, then dies: its lease runs out.
+    let (_, _, claimed) = take_and_claim(&s, sid, &owner(), 1).await;
+    assert!(claimed.is_some(), "claimed");
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+
+    let second = owner();
+    let fence = lease(&s, sid, &second, 60_000)
+        .await
+        .expect("expired lease taken");
+    let (now, events) = s.take_over(&fence, a.id, &second).await.unwrap();
+    assert_eq!((now.attempt, now.crash_resumes), (2, 1), "a crash counts");
+    let resumed = events
+        .iter()
+        .find(|e| e.kind == EventKind::TurnResumed)
+        .expect("turn.resumed");
+    assert_eq!(resumed.data["reason"], "crash");
+    assert_eq!(resumed.data["attempt"], 2);
+
+    // A graceful stop hands it back; the next owner's take-over is no crash.
+    s.hand_back(&fence, a.id, ResumeReason::Shutdown)
+        .await
+        .unwrap();
+    let third = owner();
+    let fence = lease(&s, sid, &third, 60_000)
+        .await
+        .expect("released lease taken");
+    let (now, events) = s.take_over(&fence, a.id, &third).await.unwrap();
+    assert_eq!(
+        (now.attempt, now.crash_resumes),
+        (3, 1),
+        "a hand-back does not count"
+    );
+    let resumed = events
+        .iter()
+        .find(|e| e.kind == EventKind::TurnResumed)
+        .expect("turn.resumed");
+    assert_eq!(resumed.data["reason"], "shutdown");
+    let stored = s.get_admission(a.id).await.unwrap().expect("stored");
+    assert_eq!(
+        (stored.attempt, stored.crash_resumes, stored.handed_back),
+        (3, 1, None)
+    );
 }

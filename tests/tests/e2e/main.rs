@@ -70,6 +70,7 @@ mod r9_mcp_tools;
 mod r9_real_model_tool_call;
 mod r9_tool_round;
 mod r9_tool_schemas;
+mod readme;
 mod scripted_provider;
 mod telemetry_otlp;
 mod turn_metrics;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use turnkey_tests::wire::assert_closed_wire;
 use turnkey_tests::{Api, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
+use turnkey_tests::harness::DEFAULT_MAX_RESUMES;
 use turnkey_tests::wait::BOUND;
 
 const LATER: &str = "a later turn";
@@ -92,14 +93,18 @@ async fn r12_admitted_not_claimed_restart_drains_it() {
     );
 }
 
-/// Dies at `turn.after_claim` with a submission in flight; answers the admission id after a
-/// clean restart (after one with `env` first, where given), found again by its request id.
+/// Dies at `turn.after_claim` with a submission in flight, then right after each of its first
+/// `resume_cuts` resumes (at `turn.after_resume`); answers the admission id after a clean
+/// restart, found again by its request id.
 async fn claimed_then_died(
     provider: &ScriptedProvider,
     text: &str,
-    env: &[(String, String)],
+    resume_cuts: usize,
+    extra_toml: &str,
 ) -> (Turnkey, String, String) {
-    let opts = TurnkeyOptions::new(provider).env("FAILPOINTS", "turn.after_claim=return");
+    let opts = TurnkeyOptions::new(provider)
+        .env("FAILPOINTS", "turn.after_claim=return")
+        .extra_toml(extra_toml);
     let mut tk = Turnkey::start(opts).await;
     let session = tk.api().create_session_id().await;
     let request_id = uuid::Uuid::new_v4().to_string();
@@ -116,10 +121,14 @@ async fn claimed_then_died(
     };
     die_at_failpoint(&mut tk, "turn.after_claim").await;
 
-    // Cut once more, right after the resume (`env` has that failpoint): the process may die
-    // before any request reaches it, so the admission is looked up after a clean start.
-    if !env.is_empty() {
-        tk.restart_to_die_at(env, "turn.after_resume", Duration::from_secs(10))
+    // Cut again right after each resume: the process may die before any request reaches it,
+    // so the admission is looked up after a clean start.
+    let again = [(
+        "FAILPOINTS".to_string(),
+        "turn.after_resume=return".to_string(),
+    )];
+    for _ in 0..resume_cuts {
+        tk.restart_to_die_at(&again, "turn.after_resume", Duration::from_secs(10))
             .await;
     }
     tk.restart_with_env(&[]).await;
@@ -135,24 +144,27 @@ async fn claimed_then_died(
     (tk, session, admission_id)
 }
 
-/// R13.9: a claimed turn that had not begun started no side effect: it resumes by itself,
-/// once, and runs once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn r12_claimed_turn_not_begun_resumes_once_by_itself() {
+/// The claimed turn of [`claimed_then_died`], resumed after every cut: it completes on
+/// attempt `cuts + 1`, each resume announced once as a crash, and runs once.
+async fn resumes_after_each_crash(resume_cuts: usize) {
     let provider = ScriptedProvider::start();
     let text = "claimed then the owner died";
-    let (tk, session, admission_id) = claimed_then_died(&provider, text, &[]).await;
+    let (tk, session, admission_id) = claimed_then_died(&provider, text, resume_cuts, "").await;
     let api = tk.api();
     let done = api.wait_terminal(&admission_id, BOUND).await;
     assert_eq!(done["outcome"]["result"], "completed", "{done}");
-    assert_eq!(done["outcome"]["attempts"], 2, "{done}");
+    assert_eq!(done["outcome"]["attempts"], resume_cuts + 2, "{done}");
+    assert_eq!(done["crash_resumes"], resume_cuts + 1, "{done}");
     let mine = events_of(&api.all_events(&session, 0).await, &admission_id);
     let resumed: Vec<_> = mine
         .iter()
         .filter(|e| e["kind"] == "turn.resumed")
         .collect();
-    assert_eq!(resumed.len(), 1, "{:?}", kinds(&mine));
-    assert_eq!(resumed[0]["data"]["reason"], "crash");
+    assert_eq!(resumed.len(), resume_cuts + 1, "{:?}", kinds(&mine));
+    for (i, r) in resumed.iter().enumerate() {
+        assert_eq!(r["data"]["reason"], "crash", "{r}");
+        assert_eq!(r["data"]["attempt"], i + 2, "{r}");
+    }
     assert!(!kinds(&mine).iter().any(|k| k == "turn.unknown"));
     assert_eq!(
         api.asked_after_a_later_turn(&provider, &session, LATER)
@@ -162,17 +174,52 @@ async fn r12_claimed_turn_not_begun_resumes_once_by_itself() {
     );
 }
 
-/// R13.9: cut again right after its resume (SIGKILL at `turn.after_resume`), the turn is not
-/// resumed a second time: `unknown`, never re-run, and the session goes on.
+/// R13.9: a claimed turn that had not begun started no side effect: it resumes by itself and
+/// runs once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn r12_claimed_turn_cut_again_after_its_resume_becomes_unknown_not_rerun() {
+async fn r12_claimed_turn_not_begun_resumes_by_itself() {
+    resumes_after_each_crash(0).await;
+}
+
+/// R13.9 (`[agent] max_resumes`, default 2): cut again right after its resume, it resumes
+/// once more by itself: a rolling restart does not leave it to a person.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r13_9_a_turn_cut_again_after_its_resume_resumes_again_by_itself() {
+    resumes_after_each_crash(DEFAULT_MAX_RESUMES - 1).await;
+}
+
+/// R13.9: with `[agent] max_resumes = 0` a turn cut by a crash is never resumed by itself: it
+/// is `unknown` at once, and the message says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r13_9_max_resumes_0_leaves_a_crash_cut_turn_unknown() {
     let provider = ScriptedProvider::start();
     let text = "claimed then the owner died";
-    let again = [(
-        "FAILPOINTS".to_string(),
-        "turn.after_resume=return".to_string(),
-    )];
-    let (tk, session, admission_id) = claimed_then_died(&provider, text, &again).await;
+    let (tk, _session, admission_id) =
+        claimed_then_died(&provider, text, 0, "[agent]\nmax_resumes = 0\n").await;
+    let api = tk.api();
+    let admission = api
+        .wait_admission(&admission_id, |s| s == "unknown" || s == "terminal", BOUND)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(admission["status"], "unknown", "{admission}");
+    assert_eq!(admission["outcome"]["attempts"], 1, "{admission}");
+    assert!(
+        admission["outcome"]["failure_message"]
+            .as_str()
+            .is_some_and(|m| m.contains("[agent] max_resumes = 0")),
+        "{admission}"
+    );
+    assert_eq!(provider.request_count(), 0, "never run");
+}
+
+/// R13.9: cut right after each of its `max_resumes` resumes (SIGKILL at `turn.after_resume`),
+/// the turn is not resumed again: `unknown`, never re-run, and the session goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r12_claimed_turn_cut_after_its_last_resume_becomes_unknown_not_rerun() {
+    let provider = ScriptedProvider::start();
+    let text = "claimed then the owner died";
+    let (tk, session, admission_id) =
+        claimed_then_died(&provider, text, DEFAULT_MAX_RESUMES, "").await;
     let api = tk.api();
     let admission = api
         .wait_admission(&admission_id, |s| s == "unknown" || s == "terminal", BOUND)
@@ -180,13 +227,17 @@ async fn r12_claimed_turn_cut_again_after_its_resume_becomes_unknown_not_rerun()
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         admission["status"], "unknown",
-        "cut twice -> unknown: {admission}"
+        "cut after its last resume -> unknown: {admission}"
     );
-    assert_eq!(admission["outcome"]["attempts"], 2, "{admission}");
+    assert_eq!(
+        admission["outcome"]["attempts"],
+        DEFAULT_MAX_RESUMES + 1,
+        "{admission}"
+    );
     assert!(
         admission["outcome"]["failure_message"]
             .as_str()
-            .is_some_and(|m| m.contains("resumed once")),
+            .is_some_and(|m| m.contains("resumed 2 times after crashes ([agent] max_resumes = 2)")),
         "{admission}"
     );
 
@@ -224,10 +275,11 @@ async fn r12_claimed_turn_cut_again_after_its_resume_becomes_unknown_not_rerun()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn r12_sigkill_mid_turn_twice_is_unknown_without_invented_answer() {
+async fn r12_sigkill_mid_turn_past_max_resumes_is_unknown_without_invented_answer() {
     let provider = ScriptedProvider::start();
-    provider.push(Reply::Hang);
-    provider.push(Reply::Hang);
+    for _ in 0..=DEFAULT_MAX_RESUMES {
+        provider.push(Reply::Hang);
+    }
     let mut tk = Turnkey::start(TurnkeyOptions::new(&provider)).await;
     let api = tk.api();
     let session = api.create_session_id().await;
@@ -240,12 +292,14 @@ async fn r12_sigkill_mid_turn_twice_is_unknown_without_invented_answer() {
         .unwrap_or_else(|e| panic!("a turn talking to the model is `started`: {e}"));
     assert_eq!(running["status"], "started");
 
-    // Cut once, it resumes by itself (SPEC R13.9) and asks the model again; cut again, its
-    // outcome is unknown.
+    // Cut, it resumes by itself (SPEC R13.9) and asks the model again, `max_resumes` times;
+    // cut once more, its outcome is unknown.
     tk.kill();
-    tk.restart().await;
-    provider.wait_for_requests(2, BOUND).await.unwrap();
-    tk.kill();
+    for resume in 1..=DEFAULT_MAX_RESUMES {
+        tk.restart().await;
+        provider.wait_for_requests(1 + resume, BOUND).await.unwrap();
+        tk.kill();
+    }
     tk.restart().await;
     let api = tk.api();
     let admission = api
@@ -269,8 +323,8 @@ async fn r12_sigkill_mid_turn_twice_is_unknown_without_invented_answer() {
     // (The later turn below is the proof that it is not re-run: it would come first.)
     assert_eq!(
         provider.request_count(),
-        2,
-        "the killed turn was not re-run after its one resume"
+        1 + DEFAULT_MAX_RESUMES,
+        "the killed turn was not re-run after its last resume"
     );
     assert_eq!(api.admission(&admission_id).await.body["status"], "unknown");
 
@@ -302,13 +356,14 @@ async fn r12_sigkill_mid_turn_twice_is_unknown_without_invented_answer() {
     let next = api.submit_accepted(&session, "and now a normal turn").await;
     let done = api.wait_terminal(&next, BOUND).await;
     assert_eq!(done["outcome"]["result"], "completed", "{done}");
-    assert_eq!(provider.request_count(), 3);
+    let later = DEFAULT_MAX_RESUMES + 1;
+    assert_eq!(provider.request_count(), later + 1);
     assert_eq!(
-        provider.requests()[2].last_user_text,
+        provider.requests()[later].last_user_text,
         "and now a normal turn",
         "the killed turn was not re-run before the next one"
     );
-    assert_closed_wire(&provider.requests()[2].body, text);
+    assert_closed_wire(&provider.requests()[later].body, text);
     let messages = api.messages(&session).await;
     assert!(
         messages

@@ -263,3 +263,85 @@ async fn r13_8_tokens_expire_are_read_only_revoke_at_once_and_are_audited_postgr
     };
     tokens_and_audit(Some(db.url())).await;
 }
+
+/// Writes an audit entry `days_old` days old straight into the store, as the service would
+/// have recorded it then.
+async fn old_audit_entry(database_url: &str, action: &str, days_old: i64) {
+    use sea_orm::{ConnectionTrait, Database, Statement};
+    let db = Database::connect(database_url).await.unwrap();
+    let at = chrono::Utc::now().timestamp_millis() - days_old * 24 * 3600 * 1000;
+    let insert = Statement::from_sql_and_values(
+        db.get_database_backend(),
+        match db.get_database_backend() {
+            sea_orm::DbBackend::Postgres => {
+                "INSERT INTO audit_log (id, at, principal, action, target, detail) \
+                 VALUES ($1, $2, 'operator', $3, 'tk_old', '{}')"
+            }
+            _ => {
+                "INSERT INTO audit_log (id, at, principal, action, target, detail) \
+                 VALUES (?, ?, 'operator', ?, 'tk_old', '{}')"
+            }
+        },
+        [
+            uuid::Uuid::now_v7().to_string().into(),
+            at.into(),
+            action.into(),
+        ],
+    );
+    db.execute_raw(insert).await.unwrap();
+    db.close().await.unwrap();
+}
+
+/// The audit log keeps `security.audit_retention_days`: at start (and hourly) entries older
+/// than that are deleted, younger ones and today's stay.
+async fn old_audit_entries_are_pruned(database: Option<&str>) {
+    let provider = ScriptedProvider::start();
+    let extra = "[security]\naudit_retention_days = 30\n";
+    let opts = TurnkeyOptions::new(&provider).extra_toml(extra);
+    let opts = match database {
+        Some(url) => opts.database(url),
+        None => opts,
+    };
+    let mut tk = Turnkey::start(opts).await;
+    token(&tk.api(), json!({"name": "today"})).await;
+    let status = tk.terminate(Duration::from_secs(30)).await.expect("exits");
+    assert!(status.success(), "{status:?}");
+    old_audit_entry(&tk.database_url, "token.created.past_retention", 31).await;
+    old_audit_entry(&tk.database_url, "token.created.within_retention", 29).await;
+
+    tk.restart().await;
+    let op = tk.api();
+    let actions = |r: &turnkey_tests::Resp| -> Vec<String> {
+        r.body["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["action"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let kept = eventually(BOUND, "the entry past retention pruned", || async {
+        let r = op.get("/v1/audit?limit=100").await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        let a = actions(&r);
+        (!a.iter().any(|x| x == "token.created.past_retention")).then_some(a)
+    })
+    .await;
+    assert_eq!(
+        kept,
+        ["token.created.within_retention", "token.created"],
+        "only the entry older than 30 days goes"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r13_8_audit_entries_past_their_retention_are_pruned_sqlite() {
+    old_audit_entries_are_pruned(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r13_8_audit_entries_past_their_retention_are_pruned_postgres() {
+    let Some(db) = pg::fresh_database().await else {
+        return;
+    };
+    old_audit_entries_are_pruned(Some(db.url())).await;
+}

@@ -1,10 +1,11 @@
-//! SPEC R13.9 end to end: a turn that started no side effect resumes by itself, once, after
-//! its process is SIGKILLed mid-stream (one process restarted on SQLite and on PostgreSQL, and
+//! SPEC R13.9 end to end: a turn that started no side effect resumes by itself after its
+//! process is SIGKILLed mid-stream (one process restarted on SQLite and on PostgreSQL, and
 //! across two PostgreSQL replicas, where the survivor resumes it) or stopped with SIGTERM past
 //! its grace (the next process, or the other replica, resumes it). The resumed attempt gives
 //! the one complete answer; `turn.resumed` says so, after the cut attempt's text and before
-//! the new one; the outcome records two attempts. A second cut of the resumed attempt is in
-//! `r2_4_unknown_turns` (it becomes `unknown`), a cut during a running tool in
+//! the new one; the outcome records two attempts. Cuts of the resumed attempts are in
+//! `r12_failure_matrix` (resumed again up to `[agent] max_resumes`) and `r2_4_unknown_turns`
+//! (one cut more: `unknown`), a cut during a running tool in
 //! `r13_safe_resume` (left for a person), a SIGTERM during a running tool in
 //! `r2_4_graceful_shutdown` (settled `interrupted`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -14,6 +15,7 @@ use std::time::Duration;
 use turnkey_tests::wire::wire_messages;
 use turnkey_tests::{pg, Api, RecordedRequest, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
+use turnkey_tests::harness::DEFAULT_MAX_RESUMES;
 use turnkey_tests::wait::BOUND;
 const QUESTION: &str = "tell me a long story";
 const ANSWER: &str = "Once upon a time there was a cat. The end.";
@@ -49,6 +51,9 @@ async fn assert_resumed_once(api: &Api, session: &str, admission: &str, reason: 
     assert_eq!(done["outcome"]["result"], "completed", "{done}");
     assert_eq!(done["outcome"]["final_response"], ANSWER, "{done}");
     assert_eq!(done["outcome"]["attempts"], 2, "{done}");
+    // A hand-back at shutdown is no crash: it does not count against `[agent] max_resumes`.
+    let crashes = i64::from(reason == "crash");
+    assert_eq!(done["crash_resumes"], crashes, "{done}");
 
     let events = api.all_events(session, 0).await;
     let resumed = of_kind(&events, "turn.resumed");
@@ -182,6 +187,44 @@ async fn r13_9_sigterm_past_the_grace_hands_a_text_turn_back_and_it_completes_af
         return;
     };
     sigterm_past_the_grace_hands_back(Some(db.url())).await;
+}
+
+/// A rolling deploy stops the server again and again while one text turn streams: every SIGTERM
+/// past the grace hands the turn back, none counts against `[agent] max_resumes` (more stops
+/// than it allows crashes), and the turn completes once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r13_9_rolling_restarts_hand_a_turn_back_every_time_and_it_completes() {
+    let provider = ScriptedProvider::start();
+    let stops = DEFAULT_MAX_RESUMES + 1;
+    let slow = Reply::chunks(
+        &["Once upon ", "a time ", "there ", "was ", "a ", "dog"],
+        Duration::from_millis(700),
+    );
+    provider.on_user_text_times(QUESTION, slow, stops);
+    provider.on_user_text(QUESTION, Reply::text(ANSWER));
+    let opts = TurnkeyOptions::new(&provider).env("TURNKEY__SERVER__SHUTDOWN_GRACE_S", "1");
+    let mut tk = Turnkey::start(opts).await;
+    let session = tk.api().create_session_id().await;
+    let admission = tk.api().submit_accepted(&session, QUESTION).await;
+    for stop in 0..stops {
+        // This attempt streams; then the deploy stops the server and starts it again.
+        tk.api().first_delta(&session, stop, BOUND).await;
+        let status = tk.terminate(BOUND).await.expect("exits");
+        assert!(status.success(), "a graceful stop exits 0: {status:?}");
+        tk.restart().await;
+    }
+    let api = tk.api();
+    let done = api.wait_terminal(&admission, BOUND).await;
+    assert_eq!(done["outcome"]["result"], "completed", "{done}");
+    assert_eq!(done["outcome"]["final_response"], ANSWER, "{done}");
+    assert_eq!(done["outcome"]["attempts"], stops + 1, "{done}");
+    assert_eq!(done["crash_resumes"], 0, "no stop was a crash: {done}");
+    let events = api.all_events(&session, 0).await;
+    let resumed = of_kind(&events, "turn.resumed");
+    assert_eq!(resumed.len(), stops, "{events:?}");
+    assert!(resumed.iter().all(|r| r["data"]["reason"] == "shutdown"));
+    assert!(of_kind(&events, "turn.unknown").is_empty(), "{events:?}");
+    assert_eq!(of_kind(&events, "message.complete").len(), 1, "{events:?}");
 }
 
 /// Two replicas on one PostgreSQL database, told apart by their provider keys; the turn runs

@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio::sync::Mutex;
 use turnkey_tests::browser::{Browser, DESKTOP, PAGE_WAIT, PHONE};
 use turnkey_tests::cut_proxy::CutProxy;
+use turnkey_tests::harness::DEFAULT_MAX_RESUMES;
 use turnkey_tests::{Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
 /// One browser at a time: the machine has two cores, and Chromium is heavy. The other web UI
@@ -490,7 +491,7 @@ async fn r2_4_r13_9_ui_shows_a_resumed_turn_then_one_left_unknown_and_retries_it
     provider.on_user_text_times(
         "long story",
         Reply::chunks(&story, Duration::from_millis(300)),
-        2,
+        DEFAULT_MAX_RESUMES + 1,
     );
     provider.on_user_text("long story", Reply::text("The story, told again in full."));
     let mut tk =
@@ -514,36 +515,49 @@ async fn r2_4_r13_9_ui_shows_a_resumed_turn_then_one_left_unknown_and_retries_it
     // The process dies mid-answer; a new one starts on the same database (another port,
     // behind the same proxy address). The turn had started no side effect, so it resumes by
     // itself (SPEC R13.9): the page reconnects, says so, and drops the cut text for the
-    // answer that starts again.
-    tk.kill();
-    tk.restart().await;
-    proxy.retarget(&tk.url);
-    proxy.cut_all();
-    let note = b
-        .wait_js(
-            "the resumed note",
-            BOUND,
-            "const n = Array.from(document.querySelectorAll('.turn-note')).find(n => \
-             n.textContent.startsWith('Resumed by itself')); return n ? n.textContent : null;",
-        )
-        .await;
-    assert!(note.as_str().unwrap().contains("attempt 2"), "{note}");
-    let shown = b
-        .wait_js(
-            "the resumed answer's first words",
-            BOUND,
-            &format!("{ANSWER_JS_FN} const t = answer(); return t.includes('s03') ? t : null;"),
-        )
-        .await;
-    let shown = shown.as_str().unwrap().to_owned();
-    assert_eq!(
-        shown.matches("s01").count(),
-        1,
-        "the cut text is replaced: {shown}"
-    );
-    b.screenshot("ui-resumed-turn").await;
+    // answer that starts again. Cut again, it resumes again, up to `[agent] max_resumes`.
+    for attempt in 2..=DEFAULT_MAX_RESUMES + 1 {
+        tk.kill();
+        tk.restart().await;
+        proxy.retarget(&tk.url);
+        proxy.cut_all();
+        let note = b
+            .wait_js(
+                &format!("the resumed note of attempt {attempt}"),
+                BOUND,
+                &format!(
+                    "const n = Array.from(document.querySelectorAll('.turn-note')).find(n => \
+                     n.textContent.startsWith('Resumed by itself') && \
+                     n.textContent.includes('(attempt {attempt})')); \
+                     return n ? n.textContent : null;"
+                ),
+            )
+            .await;
+        assert!(
+            note.as_str()
+                .unwrap()
+                .contains("the server stopped mid-answer"),
+            "{note}"
+        );
+        let shown = b
+            .wait_js(
+                "the resumed answer's first words",
+                BOUND,
+                &format!("{ANSWER_JS_FN} const t = answer(); return t.includes('s03') ? t : null;"),
+            )
+            .await;
+        let shown = shown.as_str().unwrap().to_owned();
+        assert_eq!(
+            shown.matches("s01").count(),
+            1,
+            "the cut text is replaced: {shown}"
+        );
+        if attempt == 2 {
+            b.screenshot("ui-resumed-turn").await;
+        }
+    }
 
-    // Cut again, the resumed attempt is not resumed a second time: the outcome is unknown.
+    // Cut once more, the last resumed attempt is not resumed again: the outcome is unknown.
     tk.kill();
     tk.restart().await;
     proxy.retarget(&tk.url);
@@ -590,8 +604,8 @@ async fn r2_4_r13_9_ui_shows_a_resumed_turn_then_one_left_unknown_and_retries_it
     assert!(adm.body["retried_by"].is_string(), "{}", adm.text);
     assert_eq!(
         provider.request_count_for("long story"),
-        3,
-        "run once, resumed once, retried once"
+        DEFAULT_MAX_RESUMES + 2,
+        "run once, resumed `max_resumes` times, retried once"
     );
     b.close().await;
 }

@@ -586,8 +586,8 @@ async fn r1_4_approve_commands_and_buttons_unblock_a_turn_waiting_on_approval_po
     approvals_from_the_chat(Some(db.url())).await;
 }
 
-/// After a turn is cut twice (a crash, then another right after its resume) the chat is told
-/// its turn was cut off; `/retry` runs it again, once.
+/// After a turn is cut past `[agent] max_resumes` (a crash, then another right after each
+/// resume) the chat is told its turn was cut off; `/retry` runs it again, once.
 async fn retry_after_a_crash(database: Option<&str>) {
     let provider = ScriptedProvider::start();
     let toml = platforms_toml(&Endpoints::nowhere(), &[&ALICE.to_string()], &[SLACK_USER]);
@@ -606,14 +606,16 @@ async fn retry_after_a_crash(database: Option<&str>) {
         tk.wait_exit(Duration::from_secs(10)).await.is_some(),
         "turnkey did not die at turn.after_claim"
     );
-    // Cut once, a turn resumes by itself (SPEC R13.9); cut again right after that resume, it
-    // is left unknown for a person.
+    // Cut, a turn resumes by itself (SPEC R13.9); cut again right after each of its
+    // `max_resumes` resumes, it is left unknown for a person.
     let again = [(
         "FAILPOINTS".to_string(),
         "turn.after_resume=return".to_string(),
     )];
-    tk.restart_to_die_at(&again, "turn.after_resume", Duration::from_secs(10))
-        .await;
+    for _ in 0..turnkey_tests::harness::DEFAULT_MAX_RESUMES {
+        tk.restart_to_die_at(&again, "turn.after_resume", Duration::from_secs(10))
+            .await;
+    }
     tk.restart_with_env(&[]).await;
     let api = tk.api();
     let hooks = Webhooks::new(&tk.url);

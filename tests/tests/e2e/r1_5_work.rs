@@ -1,8 +1,8 @@
 //! Work that outlives the turn (SPEC R1.5, R13.10; API.md "Sub-agents, background processes
 //! and agent schedules") against the real binary, on SQLite and PostgreSQL: a child's answer
 //! comes back as an internal input of its parent (`source: "subagent"`) and is answered;
-//! three children run at once; a child cut by SIGKILL during its model call resumes once
-//! (R13.9), and one cut twice reports `unknown` once without running again; the depth limit
+//! three children run at once; a child cut by SIGKILL during its model call resumes (R13.9),
+//! and one cut past `[agent] max_resumes` reports `unknown` once without running again; the depth limit
 //! holds; an interrupt of the parent stops its children, which report `interrupted`; a
 //! background command's exit is reported (`source: "process"`), a gateway killed while it runs
 //! keeps watching it after the restart and reports its real exit, and one whose exit cannot be
@@ -11,6 +11,7 @@
 
 use serde_json::{json, Value};
 use std::time::Duration;
+use turnkey_tests::harness::DEFAULT_MAX_RESUMES;
 use turnkey_tests::wait::{eventually, BOUND};
 use turnkey_tests::{pg, Api, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
@@ -439,8 +440,8 @@ async fn r1_5_interrupting_the_parent_stops_its_children() {
 async fn child_cut_by_sigkill(database: Option<&str>) {
     let provider = ScriptedProvider::start();
     provider.on_user_text(SUBAGENT_REPORT, Reply::text("noted"));
-    // The child's model call hangs twice; a third call would answer.
-    provider.on_user_text_times("CUT-CHILD", Reply::Hang, 2);
+    // The child's model call hangs on its first attempt and each resume; one more would answer.
+    provider.on_user_text_times("CUT-CHILD", Reply::Hang, DEFAULT_MAX_RESUMES + 1);
     provider.on_user_text("CUT-CHILD", Reply::text("the child finished"));
     parent_delegates(
         &provider,
@@ -463,14 +464,16 @@ async fn child_cut_by_sigkill(database: Option<&str>) {
         (child_calls() >= 1).then_some(())
     })
     .await;
-    // Cut once during the model call: nothing ran, so the child's turn resumes once (R13.9).
-    tk.restart().await;
-    let api = tk.api();
-    eventually(BOUND, "the child's resumed model call", || async {
-        (child_calls() >= 2).then_some(())
-    })
-    .await;
-    // Cut again: twice cut, its outcome cannot be known. One `unknown` report, no third run.
+    // Cut during the model call: nothing ran, so the child's turn resumes (R13.9), up to
+    // `[agent] max_resumes` times.
+    for resume in 1..=DEFAULT_MAX_RESUMES {
+        tk.restart().await;
+        eventually(BOUND, "the child's resumed model call", || async {
+            (child_calls() > resume).then_some(())
+        })
+        .await;
+    }
+    // Cut once more: its outcome cannot be known. One `unknown` report, no further run.
     tk.restart().await;
     let api2 = tk.api();
     let finished = wait_events(&api2, &parent, "subagent.finished", 1).await;
@@ -483,7 +486,11 @@ async fn child_cut_by_sigkill(database: Option<&str>) {
     provider.on_user_text("later", Reply::text("ok"));
     api2.asked_after_a_later_turn(&provider, &parent, "later")
         .await;
-    assert_eq!(child_calls(), 2, "the child was not run again");
+    assert_eq!(
+        child_calls(),
+        DEFAULT_MAX_RESUMES + 1,
+        "the child was not run again"
+    );
     assert_eq!(
         events_of(&api2, &parent, "subagent.finished").await.len(),
         1
@@ -494,16 +501,15 @@ async fn child_cut_by_sigkill(database: Option<&str>) {
         .as_str()
         .unwrap()
         .contains("cannot be known"));
-    drop(api);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn r13_10_a_child_cut_twice_by_sigkill_reports_unknown_once_sqlite() {
+async fn r13_10_a_child_cut_past_max_resumes_by_sigkill_reports_unknown_once_sqlite() {
     child_cut_by_sigkill(None).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn r13_10_a_child_cut_twice_by_sigkill_reports_unknown_once_postgres() {
+async fn r13_10_a_child_cut_past_max_resumes_by_sigkill_reports_unknown_once_postgres() {
     let Some(db) = pg::fresh_database().await else {
         return;
     };
@@ -838,13 +844,16 @@ async fn r1_5_a_one_shot_agent_schedule_fires_once() {
         (!r.text.contains(&id)).then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let pings = provider
-        .asked()
+    // A later input of the session runs after everything admitted before it: a second firing
+    // of the reminder would be asked first.
+    let asked = api
+        .asked_after_a_later_turn(&provider, &session, "and after the reminder?")
+        .await;
+    let pings = asked
         .iter()
         .filter(|t| t.starts_with("REMINDER-PING"))
         .count();
-    assert_eq!(pings, 1, "fired once");
+    assert_eq!(pings, 1, "fired once: {asked:?}");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -925,9 +934,25 @@ async fn r1_5_a_chat_gets_one_reply_per_report() {
             "Your backup finished (code 0)."
         ]
     );
-    // Nothing more comes: one reply for the report.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(chat.accepted(&["reply"]).len(), 2);
+    // One reply for the report: the chat's next message is answered next, in order, with
+    // nothing of the report's in between.
+    let (r, _) = hooks
+        .generic(&generic_message("room-9", "m-2", "alice", "and then?"))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let replies = chat.wait_accepted(&["reply"], 3, BOUND).await.unwrap();
+    let texts: Vec<&str> = replies
+        .iter()
+        .map(|c| c.body["text"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "started in the background",
+            "Your backup finished (code 0).",
+            "ok: and then?"
+        ]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

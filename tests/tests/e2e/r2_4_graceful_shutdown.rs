@@ -12,11 +12,20 @@ use turnkey_tests::{Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 use turnkey_tests::wait::{eventually, BOUND};
 
 async fn started(grace_s: u64, reply: Reply) -> (ScriptedProvider, Turnkey, String, String) {
+    started_with(grace_s, reply, "").await
+}
+
+/// [`started`] with more `[tools]` keys.
+async fn started_with(
+    grace_s: u64,
+    reply: Reply,
+    tools: &str,
+) -> (ScriptedProvider, Turnkey, String, String) {
     let provider = ScriptedProvider::start();
     provider.push(reply);
     let opts = TurnkeyOptions::new(&provider)
         .env("TURNKEY__SERVER__SHUTDOWN_GRACE_S", &grace_s.to_string())
-        .extra_toml("[tools]\napproval = \"off\"\n");
+        .extra_toml(&format!("[tools]\napproval = \"off\"\n{tools}"));
     let tk = Turnkey::start(opts).await;
     let api = tk.api();
     let session = api.create_session_id().await;
@@ -137,4 +146,64 @@ async fn r2_4_sigterm_lets_a_turn_within_the_grace_complete() {
     let adm = tk.api().wait_terminal(&admission, BOUND).await;
     assert_eq!(adm["outcome"]["result"], "completed", "{adm}");
     assert_eq!(adm["outcome"]["final_response"], "still going done");
+}
+
+/// A round where the grace cut one call while it ran and parked another that had not started
+/// (one worker: it waited its turn): a side effect may have been under way, so the turn settles
+/// `interrupted` like a cut single call, instead of being handed back to resume; the parked
+/// call never runs, not even after the restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r2_4_r13_9_a_round_with_one_call_cut_by_the_grace_and_one_parked_settles_interrupted() {
+    let calls = Reply::ToolCalls(vec![
+        (
+            "call_sleep".into(),
+            "terminal".into(),
+            json!({"command": "sleep 30"}),
+        ),
+        (
+            "call_after".into(),
+            "terminal".into(),
+            json!({"command": "echo ran >> parked_call_ran.txt"}),
+        ),
+    ]);
+    let (provider, mut tk, session, admission) = started_with(2, calls, "max_workers = 1\n").await;
+    let api = tk.api();
+    eventually(BOUND, "the first call started", || async {
+        let events = api.all_events(&session, 0).await;
+        events
+            .iter()
+            .any(|e| e["kind"] == "tool.started")
+            .then_some(())
+    })
+    .await;
+    let status = tk.terminate(Duration::from_secs(30)).await.expect("exits");
+    assert!(status.success(), "a graceful stop exits 0: {status:?}");
+
+    tk.restart().await;
+    let api = tk.api();
+    let adm = api.wait_terminal(&admission, BOUND).await;
+    assert_eq!(adm["outcome"]["result"], "interrupted", "{adm}");
+    assert_eq!(adm["outcome"]["failure_reason"], "shutdown", "{adm}");
+    // A later turn runs after everything the restart would resume: the proof nothing did.
+    let asked = api
+        .asked_after_a_later_turn(&provider, &session, "and now?")
+        .await;
+    assert_eq!(asked, ["a long one", "and now?"], "not asked again");
+    let events = api.all_events(&session, 0).await;
+    assert!(
+        !events.iter().any(|e| e["kind"] == "turn.resumed"),
+        "a turn with a call cut by the stop is not handed back: {events:?}"
+    );
+    assert!(
+        !events.iter().any(|e| e["kind"] == "turn.unknown"),
+        "only a crash is unknown: {events:?}"
+    );
+    assert!(
+        !tk.dir
+            .path()
+            .join("workspace")
+            .join("parked_call_ran.txt")
+            .exists(),
+        "the parked call never ran"
+    );
 }

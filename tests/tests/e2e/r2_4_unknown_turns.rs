@@ -1,11 +1,13 @@
-//! A turn killed mid-stream twice (SPEC R2.4, R10.5, R12, R13.9): it resumes by itself after
-//! the first kill; after the second, its admission is `unknown`, its tail is closed with the text already streamed kept as a partial answer, the
+//! A turn killed mid-stream on every attempt (SPEC R2.4, R10.5, R12, R13.9): it resumes by
+//! itself after each of the first `[agent] max_resumes` kills; after one more, its admission is
+//! `unknown`, its tail is closed with the text already streamed kept as a partial answer, the
 //! inputs queued behind it run once and in order without being merged with it, the session
 //! reads idle, and `POST /v1/admissions/{id}/retry` runs it again once on request.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::Value;
 use std::time::Duration;
+use turnkey_tests::harness::DEFAULT_MAX_RESUMES;
 use turnkey_tests::wire::{assert_closed_wire, wire_messages};
 use turnkey_tests::{pg, Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 
@@ -34,13 +36,16 @@ async fn killed_mid_stream_then_queued_inputs_run_unmerged(database: Option<&str
     for q in queued {
         api.submit_accepted(&session, q).await;
     }
-    // Cut once, the turn resumes by itself (SPEC R13.9) and streams again; cut again, its
-    // outcome is unknown.
+    // Cut, the turn resumes by itself (SPEC R13.9) and streams again, up to `max_resumes`
+    // times; cut once more, its outcome is unknown.
     tk.kill();
-    tk.restart().await;
-    // (The first delta after `turn.resumed`: the resumed attempt streams.)
-    let cut_again = tk.api().first_delta(&session, 1, BOUND).await;
-    tk.kill();
+    let mut cut_again = String::new();
+    for resume in 1..=DEFAULT_MAX_RESUMES {
+        tk.restart().await;
+        // (The first delta after this `turn.resumed`: the resumed attempt streams.)
+        cut_again = tk.api().first_delta(&session, resume, BOUND).await;
+        tk.kill();
+    }
     let before_restart = provider.request_count();
 
     tk.restart().await;
@@ -51,7 +56,11 @@ async fn killed_mid_stream_then_queued_inputs_run_unmerged(database: Option<&str
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(unknown["status"], "unknown", "{unknown}");
     assert_eq!(unknown["outcome"]["reason"], "owner_died", "{unknown}");
-    assert_eq!(unknown["outcome"]["attempts"], 2, "{unknown}");
+    assert_eq!(
+        unknown["outcome"]["attempts"],
+        DEFAULT_MAX_RESUMES + 1,
+        "{unknown}"
+    );
     assert!(
         unknown["outcome"]["failure_message"]
             .as_str()
@@ -140,8 +149,9 @@ async fn killed_mid_stream_then_queued_inputs_run_unmerged(database: Option<&str
         .filter(|r| r.last_user_text == killed)
         .count();
     assert_eq!(
-        runs, 3,
-        "the killed turn's call and its one resume, then the one retry"
+        runs,
+        DEFAULT_MAX_RESUMES + 2,
+        "the killed turn's call and its resumes, then the one retry"
     );
     let old = api.admission(&head).await;
     assert_eq!(old.body["status"], "unknown", "unknown stays unknown");

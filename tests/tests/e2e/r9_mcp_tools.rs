@@ -13,7 +13,7 @@ use turnkey_tests::{Reply, ScriptedProvider, Turnkey, TurnkeyOptions};
 use turnkey_tests::wait::BOUND;
 
 fn time_server() -> Option<PathBuf> {
-    let required = std::env::var("TURNKEY_REQUIRE_MCP").is_ok_and(|v| v == "1");
+    let required = turnkey_tests::require::flag("TURNKEY_REQUIRE_MCP");
     let found = std::env::var_os("TURNKEY_MCP_BIN_DIR")
         .map(|dir| PathBuf::from(dir).join("mcp-server-time"))
         .filter(|p| p.is_file());

@@ -27,9 +27,12 @@ pub struct AdmissionView {
     pub source: &'static str,
     #[schema(value_type = AdmissionStatusName)]
     pub status: AdmissionStatus,
-    /// Attempts at its turn so far: 1, or 2 once it resumed by itself after a crash or a
-    /// shutdown (SPEC R13.9); 0 while it is queued.
+    /// Attempts at its turn so far: 1, and one more each time it resumed by itself after a
+    /// crash or a shutdown (SPEC R13.9); 0 while it is queued.
     pub attempt: i32,
+    /// How many of those resumes followed a crash; `[agent] max_resumes` bounds them (a
+    /// hand-back at a graceful shutdown does not count).
+    pub crash_resumes: i32,
     /// `null` until the turn ends; for `terminal` `{result, final_response, stop_reason,
     /// failure_reason, failure_message, usage, cost, attempts}`, `stop_reason` `stop`,
     /// `truncated` or `repeated` when there is an answer (or `{result: "steered" |
@@ -101,6 +104,7 @@ pub async fn get(
         } else {
             admission.attempt
         },
+        crash_resumes: admission.crash_resumes,
         outcome: admission.outcome,
         retry_of: admission.retry_of,
         retried_by: retried_by.map(|a| a.id),

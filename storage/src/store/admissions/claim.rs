@@ -44,7 +44,8 @@ impl Store {
 
     /// A `started` admission whose owner is gone passes to the lease holder, which resumes the
     /// same turn from its durable rows (SPEC R13.1, R13.9): the owner changes and the attempt
-    /// counts up, the status and the turn do not. Committed with `turn.resumed` (the reason: a
+    /// counts up (and `crash_resumes` with it, unless the turn was handed back at a graceful
+    /// shutdown), the status and the turn do not. Committed with `turn.resumed` (the reason: a
     /// hand-back at shutdown, else a crash), `turn.started` (`resumed: true`) and `status`.
     /// Answers the admission as it now is, and the events.
     pub async fn take_over(
@@ -69,6 +70,9 @@ impl Store {
         })?;
         let reason = a.handed_back.unwrap_or(ResumeReason::Crash);
         a.attempt += 1;
+        if reason == ResumeReason::Crash {
+            a.crash_resumes += 1;
+        }
         a.handed_back = None;
         a.owner = Some(owner.clone());
         lease::Entity::update_many()
@@ -78,6 +82,10 @@ impl Store {
             .await?;
         owned_by(admission::Entity::update_many(), owner)
             .col_expr(admission::Column::Attempt, Expr::value(a.attempt))
+            .col_expr(
+                admission::Column::CrashResumes,
+                Expr::value(a.crash_resumes),
+            )
             .col_expr(
                 admission::Column::HandedBack,
                 Expr::value(Option::<String>::None),

@@ -267,6 +267,7 @@ fn queued_row(new: &NewAdmission, id: AdmissionId, seq: i64, now: i64) -> admiss
         retry_of: new.retry_of.map(|r| r.to_string()),
         attempt: 1,
         handed_back: None,
+        crash_resumes: 0,
     }
 }
 
