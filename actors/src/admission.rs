@@ -121,6 +121,11 @@ impl Handler<Submit> for AdmissionActor {
                     payload["text"] = serde_json::Value::String(masked);
                 }
             }
+            // A person's message names a session that has no title yet; the gateway's own
+            // inputs (reports, schedules) do not.
+            let title = (msg.submission.surface != crate::input::INTERNAL_SURFACE)
+                .then(|| crate::input::title_of(payload["text"].as_str().unwrap_or_default()))
+                .flatten();
             let request_id = msg.submission.request_id.as_deref();
             check_limits(
                 &deps,
@@ -142,6 +147,7 @@ impl Handler<Submit> for AdmissionActor {
                 principal: msg.principal.id.clone(),
                 surface: msg.submission.surface.clone(),
                 retry_of: None,
+                title,
             };
             admit(&deps, &registry, new).await
         })
@@ -165,6 +171,7 @@ impl Handler<RetryUnknown> for AdmissionActor {
                 principal: a.principal,
                 surface: a.surface,
                 retry_of: Some(a.id),
+                title: None,
             };
             admit(&deps, &registry, new).await
         })

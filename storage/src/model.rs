@@ -258,6 +258,25 @@ pub struct TurnUsage {
     pub cost_usd: f64,
 }
 
+/// How a turn went where its events said so live (`Store::turn_endings`), for a transcript
+/// read later: each time it was resumed by itself, and how its answer stopped.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct TurnEnding {
+    /// `turn.finished`'s `stop_reason` (`stop`, `truncated`, `repeated`): only a turn that
+    /// delivered an answer has one.
+    pub stop_reason: Option<String>,
+    /// Its `turn.resumed` events' data, in order.
+    pub resumes: Vec<TurnResume>,
+}
+
+/// One resume of a turn by itself (SPEC R13.9), as its `turn.resumed` says.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct TurnResume {
+    pub attempt: i64,
+    /// `crash` or `shutdown`.
+    pub reason: String,
+}
+
 /// A provider's reported prompt size and when it was recorded (ms since the epoch).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PromptUsage {
@@ -386,6 +405,9 @@ pub struct NewAdmission {
     pub principal: String,
     pub surface: String,
     pub retry_of: Option<AdmissionId>,
+    /// The title the session takes from this input when it has none yet (a person's own title
+    /// is never replaced): the first line of a person's first message.
+    pub title: Option<String>,
 }
 
 /// What `admit` did: a new admission (with its `admission.queued` and `status` events) or the

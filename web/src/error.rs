@@ -152,8 +152,9 @@ impl From<GatewayError> for ApiError {
             GatewayError::NoProvider => Self::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "no_provider",
-                "no model provider is configured: add a [[providers]] table to turnkey.toml \
-                 or set OPENAI_BASE_URL / OPENAI_API_KEY / OPENAI_MODEL, then restart",
+                "no model provider is configured: the operator connects one in the web UI's \
+                 Models page or with POST /v1/providers, and the next message is answered, with \
+                 no restart",
             ),
             GatewayError::NotUnknown { .. } => {
                 Self::new(StatusCode::CONFLICT, "not_unknown", e.to_string())

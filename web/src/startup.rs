@@ -51,10 +51,31 @@ pub enum StartupError {
         context: String,
         source: std::io::Error,
     },
+    #[error(
+        "cannot bind {bind}: the address is already in use by another program (llama.cpp's \
+         server listens on 8080 too); start on another port with --bind {instead}, or set \
+         server.bind in turnkey.toml"
+    )]
+    AddressInUse { bind: String, instead: String },
     #[error("store: {0}")]
     Store(#[from] StoreError),
     #[error("gateway: {0}")]
     Gateway(#[from] GatewayError),
+}
+
+/// A bind that failed: when another program holds the address, the way out. 8080, the
+/// default, is also llama.cpp's server's port, so a first start beside one meets it.
+fn bind_failed(bind: &str, source: std::io::Error) -> StartupError {
+    if source.kind() != std::io::ErrorKind::AddrInUse {
+        return io_err(format!("cannot bind {bind}"))(source);
+    }
+    // The next port up, on the same host.
+    let (host, port) = bind.rsplit_once(':').unwrap_or(("127.0.0.1", "8080"));
+    let next = port.parse::<u16>().map_or(8081, |p| p.saturating_add(1));
+    StartupError::AddressInUse {
+        bind: bind.to_owned(),
+        instead: format!("{host}:{next}"),
+    }
 }
 
 fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> StartupError {
@@ -356,7 +377,7 @@ impl Application {
         let (state, operator_token) = prepare(&settings).await?;
         let signals = StopSignals::register().map_err(io_err("cannot install signal handlers"))?;
         let bind = settings.server.bind.clone();
-        let listener = TcpListener::bind(&bind).map_err(io_err(format!("cannot bind {bind}")))?;
+        let listener = TcpListener::bind(&bind).map_err(|e| bind_failed(&bind, e))?;
         let local_addr = listener
             .local_addr()
             .map_err(io_err("cannot read the bound address"))?;

@@ -89,7 +89,11 @@ ui.rename.addEventListener("click", () => {
   if (!view) return;
   const field = el("input", { class: "rename-field", value: ui.title.textContent, "aria-label": "Session title" });
   const id = view.id;
+  let finished = false;
   const done = async (save) => {
+    // Once: taking the field out of the page blurs it, which would end the edit again.
+    if (finished) return;
+    finished = true;
     field.replaceWith(ui.title);
     ui.rename.hidden = false;
     const title = field.value.trim();
@@ -106,7 +110,7 @@ ui.rename.addEventListener("click", () => {
     if (ev.key === "Enter") done(true);
     if (ev.key === "Escape") done(false);
   });
-  field.addEventListener("blur", () => field.isConnected && done(true));
+  field.addEventListener("blur", () => done(true));
   ui.title.replaceWith(field);
   ui.rename.hidden = true;
   field.focus();
@@ -176,6 +180,8 @@ function refreshSessionsSoon() {
 }
 
 ui.newSession.addEventListener("click", async () => {
+  // On a narrow screen the new session's chat is what is wanted, not the list over it.
+  hideSidebar();
   try {
     const s = await api.createSession();
     location.hash = `#/s/${s.id}`;

@@ -212,7 +212,10 @@ export function sortPending(pending) {
   return [...(pending || [])].sort((a, b) => when(a.created_at) - when(b.created_at));
 }
 
-/** Why a memory write was refused, for the codes the API refuses a text with; null for any other. */
+/**
+ * What a refused write says when the server gave no reason, for the codes the API refuses a
+ * text with; null for any other.
+ */
 const REFUSED = {
   memory_full: "Not saved: the store is full. Shorten or delete an entry first.",
   memory_instruction: "Not saved: the text reads like an instruction to the model, which memory may not hold.",
@@ -222,12 +225,13 @@ const REFUSED = {
 };
 
 /**
- * The sentence for a refused write `{code, message}` (an ApiError), with the server's reason; or
- * null. The server's message starts "not saved: " itself; the sentence says it once.
+ * The sentence for a refused write `{code, message}` (an ApiError); or null. The server's
+ * message says what was found and what to do (it starts "not saved: "): the page shows it as
+ * the server words it, once, rather than a sentence of its own followed by the same reason.
  */
 export function refusalText(error) {
   if (!error || !Object.hasOwn(REFUSED, error.code)) return null;
-  const why = REFUSED[error.code];
-  const reason = String(error.message ?? "").replace(/^not saved:\s*/i, "");
-  return reason && error.code !== "not_found" ? `${why} (${reason})` : why;
+  if (error.code === "not_found") return REFUSED.not_found;
+  const reason = String(error.message ?? "").replace(/^not saved:\s*/i, "").trim();
+  return reason ? `Not saved: ${reason}` : REFUSED[error.code];
 }

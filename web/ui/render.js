@@ -1,5 +1,6 @@
 // DOM building blocks of the chat: elements made with createElement and textContent only.
 import { renderMarkdown } from "./markdown.js";
+import { usageText } from "./turn_state.js";
 
 /** `el("div", {class: "x", "aria-label": "y"}, child, "text")`. Attributes are never event handlers. */
 export function el(tag, attrs = {}, ...children) {
@@ -225,16 +226,6 @@ export function placeChildren(parent, nodes) {
     if (at !== node) parent.insertBefore(node, at ?? null);
   });
   while (parent.childNodes.length > nodes.length) parent.lastChild.remove();
-}
-
-/** "12 in · 34 out tokens · $0.0012". */
-export function usageText(usage, cost) {
-  if (!usage) return "";
-  const parts = [`${usage.input_tokens ?? 0} in · ${usage.output_tokens ?? 0} out tokens`];
-  if (usage.cache_read_tokens) parts.push(`${usage.cache_read_tokens} cached`);
-  const c = typeof cost === "number" ? cost : usage.cost_usd;
-  if (typeof c === "number") parts.push(`$${c.toFixed(c < 0.01 ? 4 : 2)}`);
-  return parts.join(" · ");
 }
 
 /** Seconds left until `iso`, never negative. */

@@ -1,15 +1,25 @@
 // The open session's view as data, and every change to it: the transcript's rows, each turn's
 // text blocks, tool cards and notes, approvals, banners and the session's state. Pure: no DOM,
 // no fetch, no timers; each function answers a new state and leaves the one it was given alone
-// (structural sharing: what did not change is the same object). app.js draws the page from it.
+// (structural sharing: what did not change is the same object). session_view.js draws the
+// page from it; a turn's blocks and notes are turn_state.js's.
 import { parseReport } from "./work_state.js";
+import {
+  BOUNDARY,
+  nextKey,
+  withItems,
+  settle,
+  appendLive,
+  withText,
+  complete,
+  dropLive,
+  withNote,
+  withResumed,
+  finish,
+  STOPPED,
+} from "./turn_state.js";
 
-/** What a turn's note says where a turn closed without its answer. */
-export const BOUNDARY = {
-  interrupted: "Interrupted",
-  failed: "Failed",
-  unknown: "Outcome unknown (the gateway stopped during this turn)",
-};
+export { BOUNDARY, resumedText, usageText, headerUsage } from "./turn_state.js";
 
 /**
  * An empty view. `lastSeq` is the highest event seq applied: an event at or below it (a replay
@@ -82,7 +92,10 @@ export function applyEvent(state, e) {
     case "turn.resumed":
       // The cut attempt's streamed text is replaced by the resumed attempt's answer.
       ensureTurn(s, e.turn_id);
-      editTurn(s, e.turn_id, (t) => withNote(s, dropLive(t), resumedText(d), "note"));
+      editTurn(s, e.turn_id, (t) => withResumed(s, dropLive(t), d, false));
+      break;
+    case "admission.queued":
+      queued(s, { ...d, admission_id: d.admission_id || e.admission_id });
       break;
     case "turn.unknown":
       ensureTurn(s, e.turn_id);
@@ -188,12 +201,26 @@ export function sendStarted(state, sentId, text, attachments = []) {
   return s;
 }
 
-/** The server took the input: the turn it starts is drawn right after it. */
+/**
+ * The server took the input: the turn it starts is drawn right after it. Its `admission.queued`
+ * may have come first: then it named this row already, or (the server stored other words, a
+ * secret masked) has a row of its own, which stays in place of this one.
+ */
 export function sendAccepted(state, sentId, admissionId) {
   const s = draft(state);
+  const i = s.entries.findIndex((r) => r.key === `sent:${sentId}`);
+  if (i < 0) return s;
+  const row = s.entries[i];
   const entries = own(s, "entries");
-  const i = entries.findIndex((r) => r.key === `sent:${sentId}`);
-  if (i >= 0) entries[i] = { ...entries[i], pending: false, admissionId };
+  if (row.admissionId) {
+    // An identical input from elsewhere came first and took this row: both rows stay, each
+    // showing one of the two.
+    entries[i] = { ...row, pending: false };
+  } else if (entries.some((r) => r.type === "user" && r.admissionId === admissionId)) {
+    entries.splice(i, 1);
+  } else {
+    entries[i] = { ...row, pending: false, admissionId };
+  }
   return s;
 }
 
@@ -226,12 +253,6 @@ export function dropBanner(state, key) {
   return s;
 }
 
-/** Display text of a turn's `turn.resumed` (SPEC R13.9). */
-export function resumedText(d) {
-  const after = d.reason === "shutdown" ? "the server restarted" : "the server stopped mid-answer";
-  return `Resumed by itself after ${after} (attempt ${d.attempt || 2}): the answer starts again.`;
-}
-
 // ---------- the copy being changed ----------
 // A transition works on a shallow copy of the state; `own` copies a top-level map or list the
 // first time the transition changes it, so the input is never written to.
@@ -252,12 +273,6 @@ function own(s, field) {
     owned.add(field);
   }
   return s[field];
-}
-
-function nextKey(s) {
-  const k = s.nextKey;
-  s.nextKey = k + 1;
-  return k;
 }
 
 function addEntry(s, row) {
@@ -288,72 +303,6 @@ function editTurn(s, turnId, change) {
 
 function editTool(s, callId, change) {
   own(s, "tools")[callId] = change(s.tools[callId]);
-}
-
-// ---------- a turn's blocks ----------
-// At most one text block of a turn is live: the one the next streamed words go into.
-
-const withItems = (t, items) => ({ ...t, items });
-/** The same turn with no live block: the text so far is done. */
-function settle(t) {
-  if (!t.items.some((i) => i.live)) return t;
-  return withItems(t, t.items.map((i) => (i.live ? { ...i, live: false } : i)));
-}
-
-function appendLive(s, t, text) {
-  const i = t.items.findIndex((b) => b.live);
-  if (i < 0) return withItems(t, [...t.items, { key: `b${nextKey(s)}`, type: "text", text, live: true }]);
-  const items = [...t.items];
-  items[i] = { ...items[i], text: items[i].text + text };
-  return withItems(t, items);
-}
-
-/** A finished text (from the transcript): its own block. */
-function withText(s, t, text) {
-  const done = settle(t);
-  return withItems(done, [...done.items, { key: `b${nextKey(s)}`, type: "text", text, live: false }]);
-}
-
-/** The authoritative final answer replaces what was streamed. */
-function complete(s, t, text) {
-  const i = t.items.findIndex((b) => b.live);
-  if (i < 0) return text ? withText(s, t, text) : t;
-  const items = [...t.items];
-  items[i] = { ...items[i], text, live: false };
-  return withItems(t, items);
-}
-
-/** Drops the text streamed so far, unfinished. */
-function dropLive(t) {
-  return t.items.some((i) => i.live) ? withItems(t, t.items.filter((i) => !i.live)) : t;
-}
-
-/** At most `n` characters of `text`, an ellipsis when cut. */
-function clip(text, n) {
-  const chars = Array.from(text);
-  return chars.length > n ? `${chars.slice(0, n).join("")}…` : text;
-}
-
-function withNote(s, t, text, kind) {
-  return withItems(t, [...t.items, { key: `b${nextKey(s)}`, type: "note", text, kind }]);
-}
-
-function finish(s, t, d) {
-  let done = settle(t);
-  if (d.result && d.result !== "completed") {
-    const code = d.failure_reason && d.failure_reason !== d.result ? d.failure_reason : "";
-    // A failed turn says why in words (the server's failure_message), its code after it.
-    const message = d.result === "failed" && d.failure_message ? clip(d.failure_message, 300) : "";
-    const why = message ? `: ${message}${code ? ` (${code})` : ""}` : code ? `: ${code}` : "";
-    done = withNote(s, done, `${d.result.charAt(0).toUpperCase() + d.result.slice(1)}${why}`, "warn");
-  } else if (d.stop_reason === "truncated") {
-    done = withNote(s, done, "Cut off by the output limit", "warn");
-  } else if (d.stop_reason === "repeated") {
-    done = withNote(s, done, "Stopped: the model repeated its earlier answer", "warn");
-  }
-  const u = d.usage || {};
-  const spent = (u.input_tokens || 0) + (u.output_tokens || 0) > 0 || d.cost > 0;
-  return spent && d.usage ? { ...done, spent: { usage: d.usage, cost: d.cost } } : done;
 }
 
 // ---------- tool cards and approvals ----------
@@ -424,6 +373,29 @@ function removeBanner(s, key) {
   if (s.banners.some((b) => b.key === key)) s.banners = s.banners.filter((b) => b.key !== key);
 }
 
+// ---------- inputs ----------
+
+/**
+ * An input admitted from any door (`admission.queued`): shown at once as the session's input,
+ * unless it is one this page shows already (its own, on its way: the same words and files).
+ * Reports of sub-agents and background processes get their rows from the transcript.
+ */
+function queued(s, d) {
+  if (typeof d.text !== "string" || d.source === "subagent" || d.source === "process") return;
+  if (s.entries.some((r) => r.type === "user" && r.admissionId === d.admission_id)) return;
+  const attachments = Array.isArray(d.attachments) ? d.attachments : [];
+  const files = (list) => list.map((a) => a.file_id).join(" ");
+  const mine = s.entries.findIndex(
+    (r) => r.type === "user" && r.pending && !r.admissionId && r.text === d.text && files(r.attachments || []) === files(attachments),
+  );
+  if (mine >= 0) {
+    const entries = own(s, "entries");
+    entries[mine] = { ...entries[mine], pending: false, admissionId: d.admission_id };
+    return;
+  }
+  addEntry(s, { type: "user", text: d.text, attachments, pending: false, admissionId: d.admission_id });
+}
+
 function unknownTurn(s, d) {
   if (!d.admission_id) return;
   const failureMessage = d.failure_message || null;
@@ -447,6 +419,16 @@ function addMessage(s, m) {
   if (s.messageIds[m.id]) return;
   own(s, "messageIds")[m.id] = true;
   addRow(s, m);
+  // The last row of a turn says how it went where events said it live: its resumes and how
+  // its answer stopped (docs/api.md, Message), so a reload keeps the notes.
+  if (m.turn_id && (m.turn_resumes || STOPPED[m.turn_stop_reason])) {
+    ensureTurn(s, m.turn_id);
+    editTurn(s, m.turn_id, (t) => {
+      let done = (m.turn_resumes || []).reduce((u, r) => withResumed(s, u, r, true), t);
+      if (STOPPED[m.turn_stop_reason]) done = withNote(s, settle(done), STOPPED[m.turn_stop_reason], "warn");
+      return done;
+    });
+  }
   // A transcript read later still shows what each turn cost (the last row of a turn carries it).
   if (m.turn_usage && m.turn_id && s.turns[turnKey(m.turn_id)]) {
     const u = m.turn_usage;
@@ -464,7 +446,7 @@ function addRow(s, m) {
         text: m.content || "",
         attachments: m.attachments || [],
         pending: false,
-        admissionId: null,
+        admissionId: m.admission_id || null,
       });
   } else if (m.role === "assistant") {
     ensureTurn(s, m.turn_id);

@@ -10,7 +10,6 @@ import {
   ToolCard,
   TurnView,
   placeChildren,
-  usageText,
   secondsLeft,
   formatDuration,
   preview,
@@ -28,6 +27,7 @@ import {
   dropBanner,
   addReportMessages,
   turnsMissingReports,
+  headerUsage,
 } from "./session_state.js";
 import { WorkView, reportNode } from "./work_view.js";
 import { attachmentNodes } from "./attach.js";
@@ -63,6 +63,8 @@ export class SessionView {
     this.follower = null;
     this.closed = false;
     this.session = null;
+    /** The session's usage as last read (`GET /v1/sessions/{id}`), for the header. */
+    this.usage = null;
     /** The sub-agents and background processes the session started (work_view.js). */
     this.work = new WorkView(apiClient, id, ui.work);
     /** Turn id → reads of the transcript made for its report row (at most two). */
@@ -132,7 +134,8 @@ export class SessionView {
     const shown = messages.filter((m) => !(liveTurn && m.turn_id === liveTurn && m.role !== "user"));
     this.update(addMessages(this.state, shown));
     ui.title.textContent = session.title || "Untitled session";
-    ui.usage.textContent = session.usage ? usageText(session.usage, session.usage.cost_usd) : "";
+    this.usage = session.usage || null;
+    this.drawUsage();
     await this.showModels(session);
     if (this.closed) return;
     this.update(applySession(this.state, session, since));
@@ -234,7 +237,7 @@ export class SessionView {
     if (this.closed) return;
     this.update(applyEvent(this.state, e));
     this.work.onEvent(e);
-    if (e.kind === "turn.finished") this.refreshUsage();
+    if (e.kind === "turn.finished") this.refreshSession();
     this.findReports();
     this.scroll(false);
   }
@@ -267,13 +270,25 @@ export class SessionView {
     ui.state.classList.toggle("reconnecting", status === "reconnecting");
   }
 
-  async refreshUsage() {
+  /** Reads the session again for what the header shows: its usage, and its title once it has one. */
+  async refreshSession() {
     try {
       const s = await this.api.session(this.id);
-      if (!this.closed) ui.usage.textContent = usageText(s.usage, s.usage.cost_usd);
+      if (this.closed) return;
+      this.usage = s.usage || null;
+      this.drawUsage();
+      if (s.title && this.session && !this.session.title) {
+        this.session.title = s.title;
+        ui.title.textContent = s.title;
+        this.onListChanged();
+      }
     } catch {
       // The next turn refreshes it again.
     }
+  }
+
+  drawUsage() {
+    ui.usage.textContent = headerUsage(this.usage, this.state.status.state);
   }
 
   // ---------- drawing the state ----------
@@ -302,6 +317,7 @@ export class SessionView {
     ui.state.textContent = `${state}${queued}`;
     ui.state.dataset.state = state;
     ui.interrupt.disabled = state !== "running";
+    this.drawUsage();
   }
 
   turnView(key) {
@@ -460,11 +476,8 @@ export class SessionView {
       const attachments = files.map((f) => ({ file_id: f.file_id }));
       const receipt = await this.api.submit(this.id, text, attachments);
       this.update(sendAccepted(this.state, sentId, receipt.admission_id));
-      if (this.session && !this.session.title && text) {
-        this.session.title = text.slice(0, 60);
-        ui.title.textContent = this.session.title;
-        this.api.renameSession(this.id, this.session.title).then(this.onListChanged, () => {});
-      }
+      // The server names an untitled session after its first message.
+      if (this.session && !this.session.title) this.refreshSession();
       return true;
     } catch (e) {
       this.update(sendFailed(this.state, sentId));

@@ -205,6 +205,42 @@ impl Store {
             .collect())
     }
 
+    /// How each turn of `sessions` went, by turn id, from its events (`turn.resumed`,
+    /// `turn.finished`): what a client showed live, for a transcript read later. One pass
+    /// over the sessions' logs, filtered by kind in the database.
+    pub async fn turn_endings(
+        &self,
+        sessions: &[SessionId],
+    ) -> Result<std::collections::HashMap<String, TurnEnding>> {
+        let mut endings = std::collections::HashMap::<String, TurnEnding>::new();
+        if sessions.is_empty() {
+            return Ok(endings);
+        }
+        let kinds = [EventKind::TurnResumed, EventKind::TurnFinished].map(EventKind::as_str);
+        let rows = event::Entity::find()
+            .filter(event::Column::SessionId.is_in(sessions.iter().map(|s| s.to_string())))
+            .filter(event::Column::Kind.is_in(kinds))
+            .filter(event::Column::TurnId.is_not_null())
+            .order_by_asc(event::Column::SessionId)
+            .order_by_asc(event::Column::Seq)
+            .all(self.reader())
+            .await?;
+        for row in rows {
+            let ev = convert::event(row)?;
+            let Some(turn) = ev.turn_id else { continue };
+            let ending = endings.entry(turn.to_string()).or_default();
+            let text = |k: &str| ev.data[k].as_str().map(str::to_owned);
+            match ev.kind {
+                EventKind::TurnResumed => ending.resumes.push(TurnResume {
+                    attempt: ev.data["attempt"].as_i64().unwrap_or(2),
+                    reason: text("reason").unwrap_or_default(),
+                }),
+                _ => ending.stop_reason = text("stop_reason"),
+            }
+        }
+        Ok(endings)
+    }
+
     /// The readable history of `root`'s lineage (SPEC R6.4): every segment's rows, oldest
     /// segment first, each message once (a child's copies of kept rows are left out; their
     /// originals are listed in the segment that wrote them).

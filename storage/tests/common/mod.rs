@@ -108,6 +108,7 @@ pub fn new_adm(session: SessionId, req: &str, text: &str) -> NewAdmission {
         principal: "operator".into(),
         surface: "api".into(),
         retry_of: None,
+        title: None,
     }
 }
 

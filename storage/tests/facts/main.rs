@@ -10,6 +10,7 @@ mod common;
 
 mod compression;
 mod files;
+mod inputs;
 mod memory;
 mod migrate;
 mod notify;

@@ -91,5 +91,69 @@ async fn r1_a_first_run_that_finds_no_server_says_so_and_refuses_input() {
     let r = api.submit(&s, "hello", None).await;
     assert_eq!(r.status, 503, "{}", r.text);
     assert_eq!(r.error_code(), Some("no_provider"), "{}", r.text);
+    // It says how to connect one while the server runs, and that no restart is needed
+    // (issue 38: it said "then restart").
+    let message = r.body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("POST /v1/providers")
+            && message.contains("Models page")
+            && message.contains("no restart"),
+        "{message}"
+    );
+    assert!(!message.contains("then restart"), "{message}");
     assert_eq!(unused.request_count(), 0);
+}
+
+/// A port another program holds (llama.cpp's server listens on 8080 too, turnkey's default):
+/// `serve` stops at once, says the address is taken and how to choose another (issue 38).
+#[test]
+fn r1_a_a_taken_port_stops_serve_with_a_hint_to_bind_elsewhere() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(turnkey_tests::harness::turnkey_binary().unwrap());
+    cmd.args(["serve", "--bind", &addr.to_string()])
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (k, _) in std::env::vars() {
+        if k.starts_with("TURNKEY__") || k.starts_with("OPENAI_") || k == "DATABASE_URL" {
+            cmd.env_remove(k);
+        }
+    }
+    let mut child = cmd
+        .env("TURNKEY__SERVER__DATA_DIR", dir.path().join("data"))
+        .spawn()
+        .unwrap();
+    // Bounded: a server that somehow bound would serve until killed.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() >= deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut said = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut said).unwrap();
+    let status = status.unwrap_or_else(|| panic!("serve did not stop: {said}"));
+    assert!(!status.success(), "{said}");
+    let line = said
+        .lines()
+        .find(|l| l.contains(&format!("cannot bind {addr}")))
+        .unwrap_or_else(|| panic!("{said}"));
+    assert!(
+        line.contains("already in use")
+            && line.contains("llama.cpp")
+            && line.contains("--bind 127.0.0.1:"),
+        "{line}"
+    );
+    drop(taken);
 }

@@ -56,7 +56,7 @@ impl CallError {
 impl fmt::Display for CallError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Unreachable(why) => write!(f, "no answer from the server: {why}"),
+            Self::Unreachable(why) => f.write_str(why),
             Self::Status {
                 status,
                 code,
@@ -359,22 +359,20 @@ async fn check(resp: reqwest::Response) -> Result<reqwest::Response, CallError> 
     })
 }
 
-/// No answer: the error without the URL (the person knows which server they talk to).
+/// No answer, in words: the person knows which server they talk to, and the HTTP library's
+/// error chain (the URL, "client error (Connect)", an os error number) gives them nothing more
+/// to act on.
 fn unreachable(e: reqwest::Error) -> CallError {
-    CallError::Unreachable(describe(&e.without_url()))
+    CallError::Unreachable(lost_words(&e).to_owned())
 }
 
-/// An error with its causes, which is where reqwest keeps "Connection refused".
-pub fn describe(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        let part = cause.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = cause.source();
+/// What a transport error means to the person at the terminal.
+pub fn lost_words(e: &reqwest::Error) -> &'static str {
+    if e.is_timeout() {
+        "the server did not answer in time"
+    } else if e.is_connect() {
+        "the server does not answer"
+    } else {
+        "the server closed the connection"
     }
-    text
 }

@@ -312,6 +312,13 @@ impl<W: Write> Conversation<W> {
                         .line(&format!("[an approval request could not be read: {e}]"))?,
                 }
             }
+            // Another client's input (the web UI, the API, a platform) or a schedule's:
+            // shown at once with its words; our own lines are on screen already.
+            "admission.queued" if !ours => {
+                if let Some(line) = render::queued_line(&ev.data) {
+                    self.screen.line(&line)?;
+                }
+            }
             "approval.resolved" => {
                 let id = ev.data["approval_id"].as_str().unwrap_or_default();
                 if self.approvals.front().is_some_and(|a| a.approval_id == id) {

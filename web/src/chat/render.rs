@@ -142,7 +142,8 @@ impl Renderer {
                     short_id(str_of(d, "process_id"))
                 ))]
             }
-            // admission.queued, status and kinds of later versions show nothing.
+            // admission.queued is the conversation's (it knows which inputs are its own);
+            // status and kinds of later versions show nothing.
             _ => Vec::new(),
         }
     }
@@ -195,14 +196,16 @@ pub fn finished_line(d: &Value) -> String {
     if !stop.is_empty() && stop != "stop" {
         line.push_str(&format!(" ({stop})"));
     }
-    let reason = str_of(d, "failure_reason");
-    if !reason.is_empty() {
-        line.push_str(": ");
-        line.push_str(reason);
-        let message = str_of(d, "failure_message");
-        if !message.is_empty() && message != reason {
-            line.push_str(&format!(" ({})", one_line(message, ONE_LINE)));
-        }
+    // Why, once: a reason that is the result again (`interrupted`), or a message that only
+    // repeats a word already said, adds nothing.
+    let reason = Some(str_of(d, "failure_reason")).filter(|r| !r.is_empty() && *r != result);
+    let message = Some(str_of(d, "failure_message"))
+        .filter(|m| !m.is_empty() && !m.contains(result) && reason.is_none_or(|r| !m.contains(r)));
+    match (reason, message) {
+        (Some(r), Some(m)) => line.push_str(&format!(": {r} ({})", one_line(m, ONE_LINE))),
+        (Some(r), None) => line.push_str(&format!(": {r}")),
+        (None, Some(m)) => line.push_str(&format!(": {}", one_line(m, ONE_LINE))),
+        (None, None) => {}
     }
     let u = &d["usage"];
     let count = |k: &str| u[k].as_u64().unwrap_or(0);
@@ -219,6 +222,34 @@ pub fn finished_line(d: &Value) -> String {
         cost(d["cost"].as_f64().unwrap_or(0.0))
     ));
     line
+}
+
+/// An input admitted from elsewhere (another client of the session, a schedule), so the
+/// terminal shows the whole conversation: its words, and its files by name. `None` for a
+/// report (its sub-agent or background line says it follows) and for an event of a server
+/// that does not send the text.
+pub fn queued_line(d: &Value) -> Option<String> {
+    let text = d["text"].as_str()?;
+    let from = match str_of(d, "source") {
+        "user" | "" => "another client",
+        "schedule" => "schedule",
+        _ => return None,
+    };
+    let mut line = format!("[{from}]");
+    if !text.is_empty() {
+        line.push(' ');
+        line.push_str(text);
+    }
+    let files: Vec<&str> = d["attachments"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|f| f["name"].as_str().unwrap_or("a file"))
+        .collect();
+    if !files.is_empty() {
+        line.push_str(&format!(" [files: {}]", files.join(", ")));
+    }
+    Some(line)
 }
 
 /// A turn resumed by itself (SPEC R13.9): why, and that what streamed before was cut.
@@ -602,6 +633,21 @@ mod tests {
             ),
             "[failed: provider_server_error (HTTP 500) | tokens: 12 in, 3 out | cost: $0.0123]"
         );
+        // An interrupt says so once (issue 38: "[interrupted: interrupted (interrupted …)").
+        assert_eq!(
+            finished_line(
+                &json!({"result": "interrupted", "failure_reason": "interrupted",
+                "failure_message": "interrupted: user_interrupt", "usage": usage, "cost": 0.0})
+            ),
+            "[interrupted | tokens: 12 in, 3 out | cost: $0]"
+        );
+        assert_eq!(
+            finished_line(
+                &json!({"result": "interrupted", "failure_reason": "shutdown",
+                "usage": usage, "cost": 0.0})
+            ),
+            "[interrupted: shutdown | tokens: 12 in, 3 out | cost: $0]"
+        );
         let unknown = unknown_lines(&json!({"admission_id": "A1", "reason": "owner_died",
             "failure_message": "the process stopped"}));
         assert_eq!(
@@ -609,6 +655,31 @@ mod tests {
             "[outcome unknown: owner_died: the process stopped]"
         );
         assert!(unknown[1].contains("/retry") && unknown[1].contains("/v1/admissions/A1/retry"));
+    }
+
+    #[test]
+    fn r1_2_an_input_from_elsewhere_is_shown_with_its_words_and_files() {
+        let file = json!({"file_id": "f1", "name": "notes.txt", "content_type": "text/plain"});
+        assert_eq!(
+            queued_line(&json!({"admission_id": "A", "text": "hello", "source": "user"}))
+                .as_deref(),
+            Some("[another client] hello")
+        );
+        assert_eq!(
+            queued_line(&json!({"text": "", "attachments": [file], "source": "user"})).as_deref(),
+            Some("[another client] [files: notes.txt]")
+        );
+        assert_eq!(
+            queued_line(&json!({"text": "daily check", "source": "schedule"})).as_deref(),
+            Some("[schedule] daily check")
+        );
+        for quiet in [
+            json!({"text": "[report]", "source": "subagent"}),
+            json!({"text": "[report]", "source": "process"}),
+            json!({"admission_id": "A", "seq_in_queue": 1}),
+        ] {
+            assert_eq!(queued_line(&quiet), None, "{quiet}");
+        }
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! Events, read from reqwest's streaming body with `eventsource-stream` (the parser the
 //! providers use too), handed on in seq order exactly once. A dropped stream is reopened with backoff from the last seq handed on, so a
 //! reconnect repaints nothing that was shown and skips nothing that was not.
-use super::api::{describe, CallError, Client};
+use super::api::{lost_words, CallError, Client};
 use bytes::Bytes;
 use eventsource_stream::{EventStreamError, Eventsource};
 use futures::{Stream, StreamExt};
@@ -67,11 +67,8 @@ fn chunks(resp: reqwest::Response) -> impl Stream<Item = Result<Bytes, Ended>> {
         let end = |why: String| Some((Err(Ended(why)), None));
         match tokio::time::timeout(IDLE_LIMIT, resp.chunk()).await {
             Err(_) => end(format!("nothing heard for {} s", IDLE_LIMIT.as_secs())),
-            Ok(Err(e)) => end(format!(
-                "the connection broke ({})",
-                describe(&e.without_url())
-            )),
-            Ok(Ok(None)) => end("the server closed the stream".to_owned()),
+            Ok(Err(e)) => end(lost_words(&e).to_owned()),
+            Ok(Ok(None)) => end("the server closed the connection".to_owned()),
             Ok(Ok(Some(chunk))) => match still_open(open, &chunk) {
                 Ok(n) => {
                     open = n;
@@ -186,7 +183,7 @@ async fn pump(
     futures::pin_mut!(events);
     loop {
         let frame = match events.next().await {
-            None => return Ok("the server closed the stream".to_owned()),
+            None => return Ok("the server closed the connection".to_owned()),
             Some(Err(EventStreamError::Transport(Ended(why)))) => return Ok(why),
             Some(Err(EventStreamError::Utf8(e))) => return Ok(format!("not UTF-8: {e}")),
             Some(Err(EventStreamError::Parser(e))) => return Ok(format!("not SSE: {e}")),

@@ -13,7 +13,8 @@ use turnkey_actors::config::BusyPolicy;
 use turnkey_actors::display::DisplayLayer;
 use turnkey_actors::{Gateway, NewSessionRequest};
 use turnkey_storage::{
-    rfc3339, Approval, Message, Principal, Session, SessionId, SessionUpdate, ToolRun, UsageTotals,
+    rfc3339, Approval, Message, MessageRole, Principal, Session, SessionId, SessionUpdate, ToolRun,
+    UsageTotals,
 };
 use utoipa::{IntoParams, ToSchema};
 
@@ -571,6 +572,9 @@ pub struct MessageView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     pub turn_id: Option<String>,
+    /// A user row's admission (the input it was made from), as `admission.queued` named it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admission_id: Option<String>,
     /// How to show the row: the input's own `display`, or for a row that closes a turn
     /// without an answer `{boundary: true, closed_as, failure_reason, partial}`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -593,6 +597,15 @@ pub struct MessageView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub turn_usage: Option<turnkey_storage::TurnUsage>,
+    /// On the last row of a turn that delivered an answer: how the answer stopped, as its
+    /// `turn.finished` said (`stop`, `truncated`, `repeated`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turn_stop_reason: Option<String>,
+    /// On the last row of a turn resumed by itself (SPEC R13.9): each resume,
+    /// `[{attempt, reason}]`, as its `turn.resumed` said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub turn_resumes: Option<Vec<turnkey_storage::TurnResume>>,
     pub created_at: String,
 }
 
@@ -608,11 +621,17 @@ impl From<Message> for MessageView {
             tool_call_id: m.tool_call_id,
             name: m.name,
             turn_id: m.turn_id.map(|t| t.to_string()),
+            admission_id: (m.role == MessageRole::User)
+                .then_some(m.admission_id)
+                .flatten()
+                .map(|a| a.to_string()),
             display: m.display,
             compressed_epoch: m.compressed_epoch,
             summary_epoch: m.summary_epoch,
             attachments: m.attachments,
             turn_usage: None,
+            turn_stop_reason: None,
+            turn_resumes: None,
             created_at: rfc3339(m.created_at),
         }
     }
@@ -650,14 +669,20 @@ pub async fn messages(
     let mut segments: Vec<SessionId> = rows.iter().map(|m| m.session_id).collect();
     segments.sort();
     segments.dedup();
-    let usage = state.gateway.store().usage_by_turn(&segments).await?;
+    let store = state.gateway.store();
+    let usage = store.usage_by_turn(&segments).await?;
+    let mut endings = store.turn_endings(&segments).await?;
     let mut messages: Vec<MessageView> = rows.into_iter().map(MessageView::from).collect();
-    // Each turn's cost goes on its last row.
+    // Each turn's cost and how it went go on its last row: what its events showed live.
     let mut seen = std::collections::HashSet::new();
     for m in messages.iter_mut().rev() {
         if let Some(turn) = m.turn_id.clone() {
             if seen.insert(turn.clone()) {
                 m.turn_usage = usage.get(&turn).copied();
+                if let Some(ending) = endings.remove(&turn) {
+                    m.turn_stop_reason = ending.stop_reason;
+                    m.turn_resumes = (!ending.resumes.is_empty()).then_some(ending.resumes);
+                }
             }
         }
     }

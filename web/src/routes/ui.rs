@@ -49,6 +49,7 @@ const ASSETS: &[Asset] = &[
     asset!("render.js", JS),
     asset!("page.js", JS),
     asset!("session_state.js", JS),
+    asset!("turn_state.js", JS),
     asset!("session_view.js", JS),
     asset!("route.js", JS),
     asset!("diff.js", JS),

@@ -182,20 +182,27 @@ test("a pending write shows what it adds, replaces or removes", () => {
   assert.deepEqual(order.map((p) => p.id), ["a", "b"]);
 });
 
-test("a refused write says why, with the server's message; other errors are left to the caller", () => {
-  const full = refusalText(new ApiError(422, "memory_full", "memory is full (2180 of 2200 characters used; this needs 40 more)"));
-  assert.match(full, /store is full/);
-  assert.match(full, /2180 of 2200 characters used/, "the server's numbers are shown");
-  assert.match(refusalText({ code: "memory_secret", message: "an AWS access key" }), /secret.*an AWS access key/);
-  // The server's own messages start "not saved: "; the page says it once.
-  const secret = refusalText({
-    code: "memory_secret",
-    message: "not saved: it holds what looks like a secret (an OpenAI-style API key); memory must never keep keys",
-  });
-  assert.match(secret, /^Not saved: the text looks like a secret.*\(it holds what looks like a secret \(an OpenAI-style API key\)/);
-  assert.equal(secret.match(/not saved/gi).length, 1, secret);
-  assert.match(refusalText({ code: "memory_instruction", message: "x" }), /instruction/);
-  assert.match(refusalText({ code: "memory_invisible_text", message: "U+200B at 4" }), /invisible.*U\+200B/);
+test("a refused write says why once, in the server's words; other errors are left to the caller", () => {
+  // The server's messages, as actors/src/memory words them.
+  const server = {
+    memory_full: "not saved: memory is full (2180 of 2200 characters used; this needs 40 more). Replace or remove an entry first, or write it shorter.",
+    memory_secret:
+      "not saved: it holds what looks like a secret (an OpenAI-style API key); memory must never keep keys, tokens or passwords, so say where the secret lives instead",
+    memory_instruction:
+      "not saved: it reads as an instruction to the model (an order to drop earlier instructions); memory holds facts and preferences, written as such",
+    memory_invisible_text: "not saved: it holds an invisible or control character (U+200B at character 4); write it in plain visible text",
+  };
+  for (const [code, message] of Object.entries(server)) {
+    const text = refusalText(new ApiError(422, code, message));
+    assert.equal(text, `Not saved: ${message.slice("not saved: ".length)}`, code);
+    // Nothing said twice (issue 38: "the text looks like a secret … (it holds what looks like a secret …)").
+    const words = text.toLowerCase().match(/[a-z]+/g);
+    const threes = words.slice(2).map((w, i) => `${words[i]} ${words[i + 1]} ${w}`);
+    assert.equal(new Set(threes).size, threes.length, `${code}: ${text}`);
+  }
+  assert.match(refusalText(new ApiError(422, "memory_full", server.memory_full)), /2180 of 2200 characters used/, "the server's numbers");
+  // Without the server's reason, the page's own sentence.
+  assert.match(refusalText({ code: "memory_secret", message: "" }), /^Not saved: the text looks like a secret/);
   assert.match(refusalText({ code: "not_found", message: "no entry m1" }), /no longer exists/);
   assert.equal(refusalText({ code: "internal", message: "boom" }), null);
   assert.equal(refusalText({ code: "toString", message: "" }), null, "only the API's own codes");

@@ -11,8 +11,10 @@ import {
   addMessages,
   sendStarted,
   sendAccepted,
+  sendFailed,
   resolveApproval,
   dropBanner,
+  headerUsage,
 } from "../session_state.js";
 
 function deepFreeze(v) {
@@ -260,4 +262,122 @@ test("a transcript read later shows what each turn cost", () => {
     ]),
   );
   assert.deepEqual(s.turns.t1.spent, { usage, cost: 0.002 });
+});
+
+test("an input another client sent shows at once from its admission.queued, before its turn", () => {
+  const queued = ev("admission.queued", { admission_id: "adm-x", seq_in_queue: 1, text: "sent from the terminal", source: "user" }, null, { admission_id: "adm-x" });
+  let s = play([queued]);
+  assert.deepEqual(rows(s), ["user:sent from the terminal"]);
+  assert.equal(s.entries[0].admissionId, "adm-x");
+  assert.equal(s.entries[0].pending, false);
+  s = play([ev("turn.started", { admission_id: "adm-x" }, "turn-x", { admission_id: "adm-x" }), ev("message.delta", { text: "ok" }, "turn-x")], s);
+  assert.deepEqual(rows(s), ["user:sent from the terminal", "turn:turn-x"], "its turn right after it");
+  // A file sent without text shows as its references.
+  const file = { file_id: "f1", name: "dot.png", content_type: "image/png", bytes: 70 };
+  s = play([ev("admission.queued", { admission_id: "adm-f", seq_in_queue: 1, text: "", attachments: [file], source: "user" }, null)], s);
+  assert.deepEqual(s.entries.at(-1).attachments, [file]);
+  // A schedule's input is the session's input too; a report has its own row (from the transcript).
+  s = play([ev("admission.queued", { admission_id: "adm-s", seq_in_queue: 1, text: "daily check", source: "schedule" }, null)], s);
+  assert.equal(rows(s).at(-1), "user:daily check");
+  const before = s.entries;
+  s = play([ev("admission.queued", { admission_id: "adm-r", seq_in_queue: 1, text: "[turnkey:report]", source: "subagent" }, null)], s);
+  s = play([ev("admission.queued", { admission_id: "adm-p", seq_in_queue: 1, text: "[turnkey:report]", source: "process" }, null)], s);
+  assert.equal(s.entries, before);
+  // An input already in the transcript (a steered one, read on opening mid-turn) is not
+  // shown again when its admission.queued is replayed.
+  let opened = deepFreeze(addMessages(initialState(), [{ id: "m1", role: "user", content: "steer this way", turn_id: "t1", admission_id: "adm-t" }]));
+  opened = play([ev("admission.queued", { admission_id: "adm-t", seq_in_queue: 1, text: "steer this way", source: "user" }, null)], opened);
+  assert.deepEqual(rows(opened), ["user:steer this way"]);
+  // An older server's event, without the text, shows nothing.
+  s = play([ev("admission.queued", { admission_id: "adm-o", seq_in_queue: 1 }, null)], s);
+  assert.equal(s.entries, before);
+});
+
+test("this page's own input is shown once, whether its event or its receipt comes first", () => {
+  // The event first: it is recognized as the input on its way.
+  let s = deepFreeze(sendStarted(initialState(), 1, "mine", []));
+  s = play([ev("admission.queued", { admission_id: "adm-1", seq_in_queue: 1, text: "mine", source: "user" }, null)], s);
+  assert.deepEqual(rows(s), ["user:mine"]);
+  s = deepFreeze(sendAccepted(s, 1, "adm-1"));
+  assert.deepEqual(rows(s), ["user:mine"]);
+  assert.deepEqual([s.entries[0].admissionId, s.entries[0].pending], ["adm-1", false]);
+  // The receipt first.
+  s = deepFreeze(sendStarted(s, 2, "again", []));
+  s = deepFreeze(sendAccepted(s, 2, "adm-2"));
+  s = play([ev("admission.queued", { admission_id: "adm-2", seq_in_queue: 1, text: "again", source: "user" }, null)], s);
+  assert.deepEqual(rows(s), ["user:mine", "user:again"]);
+  // The server stored other words (a secret masked): the receipt names the event's row, and
+  // the page keeps the server's words.
+  s = deepFreeze(sendStarted(s, 3, "key sk-abc", []));
+  s = play([ev("admission.queued", { admission_id: "adm-3", seq_in_queue: 1, text: "key [redacted]", source: "user" }, null)], s);
+  s = deepFreeze(sendAccepted(s, 3, "adm-3"));
+  assert.deepEqual(rows(s), ["user:mine", "user:again", "user:key [redacted]"]);
+  // Another client's identical words while this page sends: the page's row takes the first.
+  s = deepFreeze(sendStarted(s, 4, "same", []));
+  s = play([ev("admission.queued", { admission_id: "adm-4", seq_in_queue: 1, text: "same", source: "user" }, null)], s);
+  s = play([ev("admission.queued", { admission_id: "adm-5", seq_in_queue: 1, text: "same", source: "user" }, null)], s);
+  s = deepFreeze(sendAccepted(s, 4, "adm-5"));
+  assert.deepEqual(rows(s).slice(3), ["user:same", "user:same"]);
+  assert.deepEqual(s.entries.slice(3).map((r) => r.admissionId).sort(), ["adm-4", "adm-5"]);
+  // A send that failed leaves nothing behind.
+  s = deepFreeze(sendFailed(sendStarted(s, 6, "lost", []), 6));
+  assert.equal(rows(s).length, 5);
+});
+
+test("a reload keeps a turn's resumed and cut-off notes, the same as they were shown live", () => {
+  seq = 200;
+  const live = play([
+    ev("turn.started", { admission_id: "adm-a" }),
+    ev("message.delta", { text: "cut " }),
+    ev("turn.resumed", { admission_id: "adm-a", attempt: 2, reason: "crash" }),
+    ev("turn.resumed", { admission_id: "adm-a", attempt: 3, reason: "shutdown" }),
+    ev("message.delta", { text: "The answer, cut" }),
+    ev("message.complete", { message_id: "m2", text: "The answer, cut", stop_reason: "truncated" }),
+    ev("turn.finished", { result: "completed", stop_reason: "truncated" }),
+  ]);
+  const reloaded = deepFreeze(
+    addMessages(initialState(), [
+      { id: "m1", role: "user", content: "go", turn_id: "turn-a" },
+      {
+        id: "m2",
+        role: "assistant",
+        content: "The answer, cut",
+        turn_id: "turn-a",
+        turn_stop_reason: "truncated",
+        turn_resumes: [
+          { attempt: 2, reason: "crash" },
+          { attempt: 3, reason: "shutdown" },
+        ],
+      },
+    ]),
+  );
+  assert.deepEqual(blocks(reloaded), [
+    "note:note:Resumed by itself after the server stopped mid-answer (attempt 2): the answer starts again.",
+    "note:note:Resumed by itself after the server restarted (attempt 3): the answer starts again.",
+    "text:The answer, cut",
+    "note:warn:Cut off by the output limit",
+  ]);
+  assert.deepEqual(blocks(reloaded), blocks(live));
+  const repeated = deepFreeze(
+    addMessages(initialState(), [{ id: "m9", role: "assistant", content: "again", turn_id: "turn-a", turn_stop_reason: "repeated" }]),
+  );
+  assert.deepEqual(blocks(repeated), ["text:again", "note:warn:Stopped: the model repeated its earlier answer"]);
+  // A turn still running when the page opens: its resumed note comes from its user row (its
+  // last row so far), and a replay of the same turn.resumed does not add it again.
+  let running = deepFreeze(
+    addMessages(initialState(), [{ id: "m1", role: "user", content: "go", turn_id: "turn-a", turn_resumes: [{ attempt: 2, reason: "crash" }] }]),
+  );
+  running = play([ev("turn.resumed", { admission_id: "adm-a", attempt: 2, reason: "crash" }), ev("turn.started", { admission_id: "adm-a", resumed: true })], running);
+  assert.deepEqual(blocks(running), ["note:note:Resumed by itself after the server stopped mid-answer (attempt 2): the answer starts again."]);
+});
+
+test("the header counts tokens only once there are some, and says so while a turn runs", () => {
+  const none = { input_tokens: 0, output_tokens: 0, cache_read_tokens: 0, cost_usd: 0 };
+  const some = { input_tokens: 120, output_tokens: 30, cache_read_tokens: 0, cost_usd: 0.0012 };
+  assert.equal(headerUsage(none, "idle"), "");
+  assert.equal(headerUsage(null, "idle"), "");
+  assert.equal(headerUsage(none, "running"), "counting this turn…");
+  assert.doesNotMatch(headerUsage(none, "running"), /\b0\b/);
+  assert.equal(headerUsage(some, "idle"), "120 in · 30 out tokens · $0.0012");
+  assert.equal(headerUsage(some, "running"), "120 in · 30 out tokens · $0.0012 · counting this turn…");
 });

@@ -19,7 +19,7 @@ use crate::notify::NoticeKind;
 use crate::status::AdmissionStatus;
 use crate::store::{convert, is_unique_violation, write_event_rows, Result, Store, StoreError};
 pub(super) use claim::claim_admission_in;
-use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
+use sea_orm::sea_query::{Expr, ExprTrait, Func, OnConflict};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
 };
@@ -75,7 +75,7 @@ impl Store {
         // Bump the queue counter first: it locks the session row, so the insert below meets
         // any admission committed by a racing request. The same update takes the
         // seqs of the two events the admission announces (a duplicate rolls it all back).
-        let bumped = session::Entity::update_many()
+        let mut bump = session::Entity::update_many()
             .col_expr(
                 session::Column::LastAdmissionSeq,
                 Expr::col(session::Column::LastAdmissionSeq).add(1),
@@ -85,9 +85,19 @@ impl Store {
                 Expr::col(session::Column::LastEventSeq).add(ANNOUNCED),
             )
             .col_expr(session::Column::UpdatedAt, Expr::value(now_ms()))
-            .filter(session::Column::Id.eq(sid.clone()))
-            .exec_with_returning(&tx)
-            .await?;
+            .filter(session::Column::Id.eq(sid.clone()));
+        if let Some(title) = &new.title {
+            // Only an untitled session takes it: a title already there stays.
+            bump = bump.col_expr(
+                session::Column::Title,
+                Func::coalesce([
+                    Expr::col(session::Column::Title),
+                    Expr::value(title.clone()),
+                ])
+                .into(),
+            );
+        }
+        let bumped = bump.exec_with_returning(&tx).await?;
         let Some((seq, last_event, busy_policy)) = bumped
             .into_iter()
             .next()
@@ -135,7 +145,7 @@ impl Store {
                 ))),
             };
         }
-        let announced = announced(new.session_id, id, queued, started);
+        let announced = announced(new, id, queued, started);
         let announced: Vec<&NewEvent> = announced.iter().collect();
         let first = last_event - ANNOUNCED + 1;
         let events = write_event_rows(&tx, new.session_id, first, &announced, now).await?;
@@ -271,19 +281,40 @@ fn queued_row(new: &NewAdmission, id: AdmissionId, seq: i64, now: i64) -> admiss
     }
 }
 
-/// The two events an admission commits: `admission.queued` with its place, and the session's
-/// `status` after it, from the queue's counts before it.
-fn announced(session: SessionId, id: AdmissionId, queued: i64, started: i64) -> [NewEvent; 2] {
+/// The two events an admission commits: `admission.queued` with its place and the input
+/// itself ([`input_of`]), and the session's `status` after it, from the queue's counts before it.
+fn announced(new: &NewAdmission, id: AdmissionId, queued: i64, started: i64) -> [NewEvent; 2] {
+    let mut data = input_of(new);
+    data["admission_id"] = json!(id);
+    data["seq_in_queue"] = json!(queued + started + 1);
     [
         NewEvent {
-            session_id: session,
+            session_id: new.session_id,
             kind: EventKind::AdmissionQueued,
             turn_id: None,
             admission_id: Some(id),
-            data: json!({"admission_id": id, "seq_in_queue": queued + started + 1}),
+            data,
         },
-        status_of(session, queued + 1, started > 0).0,
+        status_of(new.session_id, queued + 1, started > 0).0,
     ]
+}
+
+/// What `admission.queued` says of the input besides its place (API.md), so every follower
+/// shows an input from any door at once: its normalized text, its file references (never the
+/// bytes: the payload holds references only) when it has any, and its source.
+fn input_of(new: &NewAdmission) -> serde_json::Value {
+    let mut data = json!({
+        "text": new.payload["text"].as_str().unwrap_or_default(),
+        "source": source_of(&new.surface, &new.request_id),
+    });
+    if let Some(files) = new
+        .payload
+        .get("attachments")
+        .filter(|a| a.as_array().is_some_and(|l| !l.is_empty()))
+    {
+        data["attachments"] = files.clone();
+    }
+    data
 }
 
 fn duplicate_of(existing: Admission, new: &NewAdmission) -> Result<Admitted> {

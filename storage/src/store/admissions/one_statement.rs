@@ -27,7 +27,8 @@ use std::sync::atomic::Ordering;
 
 /// `$1` session, `$2` request id, `$3` new admission id, `$4` payload digest, `$5` payload,
 /// `$6` principal, `$7` surface, `$8` retry of, `$9` now, `$10` notice payloads, `$11` the
-/// notice channel.
+/// notice channel, `$12` the input as `admission.queued` shows it (`input_of`, a JSON
+/// object), `$13` the title an untitled session takes (or NULL).
 ///
 /// `counts` always yields one row (an aggregate without `GROUP BY`), so the final select does
 /// too. The events are written in the order and with the data of the transaction's path
@@ -49,7 +50,8 @@ bumped AS (
     UPDATE sessions
     SET last_admission_seq = last_admission_seq + 1,
         last_event_seq = last_event_seq + 2,
-        updated_at = $9
+        updated_at = $9,
+        title = COALESCE(title, $13::text)
     WHERE id = $1
       AND last_event_seq = (SELECT last_event_seq FROM snap)
       AND NOT EXISTS (SELECT 1 FROM dup)
@@ -66,8 +68,8 @@ admitted AS (
 announced AS (
     INSERT INTO session_events (session_id, seq, turn_id, admission_id, kind, payload, created_at)
     SELECT $1, b.last_event_seq - 1, NULL, $3, 'admission.queued',
-           json_build_object('admission_id', $3::text,
-                             'seq_in_queue', c.queued + c.started + 1)::text,
+           ($12::jsonb || jsonb_build_object('admission_id', $3::text,
+                                             'seq_in_queue', c.queued + c.started + 1))::text,
            $9
     FROM admitted, bumped b, counts c
     UNION ALL
@@ -148,6 +150,8 @@ impl Store {
             now.into(),
             payloads.into(),
             crate::notify::CHANNEL.into(),
+            super::input_of(new).to_string().into(),
+            new.title.clone().into(),
         ];
         let Some(row) = self.one_statement("an admission", ADMIT, values).await? else {
             return Ok(Ran::Overtaken);
@@ -173,7 +177,7 @@ impl Store {
             )));
         }
         crate::notify::count(notices.len(), notified);
-        let events = super::announced(new.session_id, id, queued, started);
+        let events = super::announced(new, id, queued, started);
         Ok(Ran::Admitted(Admitted {
             admission: convert::admission(super::queued_row(new, id, seq, now))?,
             duplicate: false,
