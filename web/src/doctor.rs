@@ -78,11 +78,20 @@ pub async fn check(settings: &Settings) -> Vec<Finding> {
     findings.push(check_sandbox(&settings.tools));
     // The same order as serve's set (`turnkey_actors::provider_set`): the configured ones; with
     // none, the local server it would detect; then the ones connected at run time.
-    // Each with where it comes from and whether its server is asked for its context window.
-    let mut providers: Vec<(ProviderConfig, Source, bool)> = settings
+    // Each with where it comes from and how its context window is known.
+    let mut providers: Vec<(ProviderConfig, Source, Window)> = settings
         .providers
         .iter()
-        .map(|p| (p.clone(), Source::Configured, false))
+        .enumerate()
+        .map(|(i, p)| {
+            let set = settings
+                .provider_windows_set
+                .get(i)
+                .copied()
+                .unwrap_or(false);
+            let window = if set { Window::Set } else { Window::Default };
+            (p.clone(), Source::Configured, window)
+        })
         .collect();
     if settings.providers.is_empty() {
         match crate::startup::detect_provider(settings).await {
@@ -99,7 +108,7 @@ pub async fn check(settings: &Settings) -> Vec<Finding> {
                         found.base_url, found.model
                     ),
                 ));
-                providers.push((found, Source::Detected, true));
+                providers.push((found, Source::Detected, Window::Ask));
             }
             None if connected.is_empty() => findings.push(Finding::problem(
                 "providers",
@@ -120,7 +129,14 @@ pub async fn check(settings: &Settings) -> Vec<Finding> {
     };
     for row in &connected {
         match provider_set::stored_config(row, key.as_ref()) {
-            Ok(p) => providers.push((p, Source::Connected, row.context_window.is_none())),
+            Ok(p) => {
+                let window = if row.context_window.is_some() {
+                    Window::Set
+                } else {
+                    Window::Ask
+                };
+                providers.push((p, Source::Connected, window));
+            }
             Err(why) => findings.push(Finding::problem(
                 format!("connected provider {}", row.name),
                 format!("cannot be used: {why} (key file {})", key_file.display()),
@@ -129,7 +145,7 @@ pub async fn check(settings: &Settings) -> Vec<Finding> {
     }
     let auxiliary: Vec<bool> = providers.iter().map(|(p, ..)| p.auxiliary).collect();
     let roles = provider_set::roles(&auxiliary);
-    for (i, ((p, source, ask), role)) in providers.iter().zip(roles).enumerate() {
+    for (i, ((p, source, window), role)) in providers.iter().zip(roles).enumerate() {
         let subject = format!(
             "provider[{i}] {} ({}, model {})",
             p.name,
@@ -137,30 +153,42 @@ pub async fn check(settings: &Settings) -> Vec<Finding> {
             p.model
         );
         findings.push(match crate::provider_probe::check(p, CHECK_TIMEOUT).await {
-            Ok(detail) => Finding::ok(subject, format!("{detail}; {}", window_of(p, *ask).await)),
+            Ok(detail) => Finding::ok(
+                subject,
+                format!("{detail}; {}", window_of(p, *window).await),
+            ),
             Err(detail) => Finding::problem(subject, detail),
         });
     }
     findings
 }
 
+/// How `serve` knows a provider's context window.
+#[derive(Clone, Copy)]
+enum Window {
+    /// `context_window` is set (in its table, or when it was connected).
+    Set,
+    /// A configured provider without one: 128,000.
+    Default,
+    /// Read from its server (detected, or connected without one).
+    Ask,
+}
+
 /// The context window serve would use, and where it comes from, as `GET /v1/providers` says.
-async fn window_of(p: &ProviderConfig, ask: bool) -> String {
-    let said = if ask {
-        provider_set::window::read(p).await
-    } else {
-        None
-    };
-    match (said, ask) {
-        (Some(w), _) => format!(
-            "context window {} tokens, read from the server ({})",
-            w.tokens, w.from
-        ),
-        (None, false) => format!("context window {} tokens, configured", p.context_window),
-        (None, true) => format!(
-            "context window {} tokens, the default: the server does not say its own",
-            p.context_window
-        ),
+async fn window_of(p: &ProviderConfig, window: Window) -> String {
+    let tokens = p.context_window;
+    match window {
+        Window::Set => format!("context window {tokens} tokens, configured"),
+        Window::Default => format!("context window {tokens} tokens, the default"),
+        Window::Ask => match provider_set::window::read(p).await {
+            Some(w) => format!(
+                "context window {} tokens, read from the server ({})",
+                w.tokens, w.from
+            ),
+            None => format!(
+                "context window {tokens} tokens, the default: the server does not say its own"
+            ),
+        },
     }
 }
 

@@ -26,7 +26,7 @@ export function windowText(p) {
     case "server":
       return `${n}, read from the server (${p.context_window_read_from})`;
     case "default":
-      return `${n}, the default: the server does not say its own`;
+      return `${n}, the default: none set, none read from the server`;
     default:
       return `${n}, configured`;
   }

@@ -61,12 +61,17 @@ impl Providers {
         redactor: Redactor,
     ) -> Result<Self, GatewayError> {
         let mut fixed = Vec::new();
-        for p in &config.providers {
+        for (i, p) in config.providers.iter().enumerate() {
+            let set = config.provider_windows_set.get(i).copied().unwrap_or(false);
             fixed.push(Arc::new(Entry {
                 client: client_of(p)?,
                 config: p.clone(),
                 source: Source::Configured,
-                window: WindowSource::Configured,
+                window: if set {
+                    WindowSource::Configured
+                } else {
+                    WindowSource::Default
+                },
             }));
         }
         let key_file = key_file(config);

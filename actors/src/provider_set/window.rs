@@ -40,12 +40,12 @@ pub struct ServerWindow {
 /// Where a provider's context window comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WindowSource {
-    /// `context_window` in its `[[providers]]` table (128,000 when the table has none) or in
-    /// the request that connected it.
+    /// `context_window` in its `[[providers]]` table or in the request that connected it.
     Configured,
     /// Read from its server.
     Server(&'static str),
-    /// Nothing set and the server said nothing: the default, 128,000.
+    /// None set, and none read (a configured provider's server is not asked): the default,
+    /// 128,000.
     Default,
 }
 

@@ -117,3 +117,32 @@ async fn r8_4_a_real_llama_cpp_server_says_its_context_window() {
         model.log_tail(20)
     );
 }
+
+/// A configured provider's server is not asked: a window set in its table is `configured`; a
+/// table without one runs with the default and is said to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r8_4_a_configured_window_is_said_set_or_default() {
+    let main = ScriptedProvider::start();
+    let second = ScriptedProvider::start();
+    second.answer_path(
+        "/props",
+        json!({"default_generation_settings": {"n_ctx": 8192}}),
+    );
+    let tk = Turnkey::start(TurnkeyOptions::new(&main).provider_toml(&format!(
+        "[[providers]]\nname = \"second\"\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"scripted-model\"\n",
+        second.base_url
+    )))
+    .await;
+    assert_eq!(
+        windows(&tk.api()).await,
+        json!([
+            ["scripted", 32000, "configured", null],
+            ["second", 128000, "default", null],
+        ])
+    );
+    assert!(
+        !second.other_requests().iter().any(|p| p == "/props"),
+        "{:?}",
+        second.other_requests()
+    );
+}

@@ -65,10 +65,10 @@ pub struct ProviderInfo {
     pub source: String,
     /// Writes compression summaries instead of answering turns.
     pub auxiliary: bool,
-    /// Where `context_window` comes from: `configured` (the `[[providers]]` table, 128,000
-    /// when it sets none, or the connect request), `server` (read from the provider's server,
-    /// see `context_window_read_from`) or `default` (128,000: none given and the server did not
-    /// say).
+    /// Where `context_window` comes from: `configured` (set in the `[[providers]]` table or
+    /// the connect request), `server` (read from the provider's server, see
+    /// `context_window_read_from`) or `default` (128,000: none set and none read; a configured
+    /// provider's server is not asked).
     pub context_window_source: String,
     /// The request the server said its window in (e.g. `llama.cpp GET /props`), or null.
     pub context_window_read_from: Option<String>,

@@ -44,7 +44,7 @@ test("a row says its context window and where the number came from", () => {
   assert.equal(windowText(detected), "8,192 tokens, read from the server (llama.cpp GET /props)");
   assert.equal(
     windowText({ context_window: 128000, context_window_source: "default" }),
-    "128,000 tokens, the default: the server does not say its own",
+    "128,000 tokens, the default: none set, none read from the server",
   );
   assert.equal(windowText({ context_window: 32000, context_window_source: "configured" }), "32,000 tokens, configured");
   assert.deepEqual(rowFacts(detected), [
