@@ -191,7 +191,7 @@ impl ProviderSet {
             })
     }
 
-    /// Each provider's model, in chain order, once each (`GET /v1/models`).
+    /// The ids of [`Self::served`] (`GET /v1/models`, what `PATCH /v1/sessions/{id}` lists).
     pub fn models(&self) -> Vec<String> {
         self.served().into_iter().map(|(m, _)| m).collect()
     }
