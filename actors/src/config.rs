@@ -15,6 +15,10 @@ use turnkey_tools::SandboxMode;
 pub struct RuntimeConfig {
     pub data_dir: PathBuf,
     pub providers: Vec<ProviderConfig>,
+    /// Whether each of `providers` sets `context_window` itself (an answer calls an unset one
+    /// the default); none known counts as unset.
+    #[serde(skip)]
+    pub provider_windows_set: Vec<bool>,
     pub agent: AgentConfig,
     pub tools: ToolsConfig,
     pub lease: LeaseConfig,

@@ -181,6 +181,11 @@ pub(crate) struct Script {
     pub(crate) transcriptions: Vec<String>,
     /// Records keep no request bodies or headers (`forget_bodies`).
     pub(crate) forget_bodies: bool,
+    /// What a path other than a model call answers, by exact path (`answer_path`): a local
+    /// server's metadata (`/props`, `/api/show`, `/v1/models` with a window).
+    pub(crate) answers: Vec<(String, serde_json::Value)>,
+    /// Serves nothing outside `/v1/` (404), as Ollama does (`only_under_v1`).
+    pub(crate) only_under_v1: bool,
 }
 
 pub(crate) struct Shared {
@@ -386,7 +391,20 @@ impl ScriptedProvider {
         self.shared.lock().forget_bodies = true;
     }
 
-    /// Paths of requests that were not model calls (e.g. `/v1/models`).
+    /// `path` (exact, e.g. `/props`; GET or POST) answers 200 with `body` from now on, as a
+    /// real local server's metadata does; `/v1/models` may be replaced so too.
+    pub fn answer_path(&self, path: &str, body: serde_json::Value) {
+        let mut script = self.shared.lock();
+        script.answers.retain(|(p, _)| p != path);
+        script.answers.push((path.to_owned(), body));
+    }
+
+    /// From now on every path outside `/v1/` answers 404, as Ollama's does: a base URL typed
+    /// without `/v1` reaches nothing.
+    pub fn only_under_v1(&self) {
+        self.shared.lock().only_under_v1 = true;
+    }
+
     /// `/audio/transcriptions` (speech to text) answers `{text}` from now on.
     pub fn set_transcript(&self, text: &str) {
         self.shared.lock().transcript = Some(text.to_owned());
@@ -397,6 +415,7 @@ impl ScriptedProvider {
         self.shared.lock().transcriptions.clone()
     }
 
+    /// Paths of requests that were not model calls (e.g. `/v1/models`).
     pub fn other_requests(&self) -> Vec<String> {
         self.shared.lock().other_requests.clone()
     }

@@ -81,6 +81,23 @@ fn remember_peer(conn: &dyn std::any::Any, ext: &mut actix_web::dev::Extensions)
 
 async fn dispatch(req: HttpRequest, body: web::Bytes, shared: web::Data<Shared>) -> HttpResponse {
     let path = req.path().to_string();
+    let (only_v1, answer) = {
+        let script = shared.lock();
+        let answer = script
+            .answers
+            .iter()
+            .find(|(p, _)| *p == path)
+            .map(|(_, b)| b.clone());
+        (script.only_under_v1, answer)
+    };
+    if let Some(body) = answer {
+        shared.lock().other_requests.push(path.clone());
+        return HttpResponse::Ok().json(body);
+    }
+    if only_v1 && !path.starts_with("/v1/") {
+        shared.lock().other_requests.push(path.clone());
+        return HttpResponse::NotFound().body("404 page not found");
+    }
     let wire = if path.ends_with("/chat/completions") {
         Wire::OpenAi
     } else if path.ends_with("/messages") {

@@ -54,6 +54,10 @@ pub struct Settings {
     pub telemetry: TelemetrySettings,
     /// `[stt]`: voice notes transcribed, off unless `base_url` is set.
     pub stt: turnkey_actors::config::SttConfig,
+    /// Whether each `[[providers]]` table sets `context_window` (else its 128,000 is the
+    /// default, and answers say so). Read from the tables, not a key.
+    #[serde(skip)]
+    pub provider_windows_set: Vec<bool>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -203,6 +207,7 @@ impl Settings {
         RuntimeConfig {
             data_dir: self.server.data_dir.clone(),
             providers: self.providers.clone(),
+            provider_windows_set: self.provider_windows_set.clone(),
             agent: self.agent.clone(),
             tools: self.tools.clone(),
             lease: self.lease.clone(),
@@ -363,7 +368,19 @@ fn refuse_unavailable(config: &Config) -> Result<(), InvalidConfig> {
 
 fn settings_of(config: Config) -> Result<Settings, InvalidConfig> {
     refuse_unavailable(&config)?;
-    config.try_deserialize().map_err(InvalidConfig::from)
+    let windows_set: Vec<bool> = config
+        .get_array("providers")
+        .unwrap_or_default()
+        .into_iter()
+        .map(|table| {
+            table
+                .into_table()
+                .is_ok_and(|t| t.contains_key("context_window"))
+        })
+        .collect();
+    let mut settings: Settings = config.try_deserialize().map_err(InvalidConfig::from)?;
+    settings.provider_windows_set = windows_set;
+    Ok(settings)
 }
 
 /// What the command line says, which wins over every other layer.

@@ -9,6 +9,8 @@ use migration::{Migrator, MigratorTrait};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use turnkey_actors::config::ToolsConfig;
+use turnkey_actors::provider_set::{self, Role, Source};
+use turnkey_providers::ProviderConfig;
 use turnkey_storage::entity::connected_provider;
 use turnkey_storage::ConnectedProvider;
 use turnkey_tools::Sandbox;
@@ -74,61 +76,133 @@ pub async fn check(settings: &Settings) -> Vec<Finding> {
     let (store, connected) = check_store(&settings.database.url).await;
     findings.push(store);
     findings.push(check_sandbox(&settings.tools));
-    let mut providers = settings.providers.clone();
-    // Providers connected at run time (`POST /v1/providers`) follow the configured ones.
-    let key_file = turnkey_actors::provider_set::key_file(&settings.runtime());
-    let key = match turnkey_actors::provider_set::sealed::SealKey::load(&key_file) {
+    // The same order as serve's set (`turnkey_actors::provider_set`): the configured ones; with
+    // none, the local server it would detect; then the ones connected at run time.
+    // Each with where it comes from and how its context window is known.
+    let mut providers: Vec<(ProviderConfig, Source, Window)> = settings
+        .providers
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let set = settings
+                .provider_windows_set
+                .get(i)
+                .copied()
+                .unwrap_or(false);
+            let window = if set { Window::Set } else { Window::Default };
+            (p.clone(), Source::Configured, window)
+        })
+        .collect();
+    if settings.providers.is_empty() {
+        match crate::startup::detect_provider(settings).await {
+            Some(mut found) => {
+                found.name = provider_set::detected_name(&found.name, |n| {
+                    connected.iter().any(|r| r.name == n)
+                });
+                findings.push(Finding::warning(
+                    "providers",
+                    format!(
+                        "none configured; serve would use the local server it finds at {} \
+                         (model {}) first until a [[providers]] table or OPENAI_* variables \
+                         name one",
+                        found.base_url, found.model
+                    ),
+                ));
+                providers.push((found, Source::Detected, Window::Ask));
+            }
+            None if connected.is_empty() => findings.push(Finding::problem(
+                "providers",
+                "none configured and no local server found on the usual ports, so every \
+                 submission is refused (503 no_provider); add a [[providers]] table to \
+                 turnkey.toml, or set OPENAI_BASE_URL, OPENAI_API_KEY and OPENAI_MODEL",
+            )),
+            None => {}
+        }
+    }
+    let key_file = provider_set::key_file(&settings.runtime());
+    let key = match provider_set::sealed::SealKey::load(&key_file) {
         Ok(key) => key,
         Err(e) => {
             findings.push(Finding::problem("secrets key", e.to_string()));
             None
         }
     };
-    let configured = providers.len();
     for row in &connected {
-        match turnkey_actors::provider_set::stored_config(row, key.as_ref()) {
-            Ok(p) => providers.push(p),
+        match provider_set::stored_config(row, key.as_ref()) {
+            Ok(p) => {
+                let window = if row.context_window.is_some() {
+                    Window::Set
+                } else {
+                    Window::Ask
+                };
+                providers.push((p, Source::Connected, window));
+            }
             Err(why) => findings.push(Finding::problem(
                 format!("connected provider {}", row.name),
                 format!("cannot be used: {why} (key file {})", key_file.display()),
             )),
         }
     }
-    if providers.is_empty() && connected.is_empty() {
-        match crate::startup::detect_provider(settings).await {
-            Some(found) => {
-                findings.push(Finding::warning(
-                    "providers",
-                    format!(
-                        "none configured; serve would use the local server it finds at {} \
-                         (model {}) until a [[providers]] table or OPENAI_* variables name one",
-                        found.base_url, found.model
-                    ),
-                ));
-                providers.push(found);
-            }
-            None => findings.push(Finding::problem(
-                "providers",
-                "none configured and no local server found on the usual ports, so every \
-                 submission is refused (503 no_provider); add a [[providers]] table to \
-                 turnkey.toml, or set OPENAI_BASE_URL, OPENAI_API_KEY and OPENAI_MODEL",
-            )),
-        }
-    }
-    for (i, p) in providers.iter().enumerate() {
-        let role = match (i, i >= configured && !connected.is_empty()) {
-            (0, false) => "primary",
-            (0, true) => "primary, connected",
-            (_, false) => "fallback",
-            (_, true) => "fallback, connected",
-        };
-        let subject = format!("provider[{i}] {} ({role}, model {})", p.name, p.model);
+    let auxiliary: Vec<bool> = providers.iter().map(|(p, ..)| p.auxiliary).collect();
+    let roles = provider_set::roles(&auxiliary);
+    for (i, ((p, source, window), role)) in providers.iter().zip(roles).enumerate() {
+        let subject = format!(
+            "provider[{i}] {} ({}, model {})",
+            p.name,
+            role_label(role, *source),
+            p.model
+        );
         findings.push(match crate::provider_probe::check(p, CHECK_TIMEOUT).await {
-            Ok(detail) => Finding::ok(subject, detail),
+            Ok(detail) => Finding::ok(
+                subject,
+                format!("{detail}; {}", window_of(p, *window).await),
+            ),
             Err(detail) => Finding::problem(subject, detail),
         });
     }
     findings
+}
+
+/// How `serve` knows a provider's context window.
+#[derive(Clone, Copy)]
+enum Window {
+    /// `context_window` is set (in its table, or when it was connected).
+    Set,
+    /// A configured provider without one: 128,000.
+    Default,
+    /// Read from its server (detected, or connected without one).
+    Ask,
+}
+
+/// The context window serve would use, and where it comes from, as `GET /v1/providers` says.
+async fn window_of(p: &ProviderConfig, window: Window) -> String {
+    let tokens = p.context_window;
+    match window {
+        Window::Set => format!("context window {tokens} tokens, configured"),
+        Window::Default => format!("context window {tokens} tokens, the default"),
+        Window::Ask => match provider_set::window::read(p).await {
+            Some(w) => format!(
+                "context window {} tokens, read from the server ({})",
+                w.tokens, w.from
+            ),
+            None => format!(
+                "context window {tokens} tokens, the default: the server does not say its own"
+            ),
+        },
+    }
+}
+
+/// `primary`, `fallback 1`, `auxiliary`, … as the web UI's Models page says it, and where the
+/// provider comes from unless the configuration: `primary, detected`, `fallback 2, connected`.
+fn role_label(role: Role, source: Source) -> String {
+    let role = match role {
+        Role::Fallback(n) => format!("fallback {n}"),
+        other => other.as_str().to_owned(),
+    };
+    match source {
+        Source::Configured => role,
+        other => format!("{role}, {}", other.as_str()),
+    }
 }
 
 /// The OS sandbox on this kernel (SPEC R13.7): what `serve` would confine commands with. In

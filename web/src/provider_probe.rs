@@ -102,7 +102,11 @@ pub async fn list_models(p: &ProviderConfig, timeout: Duration) -> Result<Listed
 /// configured model (or answers something that is not a list); `Err` when it does not answer,
 /// refuses, or lists other models only (the name is wrong for this server).
 pub async fn check(p: &ProviderConfig, timeout: Duration) -> Result<String, String> {
-    let listed = list_models(p, timeout).await?;
+    verdict(p, &list_models(p, timeout).await?)
+}
+
+/// [`check`]'s verdict on what `GET /models` said.
+fn verdict(p: &ProviderConfig, listed: &Listed) -> Result<String, String> {
     let (url, status) = (&listed.url, listed.status);
     if !listed.is_list {
         return Ok(format!("GET {url}: HTTP {status}"));
@@ -122,6 +126,36 @@ pub async fn check(p: &ProviderConfig, timeout: Duration) -> Result<String, Stri
             listed.some_ids(8)
         )
     })
+}
+
+/// What connecting a provider asks (`POST /v1/providers`): stricter than [`check`], the server
+/// must answer a model list that names the model, since nothing else shows that `base_url` is
+/// the API's root (a web page at that address answers 200 too).
+pub async fn check_to_connect(p: &ProviderConfig, timeout: Duration) -> Result<String, String> {
+    let listed = list_models(p, timeout).await?;
+    if !listed.is_list {
+        return Err(format!(
+            "GET {}: HTTP {}, but the answer is not a model list ({{\"data\": [{{\"id\": …}}]}}); \
+             is base_url the API's root (it usually ends in /v1)?",
+            listed.url, listed.status
+        ));
+    }
+    verdict(p, &listed)
+}
+
+/// The base URL to connect `p` with: `base_url` with `/v1` added when it has no path and the
+/// server answers a model list there, the usual slip when typing a local server's address
+/// (Ollama, LM Studio, llama.cpp and vLLM all serve their API under `/v1`); else `None` (as
+/// given).
+pub async fn with_api_root(p: &ProviderConfig, timeout: Duration) -> Option<String> {
+    let url = reqwest::Url::parse(&p.base_url).ok()?;
+    if !matches!(url.path(), "" | "/") || url.query().is_some() {
+        return None;
+    }
+    let mut with_v1 = p.clone();
+    with_v1.base_url = format!("{}/v1", p.base_url.trim_end_matches('/'));
+    let listed = list_models(&with_v1, timeout).await.ok()?;
+    listed.is_list.then_some(with_v1.base_url)
 }
 
 /// The first of `candidates` (name, base URL) that answers `/models` with a model, as a

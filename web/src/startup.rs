@@ -475,8 +475,12 @@ pub async fn detect_provider(settings: &Settings) -> Option<turnkey_providers::P
 
 /// The line `serve` prints about the provider it will use (the primary; the others counted).
 pub fn provider_line(providers: &[turnkey_actors::provider_set::ProviderView]) -> String {
-    use turnkey_actors::provider_set::Source;
-    let Some(p) = providers.first() else {
+    use turnkey_actors::provider_set::{Role, Source, WindowSource};
+    let Some(p) = providers
+        .iter()
+        .find(|p| p.role == Role::Primary)
+        .or(providers.first())
+    else {
         return String::new();
     };
     let how = match p.source {
@@ -486,13 +490,24 @@ pub fn provider_line(providers: &[turnkey_actors::provider_set::ProviderView]) -
         Source::Configured => "configured",
         Source::Connected => "connected in the web UI or with POST /v1/providers",
     };
-    let more = match providers.len() {
-        1 => String::new(),
-        n => format!(", then {} fallback(s)", n - 1),
+    let more = match providers
+        .iter()
+        .filter(|p| matches!(p.role, Role::Fallback(_)))
+        .count()
+    {
+        0 => String::new(),
+        n => format!(", then {n} fallback(s)"),
+    };
+    let window = match p.window {
+        WindowSource::Server(from) => format!("read from the server, {from}"),
+        WindowSource::Configured => "configured".to_owned(),
+        WindowSource::Default => {
+            "the default; set context_window if the model's is smaller".to_owned()
+        }
     };
     format!(
-        "provider: {} ({}) at {}, model {} ({how}{more})\n",
-        p.name, p.kind, p.base_url, p.model
+        "provider: {} ({}) at {}, model {} ({how}{more}); context window {} tokens ({window})\n",
+        p.name, p.kind, p.base_url, p.model, p.context_window
     )
 }
 
@@ -515,12 +530,14 @@ pub async fn serve(settings: Settings) -> Result<(), StartupError> {
     let detect_from = settings.clone();
     let app = Application::build(settings).await?;
     let gateway = &app.state().gateway;
-    // Nothing configured and nothing connected earlier: a local server on a usual port.
+    // Nothing configured: a local server on a usual port leads, at every start, before the
+    // providers connected at run time (one connected by hand never hides it).
     let mut detected = false;
-    if !configured && gateway.providers().is_empty() {
+    if !configured {
         if let Some(found) = detect_provider(&detect_from).await {
             gateway
                 .add_detected_provider(found)
+                .await
                 .map_err(StartupError::Gateway)?;
             detected = true;
         }

@@ -1,23 +1,21 @@
-// The Models page (#/models): the providers in fallback order (the primary first) with their
-// keys masked, and the operator's "Connect a model" form: kind, base URL, key, model. The server
-// asks the provider live before it stores anything (`POST /v1/providers`); a refusal says why
-// under the form, and what was typed stays. A connected provider answers the next message, no
-// restart; it can be removed here. Others than the operator see why they cannot.
+// The Models page (#/models): the providers in the order turns try them (the primary first),
+// each with its role, whether it answers the next message, its context window and where that
+// number came from, its key masked; and the operator's "Connect a model" form: kind, base URL,
+// key, model. The server asks the provider live before it stores anything (`POST
+// /v1/providers`); a refusal says why under the form, and what was typed stays. After a
+// connection a visible notice says what the new provider does (answers the next message, or
+// waits as a fallback and how to pick it now); a connected provider can be removed here.
+// Others than the operator see why they cannot. What the rows say is in models_state.js.
 import { ApiError } from "./api.js";
 import { say } from "./actions.js";
 import { describe } from "./page.js";
 import { el, button } from "./render.js";
+import { connectedNotice, roleText, rowFacts } from "./models_state.js";
 
 /** What each kind's base URL usually is, shown as the field's placeholder. */
 const PLACEHOLDER = {
   openai: "http://127.0.0.1:11434/v1 (Ollama), https://api.openai.com/v1, …",
   anthropic: "https://api.anthropic.com/v1",
-};
-
-const SOURCE = {
-  configured: "from the configuration",
-  detected: "found on this machine at start",
-  connected: "connected here",
 };
 
 function field(label, input, hint = null) {
@@ -38,6 +36,8 @@ export class ModelsView {
     this.loadError = null;
     this.status = el("p", { class: "visually-hidden", role: "status" });
     this.list = el("div", { class: "providers" });
+    /** What the last connection did, under the Connect button, where the eye is. */
+    this.notice = el("p", { class: "banner provider-notice", id: "provider-notice", role: "status", hidden: true });
     this.form = this.connectForm();
   }
 
@@ -91,20 +91,17 @@ export class ModelsView {
       return;
     }
     this.list.replaceChildren(
-      el("p", { class: "hint" }, "Tried in this order: when one fails, the next answers."),
-      el("ol", { class: "provider-list" }, ...providers.map((p, i) => this.row(p, i))),
+      el(
+        "p",
+        { class: "hint" },
+        "Tried in this order: when one fails, the next answers. A session can pick another in its model picker.",
+      ),
+      el("ol", { class: "provider-list" }, ...providers.map((p) => this.row(p))),
     );
   }
 
-  row(p, i) {
-    const facts = [
-      `${p.kind} at ${p.base_url}`,
-      p.api_key ? `key ${p.api_key}` : "no key",
-      `${p.context_window.toLocaleString()} tokens`,
-      p.vision ? "sees images" : null,
-      p.auxiliary ? "writes summaries" : null,
-      SOURCE[p.source] || p.source,
-    ].filter(Boolean);
+  row(p) {
+    const facts = rowFacts(p);
     const remove =
       p.source === "connected"
         ? button("Remove", () => this.remove(p.name), { class: "secondary danger-outline", "aria-label": `Remove ${p.name}` })
@@ -115,7 +112,9 @@ export class ModelsView {
       el("strong", {}, p.model),
       " · ",
       el("span", { class: "provider-name" }, p.name),
-      i === 0 ? el("span", { class: "badge" }, "primary") : null,
+      " ",
+      el("span", { class: "badge provider-role" }, roleText(p)),
+      p.answers_next ? el("span", { class: "badge answers-next" }, "answers the next message") : null,
       el("div", { class: "hint" }, facts.join(" · ")),
       remove,
     );
@@ -127,6 +126,7 @@ export class ModelsView {
     this.busy = true;
     try {
       await this.api.removeProvider(name);
+      this.notice.hidden = true;
       say(this.status, `Removed ${name}.`);
     } catch (e) {
       if (!(e instanceof ApiError && e.status === 401)) this.loadError = e;
@@ -153,14 +153,15 @@ export class ModelsView {
       "form",
       { class: "panel connect-model", id: "connect-model", "aria-labelledby": "connect-model-title" },
       el("h3", { id: "connect-model-title" }, "Connect a model"),
-      el("p", { class: "hint" }, "The server asks the provider for its models first; nothing is saved unless it answers and serves this model. The key is stored encrypted and never shown again."),
+      el("p", { class: "hint" }, "The server asks the provider for its models first; nothing is saved unless it answers and serves this model. Its context window is read from the server when it says it. The key is stored encrypted and never shown again."),
       field("Kind", kind),
-      field("Base URL", baseUrl, "Usually ends in /v1."),
+      field("Base URL", baseUrl, "Usually ends in /v1 (added when the server answers there)."),
       field("API key", apiKey),
       field("Model", model),
       field("Name", name, "How this provider is called in lists and logs."),
       error,
       submit,
+      this.notice,
     );
     node.addEventListener("submit", async (ev) => {
       ev.preventDefault();
@@ -169,13 +170,14 @@ export class ModelsView {
       submit.disabled = true;
       submit.textContent = "Checking…";
       error.hidden = true;
+      this.notice.hidden = true;
       const body = { name: name.value.trim(), kind: kind.value, base_url: baseUrl.value.trim(), model: model.value.trim() };
       if (apiKey.value.trim()) body.api_key = apiKey.value.trim();
+      let added = null;
       try {
-        const added = await this.api.connectProvider(body);
+        added = await this.api.connectProvider(body);
         node.reset();
         baseUrl.placeholder = PLACEHOLDER[kind.value];
-        say(this.status, `Connected ${added.name}: ${added.model} answers the next message.`);
       } catch (e) {
         if (!(e instanceof ApiError && e.status === 401)) {
           error.textContent = describe(e);
@@ -187,6 +189,11 @@ export class ModelsView {
         submit.textContent = "Connect";
       }
       await this.reload();
+      if (added && !this.closed) {
+        this.notice.textContent = connectedNotice(added, body.base_url, this.providers);
+        this.notice.hidden = false;
+        this.notice.scrollIntoView({ block: "nearest" });
+      }
     });
     return { node };
   }

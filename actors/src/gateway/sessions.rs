@@ -163,8 +163,9 @@ impl Gateway {
         })
     }
 
-    /// The models a session can be switched to: each configured provider's, in the order of
-    /// the fallback chain, once each (`GET /v1/models`, `PATCH /v1/sessions/{id}`, `/model`).
+    /// The models a session can be switched to, in the set's order: each model once by its
+    /// name, and `NAME/MODEL` for a later provider of a model already listed
+    /// (`GET /v1/models`, `PATCH /v1/sessions/{id}`, `/model`).
     pub fn models(&self) -> Vec<String> {
         self.deps.providers.snapshot().models()
     }
@@ -175,8 +176,9 @@ impl Gateway {
     }
 
     /// Switches the lineage of `session` to `model` (`None`: back to the primary provider's)
-    /// from its next turn, which starts at preflight on the provider serving it (SPEC R8.4).
-    /// A model no provider serves is refused with `invalid_model`.
+    /// from its next turn, which starts at preflight on the provider it picks (SPEC R8.4): a
+    /// model's name, or `NAME/MODEL` for provider NAME. One that picks no provider is refused
+    /// with `invalid_model`.
     pub async fn set_model(
         &self,
         session: &Session,
@@ -184,7 +186,7 @@ impl Gateway {
     ) -> Result<Session, GatewayError> {
         if let Some(m) = &model {
             let known = self.models();
-            if !known.contains(m) {
+            if self.deps.providers.snapshot().serving(m).is_none() {
                 return Err(GatewayError::InvalidInput {
                     code: "invalid_model",
                     message: if known.is_empty() {

@@ -1,31 +1,28 @@
 //! The providers a turn may call (SPEC R8.3, R8.4), as a set that changes while the gateway
-//! runs: the configured `[[providers]]` first (and a local server `serve` detected when none is
-//! configured), then the providers connected at run time (`/v1/providers`, the web UI's
-//! "Connect a model"), in the order they were connected.
+//! runs, in one order that every answer, `doctor` and the web UI show alike: the configured
+//! `[[providers]]` first; with none configured, the local server `serve` detects at start;
+//! then the providers connected at run time (`/v1/providers`, the web UI's "Connect a model"),
+//! in the order they were connected. The first that is not auxiliary is the primary; the
+//! others are its fallbacks in that order ([`roles`]).
 //!
 //! A turn takes a snapshot ([`Providers::snapshot`]) when its model loop starts and keeps it to
 //! the end, so its fallback chain never changes under it; the next turn sees the new set. A
 //! connection or removal applies at once in the process that made it; every process (replicas
 //! included) also reads the stored list every [`RELOAD_EVERY`] and rebuilds its set when the
 //! list changed. Keys are stored sealed (`sealed`) and masked in every answer and log line.
+//! A detected or connected provider's context window is read from its server (`window`) unless
+//! one was given.
+mod runtime;
 pub mod sealed;
+mod settings;
+pub mod window;
 
-use crate::config::RuntimeConfig;
-use crate::error::GatewayError;
-use crate::redact::Redactor;
-use sealed::{SealError, SealKey};
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
-use turnkey_providers::{build_provider, Provider, ProviderConfig, ProviderKind, Secret};
-use turnkey_storage::{ConnectedProvider, Store};
+pub use runtime::{spawn_reloader, Providers, RELOAD_EVERY};
+pub use settings::{config_of, detected_name, key_file, stored_config, NewProvider};
+pub use window::WindowSource;
 
-/// How often every process reads the stored list of connected providers.
-pub const RELOAD_EVERY: Duration = Duration::from_secs(2);
-/// The largest context window a connected provider may claim.
-const MAX_WINDOW: u32 = 10_000_000;
-/// The smallest: below this no system prompt and tool list fit.
-const MIN_WINDOW: u32 = 1_024;
+use std::sync::Arc;
+use turnkey_providers::{Provider, ProviderConfig};
 
 /// Where a provider of the set comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,11 +46,64 @@ impl Source {
     }
 }
 
+/// A provider's place in the chain of a turn that chose no model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Answers first.
+    Primary,
+    /// Answers when the ones before it fail; `n` is its place after the primary (1, 2, …).
+    Fallback(usize),
+    /// Writes compression summaries and answers no turn (while others that are not exist).
+    Auxiliary,
+}
+
+impl Role {
+    /// Its name in answers: `primary`, `fallback` or `auxiliary`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Primary => "primary",
+            Self::Fallback(_) => "fallback",
+            Self::Auxiliary => "auxiliary",
+        }
+    }
+
+    /// Its place in the chain, the primary's 1; `None` for an auxiliary one.
+    pub fn order(self) -> Option<usize> {
+        match self {
+            Self::Primary => Some(1),
+            Self::Fallback(n) => Some(n + 1),
+            Self::Auxiliary => None,
+        }
+    }
+}
+
+/// The role of each provider, given in set order by whether it is auxiliary: the ones that are
+/// not answer turns in order; auxiliary ones answer only when all are auxiliary.
+pub fn roles(auxiliary: &[bool]) -> Vec<Role> {
+    let only_auxiliary = auxiliary.iter().all(|&a| a);
+    let mut place = 0;
+    auxiliary
+        .iter()
+        .map(|&aux| {
+            if aux && !only_auxiliary {
+                return Role::Auxiliary;
+            }
+            place += 1;
+            if place == 1 {
+                Role::Primary
+            } else {
+                Role::Fallback(place - 1)
+            }
+        })
+        .collect()
+}
+
 /// One provider of the set.
 pub struct Entry {
     pub config: ProviderConfig,
     pub client: Arc<dyn Provider>,
     pub source: Source,
+    pub window: WindowSource,
 }
 
 /// The providers in fallback order, the primary first.
@@ -61,12 +111,18 @@ pub struct Entry {
 pub struct ProviderSet {
     entries: Vec<Entry>,
     clients: Vec<Arc<dyn Provider>>,
+    roles: Vec<Role>,
 }
 
 impl ProviderSet {
     fn new(entries: Vec<Entry>) -> Self {
         let clients = entries.iter().map(|e| e.client.clone()).collect();
-        Self { entries, clients }
+        let auxiliary: Vec<bool> = entries.iter().map(|e| e.config.auxiliary).collect();
+        Self {
+            roles: roles(&auxiliary),
+            entries,
+            clients,
+        }
     }
 
     pub fn entries(&self) -> &[Entry] {
@@ -82,9 +138,23 @@ impl ProviderSet {
         self.entries.is_empty()
     }
 
-    /// The primary.
+    /// The role of each entry, in the same order.
+    pub fn roles(&self) -> &[Role] {
+        &self.roles
+    }
+
+    /// The indexes a turn that chose no model tries, in order (before cooldowns).
+    pub fn chain(&self) -> Vec<usize> {
+        let mut chain: Vec<(usize, usize)> = (0..self.roles.len())
+            .filter_map(|i| self.roles[i].order().map(|o| (o, i)))
+            .collect();
+        chain.sort_unstable();
+        chain.into_iter().map(|(_, i)| i).collect()
+    }
+
+    /// The primary: the first provider that is not auxiliary.
     pub fn primary(&self) -> Option<&Arc<dyn Provider>> {
-        self.clients.first()
+        self.chain().first().map(|&i| &self.clients[i])
     }
 
     /// Whether the provider at `index` writes compression summaries (and is left out of the
@@ -108,34 +178,54 @@ impl ProviderSet {
             .map(|i| &self.clients[i])
     }
 
-    /// Each provider's model, in chain order, once each (`GET /v1/models`).
+    /// The provider a chosen model (a session's or an input's, one of [`Self::served`]) picks:
+    /// the first serving a model of that name, else the one whose `NAME/MODEL` it is.
+    pub fn serving(&self, chosen: &str) -> Option<usize> {
+        self.clients
+            .iter()
+            .position(|p| p.model() == chosen)
+            .or_else(|| {
+                self.clients
+                    .iter()
+                    .position(|p| model_id(p.name(), p.model(), true) == chosen)
+            })
+    }
+
+    /// The ids of [`Self::served`] (`GET /v1/models`, what `PATCH /v1/sessions/{id}` lists).
     pub fn models(&self) -> Vec<String> {
         self.served().into_iter().map(|(m, _)| m).collect()
     }
 
-    /// Each provider's model with the name of the provider serving it, in chain order, once
-    /// each (`GET /v1/models`' `owned_by`).
+    /// What a session may choose, each with the name of the provider it picks, in set order
+    /// (`GET /v1/models`' `id` and `owned_by`): each model once, by its name, for the first
+    /// provider serving it; a later provider serving a model already listed (the same server
+    /// under two names, two servers of one model) as `NAME/MODEL`, so that every provider can
+    /// be chosen.
     pub fn served(&self) -> Vec<(String, String)> {
         let mut out: Vec<(String, String)> = Vec::new();
         for p in &self.clients {
-            if !out.iter().any(|(m, _)| m == p.model()) {
-                out.push((p.model().to_owned(), p.name().to_owned()));
-            }
+            let taken = out.iter().any(|(m, _)| m == p.model());
+            out.push((model_id(p.name(), p.model(), taken), p.name().to_owned()));
         }
         out
     }
+
+    /// The id of [`Self::served`] that picks the provider at `index`.
+    pub fn model_id_of(&self, index: usize) -> Option<String> {
+        let p = self.clients.get(index)?;
+        let taken = self.clients[..index].iter().any(|q| q.model() == p.model());
+        Some(model_id(p.name(), p.model(), taken))
+    }
 }
 
-/// A provider to connect, as `POST /v1/providers` takes it.
-#[derive(Clone, Debug)]
-pub struct NewProvider {
-    pub name: String,
-    pub kind: ProviderKind,
-    pub base_url: String,
-    pub api_key: Option<Secret>,
-    pub model: String,
-    pub context_window: Option<u32>,
-    pub vision: Option<bool>,
+/// A model's id in `GET /v1/models`: its name, or `NAME/MODEL` when an earlier provider
+/// already serves a model of that name.
+fn model_id(provider: &str, model: &str, taken: bool) -> String {
+    if taken {
+        format!("{provider}/{model}")
+    } else {
+        model.to_owned()
+    }
 }
 
 /// A provider as `GET /v1/providers` shows it: its key masked.
@@ -146,26 +236,39 @@ pub struct ProviderView {
     pub base_url: String,
     pub model: String,
     pub context_window: u32,
+    pub window: WindowSource,
     pub vision: bool,
     /// The key's last four characters behind a mask (`…abcd`), or `null` when it has none.
     pub api_key: Option<String>,
     pub source: Source,
     pub auxiliary: bool,
+    pub role: Role,
+    /// The id of `GET /v1/models` that makes a session use this provider.
+    pub model_id: String,
+    /// Whether it answers the next message of a session that chose no model: the primary, or
+    /// the first fallback after providers that are cooling down (set by the gateway, which
+    /// knows their health).
+    pub answers_next: bool,
 }
 
 impl ProviderView {
-    fn of(e: &Entry) -> Self {
-        Self {
+    fn of(set: &ProviderSet, index: usize) -> Option<Self> {
+        let e = set.entries.get(index)?;
+        Some(Self {
             name: e.config.name.clone(),
             kind: e.config.kind.as_str(),
             base_url: e.config.base_url.clone(),
             model: e.config.model.clone(),
             context_window: e.config.context_window,
+            window: e.window,
             vision: e.config.sees_images(),
             api_key: e.config.resolved_api_key().map(|k| mask(k.expose())),
             source: e.source,
             auxiliary: e.config.auxiliary,
-        }
+            role: set.roles[index],
+            model_id: set.model_id_of(index)?,
+            answers_next: false,
+        })
     }
 }
 
@@ -180,431 +283,20 @@ pub fn mask(key: &str) -> String {
     format!("…{tail}")
 }
 
-fn invalid(message: impl Into<String>) -> GatewayError {
-    GatewayError::InvalidInput {
-        code: "invalid_provider",
-        message: message.into(),
-    }
-}
-
-/// The configuration a connected provider runs with: the defaults of a `[[providers]]` table,
-/// and what was given.
-pub fn config_of(new: &NewProvider) -> Result<ProviderConfig, GatewayError> {
-    let name = new.name.trim();
-    if name.is_empty()
-        || name.len() > 64
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-    {
-        return Err(invalid(
-            "name must be 1 to 64 letters, digits, '-', '_' or '.'",
-        ));
-    }
-    let base_url = new.base_url.trim().trim_end_matches('/');
-    let parsed = reqwest::Url::parse(base_url)
-        .map_err(|e| invalid(format!("base_url is not a URL: {e}")))?;
-    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
-        return Err(invalid(
-            "base_url must be an http:// or https:// URL with a host",
-        ));
-    }
-    let model = new.model.trim();
-    if model.is_empty() || model.len() > 200 {
-        return Err(invalid("model must be 1 to 200 characters"));
-    }
-    if let Some(w) = new.context_window {
-        if !(MIN_WINDOW..=MAX_WINDOW).contains(&w) {
-            return Err(invalid(format!(
-                "context_window must be between {MIN_WINDOW} and {MAX_WINDOW}"
-            )));
-        }
-    }
-    let mut config: ProviderConfig = serde_json::from_value(serde_json::json!({
-        "name": name,
-        "kind": new.kind.as_str(),
-        "base_url": base_url,
-        "model": model,
-    }))
-    .map_err(|e| invalid(e.to_string()))?;
-    config.api_key = new.api_key.clone().filter(|k| !k.is_empty());
-    if let Some(w) = new.context_window {
-        config.context_window = w;
-    }
-    config.vision = new.vision;
-    Ok(config)
-}
-
-/// The set of one process, swapped whole when it changes.
-pub struct Providers {
-    current: RwLock<Arc<ProviderSet>>,
-    /// The configured (and detected) providers, which lead every set.
-    fixed: Mutex<Vec<Arc<Entry>>>,
-    /// The stored rows the current set was built from.
-    loaded: Mutex<Vec<ConnectedProvider>>,
-    /// Serializes rebuilds, so two never interleave.
-    rebuild: tokio::sync::Mutex<()>,
-    key_file: PathBuf,
-    key: Mutex<Option<Arc<SealKey>>>,
-    redactor: Redactor,
-    store: Store,
-}
-
-impl Providers {
-    /// The configured providers; the stored ones are added by [`Self::reload`].
-    pub fn new(
-        config: &RuntimeConfig,
-        store: Store,
-        redactor: Redactor,
-    ) -> Result<Self, GatewayError> {
-        let mut fixed = Vec::new();
-        for p in &config.providers {
-            fixed.push(Arc::new(Entry {
-                client: build_provider(p).map_err(|e| GatewayError::Config {
-                    key: "providers".into(),
-                    reason: e.to_string(),
-                })?,
-                config: p.clone(),
-                source: Source::Configured,
-            }));
-        }
-        let key_file = key_file(config);
-        let this = Self {
-            current: RwLock::default(),
-            fixed: Mutex::new(fixed),
-            loaded: Mutex::default(),
-            rebuild: tokio::sync::Mutex::new(()),
-            key_file,
-            key: Mutex::default(),
-            redactor,
-            store,
-        };
-        this.publish(&[]);
-        Ok(this)
-    }
-
-    /// The set as it is now; a turn keeps it to its end.
-    pub fn snapshot(&self) -> Arc<ProviderSet> {
-        self.current
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.snapshot().is_empty()
-    }
-
-    /// Every provider, its key masked, in chain order.
-    pub fn views(&self) -> Vec<ProviderView> {
-        self.snapshot()
-            .entries()
-            .iter()
-            .map(ProviderView::of)
-            .collect()
-    }
-
-    /// Adds a local server `serve` found with nothing configured; it leads the set like a
-    /// configured one.
-    pub fn add_detected(&self, config: ProviderConfig) -> Result<(), GatewayError> {
-        let client = build_provider(&config).map_err(|e| GatewayError::Config {
-            key: "providers".into(),
-            reason: e.to_string(),
-        })?;
-        self.lock_fixed().push(Arc::new(Entry {
-            config,
-            client,
-            source: Source::Detected,
-        }));
-        let rows = self.lock_loaded().clone();
-        self.publish(&rows);
-        Ok(())
-    }
-
-    /// Reads the stored list and rebuilds the set when it changed. A stored provider that
-    /// cannot be used here (its key does not open with this process's key file) is left out
-    /// and logged, not fatal.
-    pub async fn reload(&self) -> Result<(), GatewayError> {
-        let _one = self.rebuild.lock().await;
-        let rows = self.store.connected_providers().await?;
-        if *self.lock_loaded() == rows {
-            return Ok(());
-        }
-        self.publish(&rows);
-        Ok(())
-    }
-
-    /// Checks `new` (the caller tried it live first), seals its key, stores it and applies it.
-    /// A name already in the set is 409 `provider_exists`.
-    pub async fn connect(&self, new: &NewProvider, by: &str) -> Result<ProviderView, GatewayError> {
-        let config = self.validate(new)?;
-        let sealed = match &config.api_key {
-            Some(k) => Some(
-                self.seal_key(true)?
-                    .ok_or_else(|| GatewayError::Io("no secrets key".into()))?
-                    .seal(&config.name, k.expose())
-                    .map_err(seal_error)?,
-            ),
-            None => None,
-        };
-        let row = ConnectedProvider {
-            name: config.name.clone(),
-            kind: config.kind.as_str().to_owned(),
-            base_url: config.base_url.clone(),
-            model: config.model.clone(),
-            api_key_sealed: sealed,
-            context_window: new.context_window.map(i64::from),
-            vision: config.vision,
-            created_at: 0,
-            created_by: by.to_owned(),
-        };
-        if let Some(k) = &config.api_key {
-            self.redactor.add_secret(k.expose());
-        }
-        if self.store.connect_provider(row).await?.is_none() {
-            return Err(exists(&config.name));
-        }
-        self.reload().await?;
-        let set = self.snapshot();
-        let entry = set
-            .entries()
-            .iter()
-            .find(|e| e.config.name == config.name)
-            .ok_or_else(|| {
-                GatewayError::Io(format!(
-                    "provider {} was stored but not loaded",
-                    config.name
-                ))
-            })?;
-        Ok(ProviderView::of(entry))
-    }
-
-    /// The configuration `new` runs with, if it may be connected: valid, and no provider of
-    /// the set has its name.
-    pub fn validate(&self, new: &NewProvider) -> Result<ProviderConfig, GatewayError> {
-        let config = config_of(new)?;
-        if self
-            .snapshot()
-            .entries()
-            .iter()
-            .any(|e| e.config.name == config.name)
-        {
-            return Err(exists(&config.name));
-        }
-        Ok(config)
-    }
-
-    /// Removes connected provider `name`; `NotFound` for a configured one or none.
-    pub async fn remove(&self, name: &str, by: &str) -> Result<(), GatewayError> {
-        if !self.store.remove_provider(name, by).await? {
-            let configured = self
-                .snapshot()
-                .entries()
-                .iter()
-                .any(|e| e.config.name == name && e.source != Source::Connected);
-            return Err(if configured {
-                GatewayError::Conflict {
-                    code: "provider_configured",
-                    message: format!(
-                        "provider {name} comes from the configuration; remove it there and restart"
-                    ),
-                }
-            } else {
-                GatewayError::NotFound(format!("provider {name}"))
-            });
-        }
-        self.reload().await
-    }
-
-    /// Rebuilds the set from the fixed entries and `rows`.
-    fn publish(&self, rows: &[ConnectedProvider]) {
-        let fixed = self.lock_fixed().clone();
-        let mut entries: Vec<Entry> = fixed
-            .iter()
-            .map(|e| Entry {
-                config: e.config.clone(),
-                client: e.client.clone(),
-                source: e.source,
-            })
-            .collect();
-        for row in rows {
-            if entries.iter().any(|e| e.config.name == row.name) {
-                tracing::warn!(provider = %row.name, "a connected provider has the name of a configured one and is left out");
-                continue;
-            }
-            match self.entry_of(row) {
-                Ok(entry) => entries.push(entry),
-                Err(why) => {
-                    tracing::error!(provider = %row.name, error = %why, "a connected provider cannot be used by this process")
-                }
-            }
-        }
-        let set = Arc::new(ProviderSet::new(entries));
-        *self.current.write().unwrap_or_else(|e| e.into_inner()) = set;
-        *self.lock_loaded() = rows.to_vec();
-    }
-
-    fn entry_of(&self, row: &ConnectedProvider) -> Result<Entry, String> {
-        let key = match row.api_key_sealed {
-            Some(_) => Some(
-                self.seal_key(false)
-                    .map_err(|e| e.to_string())?
-                    .ok_or_else(|| {
-                        format!(
-                            "its key is sealed but the secrets key file {} is missing",
-                            self.key_file.display()
-                        )
-                    })?,
-            ),
-            None => None,
-        };
-        let config = stored_config(row, key.as_deref())?;
-        if let Some(k) = &config.api_key {
-            self.redactor.add_secret(k.expose());
-        }
-        let client = build_provider(&config).map_err(|e| e.to_string())?;
-        Ok(Entry {
-            config,
-            client,
-            source: Source::Connected,
-        })
-    }
-
-    /// The sealing key, loaded once; made when `create` and the file does not exist yet.
-    fn seal_key(&self, create: bool) -> Result<Option<Arc<SealKey>>, GatewayError> {
-        let mut cached = self.key.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(k) = cached.as_ref() {
-            return Ok(Some(k.clone()));
-        }
-        let loaded = if create {
-            Some(SealKey::load_or_create(&self.key_file).map_err(seal_error)?)
-        } else {
-            SealKey::load(&self.key_file).map_err(seal_error)?
-        };
-        *cached = loaded.map(Arc::new);
-        Ok(cached.clone())
-    }
-
-    fn lock_fixed(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Entry>>> {
-        self.fixed.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn lock_loaded(&self) -> std::sync::MutexGuard<'_, Vec<ConnectedProvider>> {
-        self.loaded.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// The configuration a stored connected provider runs with, its key opened with `key`.
-pub fn stored_config(
-    row: &ConnectedProvider,
-    key: Option<&SealKey>,
-) -> Result<ProviderConfig, String> {
-    let kind =
-        ProviderKind::from_name(&row.kind).ok_or_else(|| format!("unknown kind {:?}", row.kind))?;
-    let api_key = match (&row.api_key_sealed, key) {
-        (Some(sealed), Some(key)) => Some(Secret::from(
-            key.open(&row.name, sealed).map_err(|e| e.to_string())?,
-        )),
-        (Some(_), None) => return Err("its key is sealed and no secrets key file was found".into()),
-        (None, _) => None,
-    };
-    config_of(&NewProvider {
-        name: row.name.clone(),
-        kind,
-        base_url: row.base_url.clone(),
-        api_key,
-        model: row.model.clone(),
-        context_window: row.context_window.and_then(|w| u32::try_from(w).ok()),
-        vision: row.vision,
-    })
-    .map_err(|e| e.to_string())
-}
-
-/// Where the key that seals connected providers' keys is: `security.secrets_key_file`, else
-/// `<data_dir>/secrets.key`.
-pub fn key_file(config: &RuntimeConfig) -> PathBuf {
-    if config.security.secrets_key_file.as_os_str().is_empty() {
-        config.data_dir.join("secrets.key")
-    } else {
-        config.security.secrets_key_file.clone()
-    }
-}
-
-fn exists(name: &str) -> GatewayError {
-    GatewayError::Conflict {
-        code: "provider_exists",
-        message: format!("a provider named {name} exists; choose another name or remove it first"),
-    }
-}
-
-fn seal_error(e: SealError) -> GatewayError {
-    GatewayError::Io(e.to_string())
-}
-
-/// Reads the stored list every [`RELOAD_EVERY`] until `stop`: providers connected or removed
-/// by another process (a replica) apply here too. On the actix arbiter, like the gateway's other
-/// background passes, so it is dropped with them, on the runtime.
-pub fn spawn_reloader(providers: Arc<Providers>, stop: tokio_util::sync::CancellationToken) {
-    actix::spawn(async move {
-        let mut tick = tokio::time::interval(RELOAD_EVERY);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                () = stop.cancelled() => return,
-                _ = tick.tick() => {}
-            }
-            tokio::select! {
-                () = stop.cancelled() => return,
-                r = providers.reload() => if let Err(e) = r {
-                    tracing::warn!(error = %e, "could not read the connected providers");
-                },
-            }
-        }
-    });
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn new(name: &str, url: &str) -> NewProvider {
-        NewProvider {
-            name: name.into(),
-            kind: ProviderKind::Openai,
-            base_url: url.into(),
-            api_key: None,
-            model: "m".into(),
-            context_window: None,
-            vision: None,
-        }
-    }
-
     #[test]
-    fn a_connected_providers_settings_are_checked() {
-        assert!(config_of(&new("local-1.a_b", "http://127.0.0.1:11434/v1/")).is_ok());
-        let c = config_of(&new("x", "http://127.0.0.1:1/v1/")).unwrap();
-        assert_eq!(c.base_url, "http://127.0.0.1:1/v1", "a trailing slash goes");
+    fn r8_3_roles_put_auxiliary_providers_out_of_the_chain_unless_all_are() {
+        use Role::*;
         assert_eq!(
-            c.context_window, 128_000,
-            "the [[providers]] defaults apply"
+            roles(&[false, true, false, false]),
+            [Primary, Auxiliary, Fallback(1), Fallback(2)]
         );
-        for (name, url) in [
-            ("", "http://127.0.0.1:1"),
-            ("a b", "http://127.0.0.1:1"),
-            ("ok", "ftp://127.0.0.1/"),
-            ("ok", "not a url"),
-            ("ok", "file:///etc/passwd"),
-        ] {
-            assert!(config_of(&new(name, url)).is_err(), "{name:?} {url:?}");
-        }
-        let mut small = new("ok", "http://127.0.0.1:1");
-        small.context_window = Some(10);
-        assert!(config_of(&small).is_err());
-    }
-
-    #[test]
-    fn a_key_is_masked_to_its_last_four() {
-        assert_eq!(mask("sk-abcdefghijklmnop"), "…mnop");
-        assert_eq!(mask("short-key"), "…");
+        assert_eq!(roles(&[true, false]), [Auxiliary, Primary]);
+        assert_eq!(roles(&[true, true]), [Primary, Fallback(1)]);
+        assert_eq!(Fallback(2).order(), Some(3));
+        assert_eq!(Auxiliary.order(), None);
     }
 }

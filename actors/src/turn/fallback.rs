@@ -16,19 +16,12 @@ pub struct Chain<'a> {
 }
 
 impl<'a> Chain<'a> {
-    /// The chain for a turn starting now. The provider serving `chosen` (the session's model
-    /// or the input's, SPEC R8.4) leads it when one does, even an auxiliary one; the others
-    /// follow in their configured order.
+    /// The chain for a turn starting now. The provider `chosen` picks (the session's model or
+    /// the input's, a model's name or `NAME/MODEL`, SPEC R8.4) leads it when there is one, even
+    /// an auxiliary one; the others follow in the set's order.
     pub fn new(models: Models<'a>, chosen: Option<&str>) -> Self {
-        let auxiliary = |i: usize| models.set.is_auxiliary(i);
-        let all: Vec<usize> = (0..models.providers.len()).collect();
-        let mut candidates: Vec<usize> = all.iter().copied().filter(|&i| !auxiliary(i)).collect();
-        if candidates.is_empty() {
-            candidates = all;
-        }
-        if let Some(lead) =
-            chosen.and_then(|m| models.providers.iter().position(|p| p.model() == m))
-        {
+        let mut candidates = models.set.chain();
+        if let Some(lead) = chosen.and_then(|m| models.set.serving(m)) {
             candidates.retain(|&i| i != lead);
             candidates.insert(0, lead);
         }

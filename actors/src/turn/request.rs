@@ -266,10 +266,10 @@ pub fn model_for(models: Models<'_>, ctx: &TurnContext, provider: &dyn Provider)
         None => own.to_owned(),
         Some(m) if m == own => own.to_owned(),
         Some(m) => {
-            let served = models.providers.iter().any(|p| p.model() == m);
+            let served = models.set.serving(m).is_some();
             let primary = models
-                .providers
-                .first()
+                .set
+                .primary()
                 .is_some_and(|p| std::ptr::addr_eq(Arc::as_ptr(p), provider));
             if !served && primary {
                 m.to_owned()

@@ -29,7 +29,8 @@ pub struct ConnectProvider {
     /// `openai` (any Chat Completions server) or `anthropic`.
     #[schema(required = true)]
     pub kind: Option<String>,
-    /// http(s) URL, usually ending in `/v1`.
+    /// http(s) URL, usually ending in `/v1`; one with no path gets `/v1` when the server
+    /// answers a model list there.
     #[schema(required = true)]
     pub base_url: Option<String>,
     /// Sent as the provider expects it; stored sealed, never shown again.
@@ -37,7 +38,8 @@ pub struct ConnectProvider {
     /// One of the models the server lists.
     #[schema(required = true)]
     pub model: Option<String>,
-    /// Tokens (1,024 to 10,000,000). Default 128,000.
+    /// Tokens (1,024 to 10,000,000). Default: what the server says (llama.cpp, Ollama, LM
+    /// Studio, vLLM), else 128,000.
     pub context_window: Option<u32>,
     /// Whether the model sees images. Default: known vision model families.
     pub vision: Option<bool>,
@@ -63,6 +65,25 @@ pub struct ProviderInfo {
     pub source: String,
     /// Writes compression summaries instead of answering turns.
     pub auxiliary: bool,
+    /// Where `context_window` comes from: `configured` (set in the `[[providers]]` table or
+    /// the connect request), `server` (read from the provider's server, see
+    /// `context_window_read_from`) or `default` (128,000: none set and none read; a configured
+    /// provider's server is not asked).
+    pub context_window_source: String,
+    /// The request the server said its window in (e.g. `llama.cpp GET /props`), or null.
+    pub context_window_read_from: Option<String>,
+    /// `primary` (answers first), `fallback` (answers when the ones before it fail) or
+    /// `auxiliary` (writes compression summaries, answers no turn).
+    pub role: String,
+    /// Its place in the chain a turn tries: 1 for the primary, 2 for the first fallback, …;
+    /// null for an auxiliary provider.
+    pub order: Option<usize>,
+    /// Whether it answers the next message of a session that chose no model: the primary,
+    /// or the first fallback after providers cooling down after failures.
+    pub answers_next: bool,
+    /// The id of `GET /v1/models` that makes a session use this provider (its model's name, or
+    /// `NAME/MODEL` when an earlier provider serves a model of that name).
+    pub model_id: String,
 }
 
 impl From<ProviderView> for ProviderInfo {
@@ -77,6 +98,12 @@ impl From<ProviderView> for ProviderInfo {
             api_key: v.api_key,
             source: v.source.as_str().to_owned(),
             auxiliary: v.auxiliary,
+            context_window_source: v.window.as_str().to_owned(),
+            context_window_read_from: v.window.read_from().map(str::to_owned),
+            role: v.role.as_str().to_owned(),
+            order: v.role.order(),
+            answers_next: v.answers_next,
+            model_id: v.model_id,
         }
     }
 }
@@ -163,7 +190,7 @@ pub async fn connect(
             format!("kind must be \"openai\" or \"anthropic\", not {kind:?}"),
         )
     })?;
-    let new = NewProvider {
+    let mut new = NewProvider {
         name: required(body.name, "name")?,
         kind,
         base_url: required(body.base_url, "base_url")?,
@@ -176,9 +203,14 @@ pub async fn connect(
         context_window: body.context_window,
         vision: body.vision,
     };
-    let config = state.gateway.provider_to_connect(&new)?;
+    let mut config = state.gateway.provider_to_connect(&new)?;
+    if let Some(root) = crate::provider_probe::with_api_root(&config, CHECK_TIMEOUT).await {
+        tracing::info!(provider = %config.name, given = %config.base_url, used = %root, "base_url completed with /v1");
+        config.base_url.clone_from(&root);
+        new.base_url = root;
+    }
     // The key may come back in the reason (a server echoing it): masked like every secret.
-    if let Err(why) = crate::provider_probe::check(&config, CHECK_TIMEOUT).await {
+    if let Err(why) = crate::provider_probe::check_to_connect(&config, CHECK_TIMEOUT).await {
         let why = match &config.api_key {
             Some(k) => why.replace(k.expose(), turnkey_actors::redact::MASK),
             None => why,

@@ -58,6 +58,7 @@ const ASSETS: &[Asset] = &[
     asset!("skill_text.js", JS),
     asset!("skills_state.js", JS),
     asset!("skills_view.js", JS),
+    asset!("models_state.js", JS),
     asset!("models_view.js", JS),
     asset!("work_state.js", JS),
     asset!("work_view.js", JS),

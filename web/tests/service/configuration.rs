@@ -571,6 +571,11 @@ fn the_example_file_loads_and_shows_the_defaults() {
     assert!(on.stt.api_key_env.take().is_some());
     assert_eq!(on.providers.len(), 1, "the example shows one provider");
     let provider = serde_json::to_value(on.providers.remove(0)).expect("provider json");
+    assert_eq!(
+        std::mem::take(&mut on.provider_windows_set),
+        [true],
+        "the example's provider sets its context_window"
+    );
     let mcp = std::mem::take(&mut on.tools.mcp);
     let schedules = std::mem::take(&mut on.schedules);
     assert_eq!(schedules.len(), 1, "the example shows one schedule");
