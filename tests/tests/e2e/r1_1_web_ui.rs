@@ -21,6 +21,18 @@ pub(crate) static SERIAL: Mutex<()> = Mutex::const_new(());
 use turnkey_tests::wait::{eventually, BOUND, PAGE_SETTLES};
 
 /// Opens the UI and signs in with `token` through the form.
+/// The first `times` requests asking for a "long story" stream `s01 ` to `s30 ` over 9 s: a
+/// test cuts the answer mid-stream.
+pub(crate) fn tell_a_slow_story(provider: &ScriptedProvider, times: usize) {
+    let story: Vec<String> = (1..=30).map(|i| format!("s{i:02} ")).collect();
+    let story: Vec<&str> = story.iter().map(String::as_str).collect();
+    provider.on_user_text_times(
+        "long story",
+        Reply::chunks(&story, Duration::from_millis(300)),
+        times,
+    );
+}
+
 pub(crate) async fn sign_in(b: &Browser, tk: &Turnkey) {
     b.goto(&format!("{}/", tk.url)).await;
     b.wait_visible("#signin-form", PAGE_WAIT).await;
@@ -486,13 +498,7 @@ async fn r2_4_r13_9_ui_shows_a_resumed_turn_then_one_left_unknown_and_retries_it
         return;
     };
     let provider = ScriptedProvider::start();
-    let story: Vec<String> = (1..=30).map(|i| format!("s{i:02} ")).collect();
-    let story: Vec<&str> = story.iter().map(String::as_str).collect();
-    provider.on_user_text_times(
-        "long story",
-        Reply::chunks(&story, Duration::from_millis(300)),
-        DEFAULT_MAX_RESUMES + 1,
-    );
+    tell_a_slow_story(&provider, DEFAULT_MAX_RESUMES + 1);
     provider.on_user_text("long story", Reply::text("The story, told again in full."));
     let mut tk =
         Turnkey::start(TurnkeyOptions::new(&provider).extra_toml("[agent]\ndelta_flush_ms = 50\n"))

@@ -6,7 +6,7 @@
 //! says "0 tokens" of a turn that is running.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use super::r1_1_web_ui::{new_session, send, sign_in, SERIAL};
+use super::r1_1_web_ui::{new_session, send, sign_in, tell_a_slow_story, SERIAL};
 use serde_json::Value;
 use std::time::Duration;
 use turnkey_tests::browser::{Browser, DESKTOP, PAGE_WAIT, PHONE};
@@ -116,15 +116,9 @@ async fn r13_9_ui_keeps_the_resumed_and_cut_off_notes_after_a_reload() {
         return;
     };
     let provider = ScriptedProvider::start();
-    let story: Vec<String> = (1..=30).map(|i| format!("s{i:02} ")).collect();
-    let story: Vec<&str> = story.iter().map(String::as_str).collect();
     // The first attempt streams slowly and is cut by a crash; every later call (the resumed
     // attempt and its continuations) is cut off by the output limit.
-    provider.on_user_text_times(
-        "long story",
-        Reply::chunks(&story, Duration::from_millis(300)),
-        1,
-    );
+    tell_a_slow_story(&provider, 1);
     provider.on_user_text("", Reply::cut_off("The story, cut short. "));
     let mut tk =
         Turnkey::start(TurnkeyOptions::new(&provider).extra_toml("[agent]\ndelta_flush_ms = 50\n"))

@@ -918,15 +918,22 @@ async fn r1_5_a_chat_gets_one_reply_per_report() {
     let chat = FakePlatform::webhook(GENERIC_SECRET);
     let tk = start(&provider, None, &format!("\n{}", chat.config_toml(""))).await;
     let hooks = Webhooks::new(&tk.url);
-    let (r, _) = hooks
-        .generic(&generic_message("room-9", "m-1", "alice", "back me up"))
-        .await;
-    assert_eq!(r.status, 200, "{}", r.text);
-    let replies = chat.wait_accepted(&["reply"], 2, BOUND).await.unwrap();
-    let texts: Vec<&str> = replies
-        .iter()
-        .map(|c| c.body["text"].as_str().unwrap_or(""))
-        .collect();
+    // Sends `text` as message `id` of the room; answers the texts of the first `n` replies.
+    let say = |id: &'static str, text: &'static str, n: usize| {
+        let (hooks, chat) = (&hooks, &chat);
+        async move {
+            let (r, _) = hooks
+                .generic(&generic_message("room-9", id, "alice", text))
+                .await;
+            assert_eq!(r.status, 200, "{}", r.text);
+            let replies = chat.wait_accepted(&["reply"], n, BOUND).await.unwrap();
+            replies
+                .iter()
+                .map(|c| c.body["text"].as_str().unwrap_or("").to_owned())
+                .collect::<Vec<String>>()
+        }
+    };
+    let texts = say("m-1", "back me up", 2).await;
     assert_eq!(
         texts,
         [
@@ -936,15 +943,7 @@ async fn r1_5_a_chat_gets_one_reply_per_report() {
     );
     // One reply for the report: the chat's next message is answered next, in order, with
     // nothing of the report's in between.
-    let (r, _) = hooks
-        .generic(&generic_message("room-9", "m-2", "alice", "and then?"))
-        .await;
-    assert_eq!(r.status, 200, "{}", r.text);
-    let replies = chat.wait_accepted(&["reply"], 3, BOUND).await.unwrap();
-    let texts: Vec<&str> = replies
-        .iter()
-        .map(|c| c.body["text"].as_str().unwrap_or(""))
-        .collect();
+    let texts = say("m-2", "and then?", 3).await;
     assert_eq!(
         texts,
         [

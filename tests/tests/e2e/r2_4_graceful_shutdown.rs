@@ -34,6 +34,19 @@ async fn started_with(
     (provider, tk, session, admission)
 }
 
+/// Waits until a tool of the session's turn has started.
+async fn tool_started(tk: &Turnkey, session: &str) {
+    let api = tk.api();
+    eventually(BOUND, "tool.started", || async {
+        let events = api.all_events(session, 0).await;
+        events
+            .iter()
+            .any(|e| e["kind"] == "tool.started")
+            .then_some(())
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn r2_4_sigterm_interrupts_a_turn_running_a_tool_past_the_grace_and_settles_it() {
     // A tool is running when the grace runs out: a side effect may be under way, so the turn
@@ -41,15 +54,7 @@ async fn r2_4_sigterm_interrupts_a_turn_running_a_tool_past_the_grace_and_settle
     // turn is handed back: r13_9_auto_resume).
     let sleep = Reply::tool_call("call_sleep", "terminal", json!({"command": "sleep 30"}));
     let (_provider, mut tk, session, admission) = started(2, sleep).await;
-    let api = tk.api();
-    eventually(BOUND, "tool.started", || async {
-        let events = api.all_events(&session, 0).await;
-        events
-            .iter()
-            .any(|e| e["kind"] == "tool.started")
-            .then_some(())
-    })
-    .await;
+    tool_started(&tk, &session).await;
     let url = tk.url.clone();
     let token = tk.token.clone();
     let began = Instant::now();
@@ -167,15 +172,7 @@ async fn r2_4_r13_9_a_round_with_one_call_cut_by_the_grace_and_one_parked_settle
         ),
     ]);
     let (provider, mut tk, session, admission) = started_with(2, calls, "max_workers = 1\n").await;
-    let api = tk.api();
-    eventually(BOUND, "the first call started", || async {
-        let events = api.all_events(&session, 0).await;
-        events
-            .iter()
-            .any(|e| e["kind"] == "tool.started")
-            .then_some(())
-    })
-    .await;
+    tool_started(&tk, &session).await;
     let status = tk.terminate(Duration::from_secs(30)).await.expect("exits");
     assert!(status.success(), "a graceful stop exits 0: {status:?}");
 
