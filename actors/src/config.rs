@@ -393,6 +393,10 @@ pub struct ToolsConfig {
     /// `principal` (a workspace of its own per principal under the root; the operator's
     /// sessions keep the root) or `shared` (one for all).
     pub isolation: Isolation,
+    /// An attached text file up to this many bytes is shown to the model in its message (and
+    /// saved in the workspace, as every attached file); a larger one is named by its path.
+    /// 0: every file is only named.
+    pub inline_text_bytes: usize,
 }
 
 /// Whose files a session's tools see (`tools.isolation`, SPEC R13.8).
@@ -474,6 +478,7 @@ impl Default for ToolsConfig {
             sandbox: SandboxMode::Auto,
             sandbox_network: false,
             isolation: Isolation::Principal,
+            inline_text_bytes: 16 * 1024,
         }
     }
 }

@@ -28,9 +28,8 @@ const MAX_DELTA_BYTES: usize = 8 * 1024;
 /// call in call order (they are stored in the order they finished), and a call without a
 /// result row, or a result without its call, is repaired rather than sent broken (R6.3).
 ///
-/// A user row's attachments (SPEC R8.1, only the wire copy changes): an image is an image
-/// part when `vision` and its bytes were read (`load_images`), a note naming it otherwise;
-/// another file is named with its workspace path.
+/// A user row's attachments (SPEC R8.1, only the wire copy changes) go on as
+/// `turn::attached` shows them: image parts when `vision`, notes and text otherwise.
 pub fn wire_messages(ctx: &TurnContext, vision: bool) -> Vec<ChatMessage> {
     let rows = ctx.live_rows();
     let mut out = Vec::with_capacity(rows.len() + 1);
@@ -78,7 +77,12 @@ pub fn wire_messages(ctx: &TurnContext, vision: bool) -> Vec<ChatMessage> {
                 out.push(wire_row(m));
             }
             MessageRole::User if m.attachments.is_some() => {
-                out.push(with_attachments(wire_row(m), m, ctx, vision));
+                out.push(super::attached::with_attachments(
+                    wire_row(m),
+                    m,
+                    ctx,
+                    vision,
+                ));
             }
             _ => out.push(wire_row(m)),
         }
@@ -119,104 +123,6 @@ fn place_summary(out: &mut Vec<ChatMessage>, at: usize) {
             _ => summary,
         });
     }
-}
-
-/// The most images one request shows the model: the latest; earlier ones are named.
-pub const MAX_IMAGES_PER_REQUEST: usize = 8;
-
-/// `msg` (the wire copy of user row `m`) with `m`'s attachments: image parts or notes.
-fn with_attachments(
-    mut msg: ChatMessage,
-    m: &Message,
-    ctx: &TurnContext,
-    vision: bool,
-) -> ChatMessage {
-    let Some(list) = m.attachments.as_ref().and_then(|a| a.as_array()) else {
-        return msg;
-    };
-    let mut notes = Vec::new();
-    for a in list {
-        let name = a["name"].as_str().unwrap_or("file");
-        let content_type = a["content_type"]
-            .as_str()
-            .unwrap_or("application/octet-stream");
-        let kb = a["bytes"].as_u64().unwrap_or(0).div_ceil(1024);
-        if crate::attachments::is_image(content_type) {
-            let shown = a["file_id"].as_str().and_then(|id| ctx.images.get(id));
-            match shown {
-                Some(image) if vision => msg.images.push(image.clone()),
-                _ if vision => notes.push(format!("[image attached earlier: {name}]")),
-                _ => notes.push(format!(
-                    "[image attached: {name} ({content_type}, {kb} KB); this model cannot see images]"
-                )),
-            }
-        } else {
-            let path = a["path"].as_str().unwrap_or(name);
-            notes.push(format!(
-                "[file attached: {name} ({content_type}, {kb} KB), saved in the workspace as {path}]"
-            ));
-        }
-    }
-    if !notes.is_empty() {
-        let text = msg.content.take().unwrap_or_default();
-        let notes = notes.join("\n");
-        msg.content = Some(if text.trim().is_empty() {
-            notes
-        } else {
-            format!("{text}\n\n{notes}")
-        });
-    }
-    msg
-}
-
-/// Reads the bytes of the latest image attachments of `ctx`'s live rows (at most
-/// [`MAX_IMAGES_PER_REQUEST`]) into `ctx.images`, once a turn, for a provider that sees images.
-/// A read that fails leaves the image to be named instead.
-pub async fn load_images(models: Models<'_>, ctx: &mut TurnContext) {
-    // (file id, its type as sniffed when it was stored), newest first.
-    let wanted: HashMap<String, String> = ctx
-        .live_rows()
-        .iter()
-        .rev()
-        .filter(|m| m.role == MessageRole::User)
-        .filter_map(|m| m.attachments.as_ref().and_then(|a| a.as_array()))
-        .flat_map(|l| l.iter().rev())
-        .filter_map(|a| Some((a["file_id"].as_str()?, a["content_type"].as_str()?)))
-        .filter(|(_, t)| crate::attachments::is_image(t))
-        .take(MAX_IMAGES_PER_REQUEST)
-        .map(|(id, t)| (id.to_owned(), t.to_owned()))
-        .collect();
-    let missing: Vec<String> = wanted
-        .keys()
-        .filter(|id| !ctx.images.contains_key(*id))
-        .cloned()
-        .collect();
-    if missing.is_empty() {
-        ctx.images.retain(|id, _| wanted.contains_key(id));
-        return;
-    }
-    match models.store.file_bytes(&missing).await {
-        Ok(found) => {
-            use base64::Engine;
-            for (id, bytes) in found {
-                let Some(media_type) = wanted.get(&id) else {
-                    continue;
-                };
-                let fitted = crate::attachments::fit::fit_file(&id, bytes, media_type).await;
-                if fitted.bytes.is_empty() {
-                    continue;
-                }
-                let base64 = base64::engine::general_purpose::STANDARD.encode(&fitted.bytes);
-                let media_type = fitted.media_type.clone();
-                ctx.images
-                    .insert(id, turnkey_providers::Image { media_type, base64 });
-            }
-        }
-        Err(e) => {
-            tracing::warn!(turn = %ctx.turn_id, error = %e, "attached images not read; they are named instead")
-        }
-    }
-    ctx.images.retain(|id, _| wanted.contains_key(id));
 }
 
 fn wire_row(m: &Message) -> ChatMessage {

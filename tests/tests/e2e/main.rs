@@ -48,6 +48,7 @@ mod r1_5_schedules;
 mod r1_5_work;
 mod r1_first_run;
 mod r1_session_search;
+mod r2_2_attached_text;
 mod r2_2_attachments;
 mod r2_2_input_limits;
 mod r2_2_platform_files;
