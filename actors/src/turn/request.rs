@@ -2,7 +2,7 @@
 //! call with per-attempt retries that respect interrupts, and stream text to clients through
 //! a coalescing delta publisher.
 use super::context::TurnContext;
-use super::echo::EchoFilter;
+use super::echo::{EchoFilter, Follow};
 use super::TurnControl;
 use crate::delivery::{DeliveryActor, Publish};
 use crate::deps::Models;
@@ -200,6 +200,7 @@ pub fn build_request(
         stream: stream && models.config.agent.streaming,
         max_tokens: None,
         temperature: None,
+        prefill: false,
     }
 }
 
@@ -211,16 +212,17 @@ pub enum CallOutcome {
 
 /// Calls `provider` with retries for retryable errors. Text already streamed is never
 /// re-streamed: after a stream broke mid-answer the retry asks for a non-streamed response,
-/// whose full text arrives in the authoritative `message.complete`. `asked` is turnkey's own
-/// instruction at the end of this request (a continuation, a recovery nudge): a reply that
-/// opens by echoing it streams without the echo.
+/// whose full text arrives in the authoritative `message.complete`. `asked` is what turnkey
+/// added at the end of this request (a prefill, an instruction to continue, a recovery
+/// nudge): a reply that opens by echoing it streams without the echo, joined at a word
+/// boundary to the text before it (`echo`).
 pub async fn call_with_retries(
     models: Models<'_>,
     ctx: &TurnContext,
     control: &TurnControl,
     provider: &dyn Provider,
     mut req: ChatRequest,
-    asked: Option<&str>,
+    asked: Option<&Follow>,
     streamed: &StreamedText,
 ) -> CallOutcome {
     let policy = provider.retry_policy();
@@ -237,7 +239,7 @@ pub async fn call_with_retries(
             .display
             .stream
             .then(|| DeltaPublisher::spawn(models, ctx));
-        // An echo of the instruction this call added never reaches a client.
+        // An echo of what this call added never reaches a client.
         let echo = EchoFilter::new(asked);
         let show = |text: &str| {
             streamed.push(text);
