@@ -369,6 +369,10 @@ pub enum ApprovalMode {
 pub struct ToolsConfig {
     pub workspace: PathBuf,
     pub enabled: Vec<String>,
+    /// Enabled tools offered with their whole schema in every request; the other enabled tools
+    /// are listed in the `tools` tool, through which the model reads and calls them (a shorter
+    /// prompt for every call), unless there is only one. A name not enabled is ignored.
+    pub always_on: Vec<String>,
     pub approval: ApprovalMode,
     pub approval_timeout_s: u64,
     pub max_workers: usize,
@@ -465,6 +469,9 @@ impl Default for ToolsConfig {
             ]
             .map(String::from)
             .to_vec(),
+            always_on: ["terminal", "read_file", "write_file", "patch"]
+                .map(String::from)
+                .to_vec(),
             approval: ApprovalMode::Dangerous,
             approval_timeout_s: 300,
             max_workers: 8,

@@ -100,6 +100,11 @@ pub async fn call(
         let text = asked.as_ref().map_or(raw.as_str().into(), |f| f.take(&raw));
         let full = format!("{before}{text}");
         if !resp.tool_calls.is_empty() {
+            // A call through the `tools` index is the named tool's call (`toolbox::index`).
+            resp.tool_calls = std::mem::take(&mut resp.tool_calls)
+                .into_iter()
+                .map(|c| models.tool_offer.resolve(c))
+                .collect();
             resp.content = (!full.is_empty()).then_some(full);
             return Ok(Normalized::other(CallOutcome::Response(resp)));
         }

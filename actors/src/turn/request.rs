@@ -147,19 +147,16 @@ fn wire_row(m: &Message) -> ChatMessage {
     }
 }
 
-/// The tool schemas offered to this turn's model: all of them, but for a sub-agent's session
-/// the ones children do not get (SPEC R1.5).
+/// The tool schemas offered to this turn's model: the always-on ones and the index of the
+/// rest (`toolbox::index`), but for a sub-agent's session without the ones children do not get
+/// (SPEC R1.5).
 fn offered(models: Models<'_>, ctx: &TurnContext) -> Vec<turnkey_providers::ToolSchema> {
     if !crate::delegation::is_child(&ctx.session) {
         return models.tool_schemas.to_vec();
     }
-    let withheld = crate::delegation::withheld(models.config);
     models
-        .tool_schemas
-        .iter()
-        .filter(|s| !withheld.contains(&s.name.as_str()))
-        .cloned()
-        .collect()
+        .tool_offer
+        .schemas_without(crate::delegation::withheld(models.config))
 }
 
 /// The model a request to `provider` names: the chosen one (the session's or the input's) on
@@ -186,13 +183,20 @@ pub fn model_for(models: Models<'_>, ctx: &TurnContext, provider: &dyn Provider)
     }
 }
 
+/// The request for `messages`. A call of a tool listed behind the `tools` index goes on the
+/// wire as the index call the model made: a request names only the tools it offers.
 pub fn build_request(
     models: Models<'_>,
     ctx: &TurnContext,
     provider: &dyn Provider,
-    messages: Vec<ChatMessage>,
+    mut messages: Vec<ChatMessage>,
     stream: bool,
 ) -> ChatRequest {
+    for call in messages.iter_mut().flat_map(|m| m.tool_calls.iter_mut()) {
+        if let Some(wired) = models.tool_offer.wrap(call) {
+            *call = wired;
+        }
+    }
     ChatRequest {
         model: model_for(models, ctx, provider),
         messages,

@@ -59,6 +59,7 @@ mod r3_1_display;
 mod r4_3_paused_process;
 mod r4_two_processes;
 mod r5_2_memory;
+mod r5_2_prompt_size;
 mod r5_2_real_model_memory;
 mod r5_2_skills_and_memory_api;
 mod r5_r10_turn_lifecycle;
