@@ -369,6 +369,10 @@ pub enum ApprovalMode {
 pub struct ToolsConfig {
     pub workspace: PathBuf,
     pub enabled: Vec<String>,
+    /// Enabled tools offered with their whole schema in every request; the other enabled tools
+    /// are listed in the `tools` tool, through which the model reads and calls them (a shorter
+    /// prompt for every call), unless there is only one. A name not enabled is ignored.
+    pub always_on: Vec<String>,
     pub approval: ApprovalMode,
     pub approval_timeout_s: u64,
     pub max_workers: usize,
@@ -393,6 +397,10 @@ pub struct ToolsConfig {
     /// `principal` (a workspace of its own per principal under the root; the operator's
     /// sessions keep the root) or `shared` (one for all).
     pub isolation: Isolation,
+    /// An attached text file up to this many bytes is shown to the model in its message (and
+    /// saved in the workspace, as every attached file); a larger one is named by its path.
+    /// 0: every file is only named.
+    pub inline_text_bytes: usize,
 }
 
 /// Whose files a session's tools see (`tools.isolation`, SPEC R13.8).
@@ -461,6 +469,9 @@ impl Default for ToolsConfig {
             ]
             .map(String::from)
             .to_vec(),
+            always_on: ["terminal", "read_file", "write_file", "patch"]
+                .map(String::from)
+                .to_vec(),
             approval: ApprovalMode::Dangerous,
             approval_timeout_s: 300,
             max_workers: 8,
@@ -474,6 +485,7 @@ impl Default for ToolsConfig {
             sandbox: SandboxMode::Auto,
             sandbox_network: false,
             isolation: Isolation::Principal,
+            inline_text_bytes: 16 * 1024,
         }
     }
 }

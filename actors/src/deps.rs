@@ -9,6 +9,7 @@ use crate::delivery::{DeliveryActor, EventHub};
 use crate::instance::Instance;
 use crate::provider_health::ProviderHealth;
 use crate::tool_exec::ToolExecActor;
+use crate::toolbox::index::ToolOffer;
 use crate::wakeups::Wakeups;
 use actix::Addr;
 use std::sync::Arc;
@@ -31,8 +32,9 @@ pub struct Deps {
     pub tools: Addr<ToolExecActor>,
     /// Summarizes and swaps a session's transcript when the preflight gate asks for it.
     pub compressor: Addr<CompressionActor>,
-    /// What the model is offered: the schemas of every registered tool, fixed at start-up.
-    pub tool_schemas: Vec<ToolSchema>,
+    /// What the model is offered, fixed at start-up: the always-on tools' schemas and the
+    /// index of the rest (`toolbox::index`).
+    pub tool_offer: ToolOffer,
     /// The skills: the operator's folders and the stored ones (SPEC R5.2).
     pub skills: crate::skills::catalog::Catalog,
     /// Wakes turns waiting on a person (approvals, decisions on unknown tool runs).
@@ -74,7 +76,9 @@ pub struct Models<'a> {
     /// The primary first, then fallbacks in order (the snapshot's clients).
     pub providers: &'a [Arc<dyn Provider>],
     pub health: &'a ProviderHealth,
+    /// The schemas a session that withholds nothing is offered (`tool_offer.schemas()`).
     pub tool_schemas: &'a [ToolSchema],
+    pub tool_offer: &'a ToolOffer,
     pub compressor: &'a Addr<CompressionActor>,
     pub delivery: &'a Addr<DeliveryActor>,
     /// What the model's text and errors pass through before they are stored or sent.
@@ -98,7 +102,8 @@ impl Deps {
             set,
             providers: set.clients(),
             health: &self.provider_health,
-            tool_schemas: &self.tool_schemas,
+            tool_schemas: self.tool_offer.schemas(),
+            tool_offer: &self.tool_offer,
             compressor: &self.compressor,
             delivery: &self.delivery,
             redactor: &self.redactor,

@@ -183,6 +183,7 @@ async fn work(deps: &Deps, review: &Review, staged: &mut Staged) -> Result<(), S
             stream: false,
             max_tokens: Some(1024),
             temperature: None,
+            prefill: false,
         };
         let resp = tokio::time::timeout(CALL_TIMEOUT, provider.chat(&req, &|_| {}))
             .await

@@ -1,8 +1,11 @@
 //! The toolbox: builds, once at start-up, the tools a turn may call (the built-ins named in
 //! `tools.enabled`, the gateway's own tools it names (`memory`: made by the gateway, which has
-//! the store), and the tools of every `[[tools.mcp]]` server, which it starts) and the schemas
-//! the model is offered. The workspace every tool is confined to is created here if
-//! missing and fixed as an absolute path; MCP servers run in it, in the OS sandbox.
+//! the store), and the tools of every `[[tools.mcp]]` server, which it starts) and what the
+//! model is offered (`index`: the `tools.always_on` ones whole, the rest behind one `tools`
+//! tool). The workspace every tool is confined to is created here if missing and fixed as an
+//! absolute path; MCP servers run in it, in the OS sandbox.
+pub mod index;
+
 use crate::config::RuntimeConfig;
 use crate::error::GatewayError;
 use std::path::{Path, PathBuf};
@@ -24,7 +27,7 @@ pub const GATEWAY_TOOLS: &[&str] = &[
 
 pub struct Toolbox {
     pub registry: Arc<Registry>,
-    pub schemas: Vec<ToolSchema>,
+    pub offer: index::ToolOffer,
     /// Absolute and canonical.
     pub workspace: PathBuf,
 }
@@ -90,9 +93,13 @@ pub async fn build(
             parameters: t.parameters(),
         })
         .collect();
+    let offer = index::ToolOffer::new(schemas, &config.tools.always_on);
+    if !offer.deferred().is_empty() {
+        registry.register(Arc::new(index::IndexTool::new(&offer)));
+    }
     Ok(Toolbox {
         registry: Arc::new(registry),
-        schemas,
+        offer,
         workspace,
     })
 }

@@ -68,6 +68,10 @@ impl Provider for AnthropicProvider {
         self.endpoint.vision
     }
 
+    fn prefills(&self) -> bool {
+        self.endpoint.prefill
+    }
+
     fn retry_policy(&self) -> RetryPolicy {
         self.endpoint.retry
     }

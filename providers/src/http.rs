@@ -33,6 +33,8 @@ pub(crate) struct Endpoint {
     pub context_window: u32,
     /// `ProviderConfig::sees_images`.
     pub vision: bool,
+    /// `ProviderConfig::prefills`.
+    pub prefill: bool,
     /// `[[providers]] max_output_tokens`.
     pub max_output_tokens: Option<u32>,
     pub url: reqwest::Url,
@@ -51,6 +53,7 @@ impl Endpoint {
             model: cfg.model.clone(),
             context_window: cfg.context_window,
             vision: cfg.sees_images(),
+            prefill: cfg.prefills(),
             max_output_tokens: cfg.max_output_tokens,
             url: endpoint(&cfg.name, &cfg.base_url, path)?,
             api_key: cfg.resolved_api_key(),

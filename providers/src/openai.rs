@@ -64,6 +64,10 @@ impl Provider for OpenAiProvider {
         self.endpoint.vision
     }
 
+    fn prefills(&self) -> bool {
+        self.endpoint.prefill
+    }
+
     fn retry_policy(&self) -> RetryPolicy {
         self.endpoint.retry
     }

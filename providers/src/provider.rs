@@ -81,6 +81,13 @@ pub struct ProviderConfig {
     /// else as a note naming the file. Unset: true for known vision models (`sees_images`).
     #[serde(default)]
     pub vision: Option<bool>,
+    /// Whether a cut-off answer is continued as a prefill (SPEC R10.2): the partial answer
+    /// sent as the last, assistant message for the model to carry on, with no instruction it
+    /// could echo. Unset: true for an OpenAI-compatible server on this machine or a private
+    /// network (llama.cpp, Ollama, vLLM), false elsewhere (OpenAI's API has no prefill, and
+    /// Claude 4.6 and later refuse one); see `prefills`.
+    #[serde(default)]
+    pub prefill: Option<bool>,
 }
 
 /// Model names (lower case) whose families see images, matched as substrings.
@@ -113,12 +120,37 @@ const VISION_MODELS: &[&str] = &[
 ];
 
 impl ProviderConfig {
+    /// `prefill` when set, else whether this is an OpenAI-compatible server on a loopback or
+    /// private address, or a host name without a dot (a container's, `localhost`).
+    pub fn prefills(&self) -> bool {
+        self.prefill.unwrap_or_else(|| {
+            self.kind == ProviderKind::Openai
+                && reqwest::Url::parse(&self.base_url)
+                    .ok()
+                    .is_some_and(|u| u.host_str().is_some_and(is_local))
+        })
+    }
+
     /// `vision` when set, else whether `model` is a known vision model.
     pub fn sees_images(&self) -> bool {
         self.vision.unwrap_or_else(|| {
             let m = self.model.to_ascii_lowercase();
             VISION_MODELS.iter().any(|v| m.contains(v))
         })
+    }
+}
+
+/// A loopback, private, link-local or unique-local address, or a name without a dot (a URL's
+/// host, an IPv6 address in brackets).
+fn is_local(host: &str) -> bool {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    match bare.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(ip)) => ip.is_loopback() || ip.is_private() || ip.is_link_local(),
+        Ok(std::net::IpAddr::V6(ip)) => {
+            let first = ip.segments()[0];
+            ip.is_loopback() || (first & 0xfe00) == 0xfc00 || (first & 0xffc0) == 0xfe80
+        }
+        Err(_) => !host.trim_end_matches('.').contains('.'),
     }
 }
 
@@ -180,6 +212,8 @@ impl fmt::Debug for ProviderConfig {
             .field("backoff_base_ms", &self.backoff_base_ms)
             .field("backoff_cap_ms", &self.backoff_cap_ms)
             .field("stream_idle_timeout_s", &self.stream_idle_timeout_s)
+            .field("vision", &self.vision)
+            .field("prefill", &self.prefill)
             .finish()
     }
 }
@@ -196,6 +230,9 @@ pub trait Provider: Send + Sync {
     fn context_window(&self) -> u32;
     /// Whether image parts may be sent to it (`ProviderConfig::sees_images`).
     fn sees_images(&self) -> bool;
+    /// Whether it continues a request's final assistant message (`ChatRequest::prefill`,
+    /// `ProviderConfig::prefills`).
+    fn prefills(&self) -> bool;
     /// One attempt. Streams when req.stream is true, calling on_delta per text fragment.
     async fn chat(
         &self,
@@ -280,5 +317,38 @@ mod tests {
                 Err(ProviderError::Unsupported(_))
             ));
         }
+    }
+
+    #[test]
+    fn r10_2_a_local_openai_compatible_server_prefills_by_default() {
+        let at = |kind: &str, url: &str| {
+            let mut c = cfg(kind);
+            c.base_url = url.into();
+            c.prefills()
+        };
+        for local in [
+            "http://127.0.0.1:8080/v1",
+            "http://localhost:11434/v1",
+            "http://[::1]:8000/v1",
+            "http://192.168.1.20:8080/v1",
+            "http://10.0.0.5/v1",
+            "http://llama:8080/v1",
+        ] {
+            assert!(at("openai", local), "{local}");
+        }
+        for remote in [
+            "https://api.openai.com/v1",
+            "https://openrouter.ai/api/v1",
+            "http://8.8.8.8/v1",
+        ] {
+            assert!(!at("openai", remote), "{remote}");
+        }
+        assert!(
+            !at("anthropic", "http://127.0.0.1:9/v1"),
+            "Claude 4.6+ refuse a prefill"
+        );
+        let mut c = cfg("anthropic");
+        c.prefill = Some(true);
+        assert!(c.prefills(), "the setting wins");
     }
 }

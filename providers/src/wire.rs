@@ -93,6 +93,10 @@ pub struct ChatRequest {
     pub stream: bool,
     pub max_tokens: Option<u32>,
     pub temperature: Option<f32>,
+    /// The last message is the start of the assistant's answer, to be continued (a prefill):
+    /// the reply carries on from its last character instead of starting a new message. Sent
+    /// only to a provider that [`crate::Provider::prefills`].
+    pub prefill: bool,
 }
 
 /// Token counts of one call, normalized across providers.

@@ -42,6 +42,7 @@ fn config(base_url: &str, idle_s: u64) -> ProviderConfig {
         stream_idle_timeout_s: idle_s,
         max_output_tokens: None,
         vision: None,
+        prefill: None,
     }
 }
 
@@ -64,6 +65,7 @@ fn request(stream: bool) -> ChatRequest {
         stream,
         max_tokens: None,
         temperature: None,
+        prefill: false,
     }
 }
 

@@ -36,6 +36,7 @@ fn config(base_url: &str, idle_s: u64) -> ProviderConfig {
         stream_idle_timeout_s: idle_s,
         max_output_tokens: None,
         vision: None,
+        prefill: None,
     }
 }
 
@@ -58,6 +59,7 @@ fn request(stream: bool) -> ChatRequest {
         stream,
         max_tokens: Some(64),
         temperature: None,
+        prefill: false,
     }
 }
 

@@ -94,6 +94,33 @@ impl Reply {
         Self::Malformed(body.into_bytes())
     }
 
+    /// The same on the Anthropic wire: `text`, then `stop_reason: "max_tokens"` (streamed).
+    pub fn cut_off_anthropic(text: &str) -> Self {
+        let frame = |event: Value| {
+            let kind = event["type"].as_str().unwrap_or_default().to_owned();
+            format!("event: {kind}\ndata: {event}\n\n")
+        };
+        let body = [
+            frame(
+                json!({"type": "message_start", "message": {"id": "msg_t", "type": "message",
+                "role": "assistant", "model": "scripted-model", "content": [],
+                "stop_reason": null, "stop_sequence": null,
+                "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+            ),
+            frame(json!({"type": "content_block_start", "index": 0,
+                "content_block": {"type": "text", "text": ""}})),
+            frame(json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "text_delta", "text": text}})),
+            frame(json!({"type": "content_block_stop", "index": 0})),
+            frame(json!({"type": "message_delta",
+                "delta": {"stop_reason": "max_tokens", "stop_sequence": null},
+                "usage": {"output_tokens": 5}})),
+            frame(json!({"type": "message_stop"})),
+        ]
+        .concat();
+        Self::Malformed(body.into_bytes())
+    }
+
     /// One tool call.
     pub fn tool_call(id: &str, name: &str, args: Value) -> Self {
         Self::ToolCalls(vec![(id.to_string(), name.to_string(), args)])

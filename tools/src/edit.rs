@@ -47,19 +47,17 @@ impl Tool for WriteFile {
     }
 
     fn description(&self) -> &str {
-        "Create or overwrite a workspace file (parent directories are created; the old file is \
-         checkpointed)."
+        "Create or overwrite a workspace file (old one checkpointed)."
     }
 
     fn parameters(&self) -> Value {
         json!({
             "type": "object",
             "properties": {
-                "path": {"type": "string", "description": "Path relative to the workspace"},
-                "content": {"type": "string", "description": "The whole new content"}
+                "path": {"type": "string"},
+                "content": {"type": "string"}
             },
-            "required": ["path", "content"],
-            "additionalProperties": false
+            "required": ["path", "content"]
         })
     }
 
@@ -101,20 +99,19 @@ impl Tool for Patch {
     }
 
     fn description(&self) -> &str {
-        "Replace one exact piece of text in a workspace file: `old` must occur exactly once \
-         (add surrounding lines to make it unique). The old file is checkpointed."
+        "Replace text old, found exactly once in a workspace file, with new (old file \
+         checkpointed)."
     }
 
     fn parameters(&self) -> Value {
         json!({
             "type": "object",
             "properties": {
-                "path": {"type": "string", "description": "Path relative to the workspace"},
-                "old": {"type": "string", "description": "Exact text, occurring once"},
-                "new": {"type": "string", "description": "Replacement text"}
+                "path": {"type": "string"},
+                "old": {"type": "string"},
+                "new": {"type": "string"}
             },
-            "required": ["path", "old", "new"],
-            "additionalProperties": false
+            "required": ["path", "old", "new"]
         })
     }
 

@@ -30,21 +30,18 @@ impl Tool for ReadFile {
     }
 
     fn description(&self) -> &str {
-        "Read a text file in the workspace. Optional start_line and end_line (1-based, \
-         inclusive) select a range. Long output is cut at 256 KiB with a note saying where to \
-         continue."
+        "Read a workspace text file, or lines start_line to end_line (1-based); at most 256 KiB."
     }
 
     fn parameters(&self) -> Value {
         json!({
             "type": "object",
             "properties": {
-                "path": {"type": "string", "description": "Path relative to the workspace"},
-                "start_line": {"type": "integer", "minimum": 1, "description": "First line to return (1-based)"},
-                "end_line": {"type": "integer", "minimum": 1, "description": "Last line to return (inclusive)"}
+                "path": {"type": "string"},
+                "start_line": {"type": "integer"},
+                "end_line": {"type": "integer"}
             },
-            "required": ["path"],
-            "additionalProperties": false
+            "required": ["path"]
         })
     }
 

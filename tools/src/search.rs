@@ -36,21 +36,19 @@ impl Tool for SearchFiles {
     }
 
     fn description(&self) -> &str {
-        "Search workspace files for a regex (Rust syntax), skipping hidden and .gitignored \
-         files; `path` and `glob` (e.g. \"*.rs\") narrow it. Returns up to 200 `path:line: text` \
-         matches."
+        "Regex search of workspace files (not hidden or .gitignored); path and glob (*.rs) \
+         narrow it. Up to 200 path:line: text matches."
     }
 
     fn parameters(&self) -> Value {
         json!({
             "type": "object",
             "properties": {
-                "pattern": {"type": "string", "description": "Regular expression to search for"},
-                "path": {"type": "string", "description": "File or directory (default: the workspace)"},
-                "glob": {"type": "string", "description": "File name glob, e.g. \"*.py\""}
+                "pattern": {"type": "string"},
+                "path": {"type": "string"},
+                "glob": {"type": "string"}
             },
-            "required": ["pattern"],
-            "additionalProperties": false
+            "required": ["pattern"]
         })
     }
 

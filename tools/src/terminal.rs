@@ -62,20 +62,18 @@ impl Tool for Terminal {
     }
 
     fn description(&self) -> &str {
-        "Run `sh -c COMMAND` in the workspace. Returns JSON {exit_code, stdout, stderr}, each \
-         cut at 64 KiB. timeout_s: default 120, at most 600; on timeout everything it started is \
-         killed. Background processes do not outlive the call."
+        "Run a shell command (sh -c) in the workspace: exit_code, stdout, stderr (64 KiB each). \
+         timeout_s: default 120, max 600; then it is killed with all it started."
     }
 
     fn parameters(&self) -> Value {
         json!({
             "type": "object",
             "properties": {
-                "command": {"type": "string", "description": "Shell command to run"},
-                "timeout_s": {"type": "number", "minimum": 1, "maximum": 600, "description": "Seconds before it is killed"}
+                "command": {"type": "string"},
+                "timeout_s": {"type": "number"}
             },
-            "required": ["command"],
-            "additionalProperties": false
+            "required": ["command"]
         })
     }
 

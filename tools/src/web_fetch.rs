@@ -54,18 +54,16 @@ impl Tool for WebFetch {
     }
 
     fn description(&self) -> &str {
-        "GET an http(s) URL and return it as text (HTML made readable; at most 64 KiB; up to 5 \
-         redirects). Private and loopback addresses are refused."
+        "GET an http(s) URL as readable text (at most 64 KiB); private addresses are refused."
     }
 
     fn parameters(&self) -> Value {
         json!({
             "type": "object",
             "properties": {
-                "url": {"type": "string", "description": "http(s) URL"}
+                "url": {"type": "string"}
             },
-            "required": ["url"],
-            "additionalProperties": false
+            "required": ["url"]
         })
     }
 

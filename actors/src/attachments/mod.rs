@@ -6,11 +6,13 @@
 //! into the principal's workspace (`uploads/`) so that tools can read it (`path`). The
 //! admission and its user row keep the references, never the bytes.
 //!
-//! On the wire (`turn::request::wire_messages`), a user row's images become image parts for a provider that sees
-//! images, and a note naming the file for one that does not; other files are named by their
-//! workspace path. Only the wire copy changes: the transcript keeps the attachment. An image
-//! too large for providers is scaled down for the wire (`fit`).
+//! On the wire (`turn::attached`), a user row's images become image parts for a provider that
+//! sees images, and a note naming the file for one that does not; a text file within
+//! `tools.inline_text_bytes` is shown whole after the note naming its workspace path (`text`);
+//! other files are named by their path. Only the wire copy changes: the transcript keeps the
+//! attachment. An image too large for providers is scaled down for the wire (`fit`).
 pub mod fit;
+pub mod text;
 
 use crate::config::RuntimeConfig;
 use crate::error::GatewayError;

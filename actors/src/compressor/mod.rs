@@ -454,6 +454,7 @@ async fn ask(
         stream: false,
         max_tokens: Some(summary_tokens),
         temperature: None,
+        prefill: false,
     };
     let timeout_s = msg.config.timeout_s;
     let call = msg.summarizer.chat(&req, &|_| {});

@@ -174,7 +174,7 @@ impl Gateway {
             delivery,
             tools,
             compressor,
-            tool_schemas: toolbox.schemas,
+            tool_offer: toolbox.offer,
             skills,
             wakeups,
             event_wakes: Wakeups::default(),

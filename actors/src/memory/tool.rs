@@ -93,6 +93,9 @@ impl turnkey_tools::Tool for MemoryTool {
         "memory"
     }
 
+    // Not made short with the others (issue 38): behind the `tools` index only its first
+    // clause is shown, and with less the 135M real-model test's model stopped answering
+    // from its profile (docs/benchmarks.md).
     fn description(&self) -> &str {
         "Remember facts across sessions. `memory` holds your own notes (what worked, facts about \
          the project); `profile` holds what you know about the user (name, preferences). Both are \

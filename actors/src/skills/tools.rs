@@ -28,7 +28,7 @@ impl turnkey_tools::Tool for SkillView {
     }
 
     fn description(&self) -> &str {
-        "Load a skill listed under # Skills: its SKILL.md, or with `path` a file beside it."
+        "Load a skill (listed under # Skills): its SKILL.md, or with `path` a file beside it."
     }
 
     fn parameters(&self) -> Value {

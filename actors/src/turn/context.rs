@@ -33,6 +33,8 @@ pub struct TurnContext {
     /// The images of its transcript's attachments read so far, by file id, for a provider
     /// that sees images (`turn::request::wire_messages`).
     pub images: std::collections::HashMap<String, turnkey_providers::Image>,
+    /// The text of its transcript's attached text files read so far (`turn::attached`).
+    pub texts: super::attached::AttachedTexts,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -171,6 +173,7 @@ pub async fn prepare(
         turn_rows,
         last_prompt: None,
         images: Default::default(),
+        texts: Default::default(),
     })
 }
 
@@ -217,6 +220,7 @@ pub async fn resume(
         turn_rows,
         last_prompt: None,
         images: Default::default(),
+        texts: Default::default(),
     })
 }
 

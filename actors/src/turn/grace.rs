@@ -43,7 +43,7 @@ pub async fn summarize(
         control,
         provider.as_ref(),
         req,
-        Some(SUMMARIZE),
+        Some(&super::echo::Follow::instruction(SUMMARIZE)),
         streamed,
     )
     .await

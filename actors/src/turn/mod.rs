@@ -1,6 +1,7 @@
 //! The turn: one admission carried from prepared context to a closed, persisted tail. One file
 //! per phase, in lifecycle order: `context` and `prompt` (SPEC R5), `preflight` (R6),
 //! `request` (R8), `tool_round` (R9), `transcript` (the history a session actor keeps), `finalize` (R10), and `run`, the loop that drives them (R7).
+pub mod attached;
 pub mod context;
 pub mod echo;
 pub mod fallback;

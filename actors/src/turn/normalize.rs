@@ -1,20 +1,26 @@
 //! Normalize and recover a model response before the loop sees it (SPEC R7.2, R8.5, R10.2): a
 //! text answer cut off by the output limit (`finish_reason = length`) is continued, at most
-//! `MAX_CONTINUATIONS` times, and the parts are concatenated; an empty answer, or one identical
-//! to the previous assistant answer, gets exactly one recovery call. When the continuations are
-//! spent, or the answer repeats again after its recovery call, the text produced so far is the
-//! answer: the turn completes with `stop_reason` `truncated` or `repeated`. Only an answer that
-//! stays empty stops the turn (`empty_response`).
+//! `MAX_CONTINUATIONS` times, and the parts are joined at word boundaries; an empty answer, or
+//! one identical to the previous assistant answer, gets exactly one recovery call. When the
+//! continuations are spent, or the answer repeats again after its recovery call, the text
+//! produced so far is the answer: the turn completes with `stop_reason` `truncated` or
+//! `repeated`. Only an answer that stays empty stops the turn (`empty_response`).
 //!
-//! Every extra instruction lives only in the wire copy of that call: the transcript never sees
-//! it, and a model that echoes it back at the start of its reply has that echo dropped (from
-//! the stream and from the answer). Continuations and recovery calls go through the same
-//! retrying call, so streamed text keeps flowing to clients as `message.delta`.
+//! A provider that takes a prefill (`Provider::prefills`) continues the partial answer sent
+//! as the last, assistant message: no instruction the model could say back. Elsewhere (or when
+//! the provider refuses the prefill) an instruction asks for the rest. Every extra message
+//! lives only in the wire copy of that call: the transcript never sees it, and what a reply
+//! opens with by repeating it is dropped (from the stream and from the answer, `echo`).
+//! Continuations and recovery calls go through the same retrying call, so streamed text keeps
+//! flowing to clients as `message.delta`.
 use super::context::TurnContext;
+use super::echo::Follow;
 use super::request::{self, CallOutcome, StreamedText};
-use super::{echo, AnswerStop, TurnControl, TurnFailure};
+use super::{AnswerStop, TurnControl, TurnFailure};
 use crate::deps::Models;
-use turnkey_providers::{ChatMessage, ChatRequest, ChatResponse, FinishReason, Provider};
+use turnkey_providers::{
+    ChatMessage, ChatRequest, ChatResponse, FinishReason, Provider, ProviderError,
+};
 use turnkey_storage::MessageRole;
 
 /// Continuation calls after a response cut off by the output limit.
@@ -86,27 +92,33 @@ pub async fn call(
     let mut before = String::new();
     let mut continuations = 0;
     let mut recovered = false;
-    // The instruction the last call added, which its reply must not echo.
-    let mut asked: Option<&'static str> = None;
+    let mut prefill = provider.prefills();
+    // What the last call added, whose echo its reply must not show.
+    let mut asked: Option<Follow> = None;
     loop {
         let raw = resp.content.take().unwrap_or_default();
-        let text = asked.map_or(raw.as_str(), |a| echo::strip(&raw, a));
+        let text = asked.as_ref().map_or(raw.as_str().into(), |f| f.take(&raw));
         let full = format!("{before}{text}");
         if !resp.tool_calls.is_empty() {
+            // A call through the `tools` index is the named tool's call (`toolbox::index`).
+            resp.tool_calls = std::mem::take(&mut resp.tool_calls)
+                .into_iter()
+                .map(|c| models.tool_offer.resolve(c))
+                .collect();
             resp.content = (!full.is_empty()).then_some(full);
             return Ok(Normalized::other(CallOutcome::Response(resp)));
         }
         let cut = resp.finish_reason == FinishReason::Length;
-        let (extra, instruction) = if cut && !text.trim().is_empty() {
+        let next = if cut && !text.trim().is_empty() {
             if continuations >= MAX_CONTINUATIONS {
                 // Still cut off: what the model wrote is the answer, marked as cut (R10.2).
                 tracing::warn!(turn = %ctx.turn_id, continuations, "output still truncated after continuing; the text so far is the answer");
                 return Ok(Normalized::answer(resp, full, AnswerStop::Truncated));
             }
             continuations += 1;
-            tracing::info!(turn = %ctx.turn_id, continuations, "response cut off by the output limit; continuing");
-            before = full.clone();
-            (vec![ChatMessage::assistant(full)], CONTINUE)
+            tracing::info!(turn = %ctx.turn_id, continuations, prefill, "response cut off by the output limit; continuing");
+            before = full;
+            FollowUp::Continue
         } else if full.trim().is_empty() {
             if !streamed.is_empty() {
                 // Text was streamed but the response came back empty: finalize recovers the
@@ -123,7 +135,7 @@ pub async fn call(
             recovered = true;
             tracing::warn!(turn = %ctx.turn_id, "empty response; one recovery call");
             before.clear();
-            (Vec::new(), EMPTY_NUDGE)
+            FollowUp::Nudge(Vec::new(), EMPTY_NUDGE)
         } else if previous.as_deref().is_some_and(|p| p.trim() == full.trim()) {
             if recovered {
                 // The guard stops the loop, not the turn: the repeated text is the answer.
@@ -133,21 +145,83 @@ pub async fn call(
             recovered = true;
             tracing::warn!(turn = %ctx.turn_id, "response repeats the previous answer; one recovery call");
             before.clear();
-            (vec![ChatMessage::assistant(full)], REPEAT_NUDGE)
+            FollowUp::Nudge(vec![ChatMessage::assistant(full)], REPEAT_NUDGE)
         } else {
             // A continuation that added nothing more but was cut again is still cut off.
             return Ok(Normalized::answer(resp, full, stop_of(cut)));
         };
-        let next = follow_up(&req, &base, extra, instruction);
-        asked = Some(instruction);
-        let called = send(
-            models, ctx, control, provider, next, asked, streamed, record,
-        )
-        .await;
-        resp = match called {
-            CallOutcome::Response(r) => r,
-            other => return Ok(Normalized::other(other)),
+        loop {
+            let (next_req, follow) = next.request(&req, &base, &before, prefill);
+            let called = send(
+                models,
+                ctx,
+                control,
+                provider,
+                next_req,
+                Some(&follow),
+                streamed,
+                record,
+            )
+            .await;
+            asked = Some(follow);
+            match called {
+                CallOutcome::Response(r) => {
+                    resp = r;
+                    break;
+                }
+                // A server that refuses a prefill (Claude 4.6 and later, a prefill set where
+                // the wire has none) is asked for the rest in words instead, this once.
+                CallOutcome::Failed(ProviderError::Client { status, message })
+                    if prefill && matches!(next, FollowUp::Continue) =>
+                {
+                    tracing::warn!(turn = %ctx.turn_id, status, %message, "the provider refused a prefill; continuing with an instruction");
+                    prefill = false;
+                }
+                other => return Ok(Normalized::other(other)),
+            }
+        }
+    }
+}
+
+/// The call after a response that needs one: a continuation of a cut-off answer, or a
+/// recovery call with `extra` messages and turnkey's instruction.
+enum FollowUp {
+    Continue,
+    Nudge(Vec<ChatMessage>, &'static str),
+}
+
+impl FollowUp {
+    /// `req` again, its messages `base` and then what this follow-up adds; and what its reply
+    /// may echo. A continuation of `before` is a prefill when `prefill`, else the answer so
+    /// far and an instruction.
+    fn request(
+        &self,
+        req: &ChatRequest,
+        base: &[ChatMessage],
+        before: &str,
+        prefill: bool,
+    ) -> (ChatRequest, Follow) {
+        let mut next = req.clone();
+        let mut messages = base.to_vec();
+        let follow = match self {
+            Self::Continue if prefill => {
+                messages.push(ChatMessage::assistant(before));
+                next.prefill = true;
+                Follow::prefilled(before)
+            }
+            Self::Continue => {
+                messages.push(ChatMessage::assistant(before));
+                messages.push(ChatMessage::user(CONTINUE));
+                Follow::continuing(CONTINUE, before)
+            }
+            Self::Nudge(extra, instruction) => {
+                messages.extend(extra.iter().cloned());
+                messages.push(ChatMessage::user(*instruction));
+                Follow::instruction(instruction)
+            }
         };
+        next.messages = messages;
+        (next, follow)
     }
 }
 
@@ -159,25 +233,7 @@ fn stop_of(cut: bool) -> AnswerStop {
     }
 }
 
-/// `req` again, its messages `base`, then `extra` and turnkey's `instruction`.
-fn follow_up(
-    req: &ChatRequest,
-    base: &[ChatMessage],
-    extra: Vec<ChatMessage>,
-    instruction: &str,
-) -> ChatRequest {
-    let mut next = req.clone();
-    next.messages = base
-        .iter()
-        .cloned()
-        .chain(extra)
-        .chain([ChatMessage::user(instruction)])
-        .collect();
-    next
-}
-
-/// One call with retries; `asked` is the instruction this call adds, whose echo the stream
-/// drops.
+/// One call with retries; `asked` is what this call adds, whose echo the stream drops.
 #[allow(clippy::too_many_arguments)]
 async fn send(
     models: Models<'_>,
@@ -185,7 +241,7 @@ async fn send(
     control: &TurnControl,
     provider: &dyn Provider,
     req: ChatRequest,
-    asked: Option<&'static str>,
+    asked: Option<&Follow>,
     streamed: &StreamedText,
     record: &mut (dyn FnMut(&ChatResponse) + Send),
 ) -> CallOutcome {

@@ -62,9 +62,7 @@ pub async fn pass(
     let model = request::model_for(models, ctx, provider.as_ref());
     let cfg = &models.config.compression.for_model(&model);
     let vision = provider.sees_images();
-    if vision {
-        request::load_images(models, ctx).await;
-    }
+    super::attached::load(models, ctx, vision).await;
     let wire = request::wire_messages(ctx, vision);
     let pressure_tokens = pressure(&model, ctx, &wire, models.tool_schemas, state.carried);
     let force = std::mem::take(&mut state.force_compress);

@@ -8,8 +8,10 @@ use std::path::Path;
 
 /// Largest project context file (AGENTS.md …) taken into the prompt, in bytes.
 const MAX_CONTEXT_FILE: usize = 32 * 1024;
-/// How many workspace entries the frozen snapshot lists.
-const SNAPSHOT_ENTRIES: usize = 40;
+/// How many workspace entries the frozen snapshot lists, at most, and in how many characters:
+/// every call of the session reads them again (a small local model reads ~150 tokens a second).
+const SNAPSHOT_ENTRIES: usize = 20;
+const SNAPSHOT_CHARS: usize = 400;
 const CONTEXT_FILES: [&str; 3] = ["AGENTS.md", "TURNKEY.md", ".turnkey/context.md"];
 
 /// What the principal's memory held when the session was made (SPEC R5.2): frozen into its
@@ -55,6 +57,9 @@ pub fn build_for_new_session(
 }
 
 /// Identity, guidance, workspace, environment and platform: what changes least comes first.
+/// Every word is read again on every call of every session: it stays short. The first
+/// sentences stay as they were: with shorter ones the 135M model of the real-model tests
+/// stopped calling tools (docs/benchmarks.md, issue 38).
 fn stable_layer(name: &str, snapshot: &str, platform: &str) -> String {
     format!(
         "You are {name}, an AI agent served by a durable gateway. Answer the user directly and \
@@ -71,11 +76,9 @@ fn stable_layer(name: &str, snapshot: &str, platform: &str) -> String {
 
 fn platform_hint(platform: &str) -> &'static str {
     match platform {
-        "telegram" | "slack" | "webhook" => {
-            "You are replying in a chat app: keep answers short, plain text, no wide tables."
-        }
-        "cli" => "You are replying in a terminal: plain text and short code blocks render best.",
-        _ => "You are replying over an API or the web UI; Markdown renders.",
+        "telegram" | "slack" | "webhook" => "A chat app: short plain text, no wide tables.",
+        "cli" => "A terminal: plain text and short code blocks.",
+        _ => "An API or the web UI: Markdown renders.",
     }
 }
 
@@ -147,9 +150,13 @@ fn volatile_layer(remembered: &Remembered, now: chrono::DateTime<chrono::Utc>) -
     out
 }
 
-/// A one-time look at the workspace: its path, git branch, and first entries.
+/// A one-time look at the workspace: its git branch and first entries, bounded. Never its
+/// absolute path: tools take paths relative to it (`.`, the directory commands run in), and
+/// the path would only cost tokens (and tell the model where the gateway's files are). A
+/// sentence instead of `Directory: .` made the 135M model of the real-model tests call
+/// `read_file` with a file from its examples, most of the time.
 fn workspace_snapshot(dir: &Path) -> String {
-    let mut out = format!("Directory: {}", dir.display());
+    let mut out = String::from("Directory: .");
     if let Ok(head) = std::fs::read_to_string(dir.join(".git/HEAD")) {
         let branch = head
             .trim()
@@ -172,18 +179,26 @@ fn workspace_snapshot(dir: &Path) -> String {
                 })
                 .collect();
             names.sort();
-            let more = names.len().saturating_sub(SNAPSHOT_ENTRIES);
-            names.truncate(SNAPSHOT_ENTRIES);
-            if names.is_empty() {
-                out.push_str("\n(empty)");
+            let total = names.len();
+            let mut listed = Vec::new();
+            let mut chars = 0;
+            for n in names.into_iter().take(SNAPSHOT_ENTRIES) {
+                chars += n.chars().count() + 2;
+                if chars > SNAPSHOT_CHARS {
+                    break;
+                }
+                listed.push(n);
+            }
+            if listed.is_empty() && total == 0 {
+                out.push_str("\nIt is empty.");
             } else {
-                out.push_str(&format!("\nEntries: {}", names.join(", ")));
-                if more > 0 {
-                    out.push_str(&format!(" (+{more} more)"));
+                out.push_str(&format!("\nEntries: {}", listed.join(", ")));
+                if total > listed.len() {
+                    out.push_str(&format!(" (+{} more)", total - listed.len()));
                 }
             }
         }
-        Err(_) => out.push_str("\n(not created yet)"),
+        Err(_) => out.push_str("\nIt is empty."),
     }
     out
 }
@@ -244,5 +259,28 @@ mod tests {
         let s = workspace_snapshot(&dir);
         assert!(s.contains("Cargo.toml") && s.contains("src/"), "{s}");
         std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+
+    #[test]
+    fn r5_3_the_snapshot_is_bounded_and_names_no_absolute_path() {
+        let dir = std::env::temp_dir().join(format!("tk-snap-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        for i in 0..60 {
+            std::fs::write(dir.join(format!("file-with-a-long-name-{i:02}.txt")), "")
+                .expect("write");
+        }
+        let s = workspace_snapshot(&dir);
+        assert!(!s.contains(dir.to_str().expect("utf-8")), "{s}");
+        assert!(
+            s.chars().count() < SNAPSHOT_CHARS + 100,
+            "{} chars: {s}",
+            s.chars().count()
+        );
+        assert!(
+            s.contains("file-with-a-long-name-00.txt") && s.contains(" more)"),
+            "{s}"
+        );
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+        assert!(workspace_snapshot(&dir).ends_with("It is empty."));
     }
 }

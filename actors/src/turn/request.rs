@@ -2,7 +2,7 @@
 //! call with per-attempt retries that respect interrupts, and stream text to clients through
 //! a coalescing delta publisher.
 use super::context::TurnContext;
-use super::echo::EchoFilter;
+use super::echo::{EchoFilter, Follow};
 use super::TurnControl;
 use crate::delivery::{DeliveryActor, Publish};
 use crate::deps::Models;
@@ -28,9 +28,8 @@ const MAX_DELTA_BYTES: usize = 8 * 1024;
 /// call in call order (they are stored in the order they finished), and a call without a
 /// result row, or a result without its call, is repaired rather than sent broken (R6.3).
 ///
-/// A user row's attachments (SPEC R8.1, only the wire copy changes): an image is an image
-/// part when `vision` and its bytes were read (`load_images`), a note naming it otherwise;
-/// another file is named with its workspace path.
+/// A user row's attachments (SPEC R8.1, only the wire copy changes) go on as
+/// `turn::attached` shows them: image parts when `vision`, notes and text otherwise.
 pub fn wire_messages(ctx: &TurnContext, vision: bool) -> Vec<ChatMessage> {
     let rows = ctx.live_rows();
     let mut out = Vec::with_capacity(rows.len() + 1);
@@ -78,7 +77,12 @@ pub fn wire_messages(ctx: &TurnContext, vision: bool) -> Vec<ChatMessage> {
                 out.push(wire_row(m));
             }
             MessageRole::User if m.attachments.is_some() => {
-                out.push(with_attachments(wire_row(m), m, ctx, vision));
+                out.push(super::attached::with_attachments(
+                    wire_row(m),
+                    m,
+                    ctx,
+                    vision,
+                ));
             }
             _ => out.push(wire_row(m)),
         }
@@ -121,104 +125,6 @@ fn place_summary(out: &mut Vec<ChatMessage>, at: usize) {
     }
 }
 
-/// The most images one request shows the model: the latest; earlier ones are named.
-pub const MAX_IMAGES_PER_REQUEST: usize = 8;
-
-/// `msg` (the wire copy of user row `m`) with `m`'s attachments: image parts or notes.
-fn with_attachments(
-    mut msg: ChatMessage,
-    m: &Message,
-    ctx: &TurnContext,
-    vision: bool,
-) -> ChatMessage {
-    let Some(list) = m.attachments.as_ref().and_then(|a| a.as_array()) else {
-        return msg;
-    };
-    let mut notes = Vec::new();
-    for a in list {
-        let name = a["name"].as_str().unwrap_or("file");
-        let content_type = a["content_type"]
-            .as_str()
-            .unwrap_or("application/octet-stream");
-        let kb = a["bytes"].as_u64().unwrap_or(0).div_ceil(1024);
-        if crate::attachments::is_image(content_type) {
-            let shown = a["file_id"].as_str().and_then(|id| ctx.images.get(id));
-            match shown {
-                Some(image) if vision => msg.images.push(image.clone()),
-                _ if vision => notes.push(format!("[image attached earlier: {name}]")),
-                _ => notes.push(format!(
-                    "[image attached: {name} ({content_type}, {kb} KB); this model cannot see images]"
-                )),
-            }
-        } else {
-            let path = a["path"].as_str().unwrap_or(name);
-            notes.push(format!(
-                "[file attached: {name} ({content_type}, {kb} KB), saved in the workspace as {path}]"
-            ));
-        }
-    }
-    if !notes.is_empty() {
-        let text = msg.content.take().unwrap_or_default();
-        let notes = notes.join("\n");
-        msg.content = Some(if text.trim().is_empty() {
-            notes
-        } else {
-            format!("{text}\n\n{notes}")
-        });
-    }
-    msg
-}
-
-/// Reads the bytes of the latest image attachments of `ctx`'s live rows (at most
-/// [`MAX_IMAGES_PER_REQUEST`]) into `ctx.images`, once a turn, for a provider that sees images.
-/// A read that fails leaves the image to be named instead.
-pub async fn load_images(models: Models<'_>, ctx: &mut TurnContext) {
-    // (file id, its type as sniffed when it was stored), newest first.
-    let wanted: HashMap<String, String> = ctx
-        .live_rows()
-        .iter()
-        .rev()
-        .filter(|m| m.role == MessageRole::User)
-        .filter_map(|m| m.attachments.as_ref().and_then(|a| a.as_array()))
-        .flat_map(|l| l.iter().rev())
-        .filter_map(|a| Some((a["file_id"].as_str()?, a["content_type"].as_str()?)))
-        .filter(|(_, t)| crate::attachments::is_image(t))
-        .take(MAX_IMAGES_PER_REQUEST)
-        .map(|(id, t)| (id.to_owned(), t.to_owned()))
-        .collect();
-    let missing: Vec<String> = wanted
-        .keys()
-        .filter(|id| !ctx.images.contains_key(*id))
-        .cloned()
-        .collect();
-    if missing.is_empty() {
-        ctx.images.retain(|id, _| wanted.contains_key(id));
-        return;
-    }
-    match models.store.file_bytes(&missing).await {
-        Ok(found) => {
-            use base64::Engine;
-            for (id, bytes) in found {
-                let Some(media_type) = wanted.get(&id) else {
-                    continue;
-                };
-                let fitted = crate::attachments::fit::fit_file(&id, bytes, media_type).await;
-                if fitted.bytes.is_empty() {
-                    continue;
-                }
-                let base64 = base64::engine::general_purpose::STANDARD.encode(&fitted.bytes);
-                let media_type = fitted.media_type.clone();
-                ctx.images
-                    .insert(id, turnkey_providers::Image { media_type, base64 });
-            }
-        }
-        Err(e) => {
-            tracing::warn!(turn = %ctx.turn_id, error = %e, "attached images not read; they are named instead")
-        }
-    }
-    ctx.images.retain(|id, _| wanted.contains_key(id));
-}
-
 fn wire_row(m: &Message) -> ChatMessage {
     let role = match m.role {
         MessageRole::System => Role::System,
@@ -241,19 +147,16 @@ fn wire_row(m: &Message) -> ChatMessage {
     }
 }
 
-/// The tool schemas offered to this turn's model: all of them, but for a sub-agent's session
-/// the ones children do not get (SPEC R1.5).
+/// The tool schemas offered to this turn's model: the always-on ones and the index of the
+/// rest (`toolbox::index`), but for a sub-agent's session without the ones children do not get
+/// (SPEC R1.5).
 fn offered(models: Models<'_>, ctx: &TurnContext) -> Vec<turnkey_providers::ToolSchema> {
     if !crate::delegation::is_child(&ctx.session) {
         return models.tool_schemas.to_vec();
     }
-    let withheld = crate::delegation::withheld(models.config);
     models
-        .tool_schemas
-        .iter()
-        .filter(|s| !withheld.contains(&s.name.as_str()))
-        .cloned()
-        .collect()
+        .tool_offer
+        .schemas_without(crate::delegation::withheld(models.config))
 }
 
 /// The model a request to `provider` names: the chosen one (the session's or the input's) on
@@ -280,13 +183,20 @@ pub fn model_for(models: Models<'_>, ctx: &TurnContext, provider: &dyn Provider)
     }
 }
 
+/// The request for `messages`. A call of a tool listed behind the `tools` index goes on the
+/// wire as the index call the model made: a request names only the tools it offers.
 pub fn build_request(
     models: Models<'_>,
     ctx: &TurnContext,
     provider: &dyn Provider,
-    messages: Vec<ChatMessage>,
+    mut messages: Vec<ChatMessage>,
     stream: bool,
 ) -> ChatRequest {
+    for call in messages.iter_mut().flat_map(|m| m.tool_calls.iter_mut()) {
+        if let Some(wired) = models.tool_offer.wrap(call) {
+            *call = wired;
+        }
+    }
     ChatRequest {
         model: model_for(models, ctx, provider),
         messages,
@@ -294,6 +204,7 @@ pub fn build_request(
         stream: stream && models.config.agent.streaming,
         max_tokens: None,
         temperature: None,
+        prefill: false,
     }
 }
 
@@ -305,16 +216,17 @@ pub enum CallOutcome {
 
 /// Calls `provider` with retries for retryable errors. Text already streamed is never
 /// re-streamed: after a stream broke mid-answer the retry asks for a non-streamed response,
-/// whose full text arrives in the authoritative `message.complete`. `asked` is turnkey's own
-/// instruction at the end of this request (a continuation, a recovery nudge): a reply that
-/// opens by echoing it streams without the echo.
+/// whose full text arrives in the authoritative `message.complete`. `asked` is what turnkey
+/// added at the end of this request (a prefill, an instruction to continue, a recovery
+/// nudge): a reply that opens by echoing it streams without the echo, joined at a word
+/// boundary to the text before it (`echo`).
 pub async fn call_with_retries(
     models: Models<'_>,
     ctx: &TurnContext,
     control: &TurnControl,
     provider: &dyn Provider,
     mut req: ChatRequest,
-    asked: Option<&str>,
+    asked: Option<&Follow>,
     streamed: &StreamedText,
 ) -> CallOutcome {
     let policy = provider.retry_policy();
@@ -331,7 +243,7 @@ pub async fn call_with_retries(
             .display
             .stream
             .then(|| DeltaPublisher::spawn(models, ctx));
-        // An echo of the instruction this call added never reaches a client.
+        // An echo of what this call added never reaches a client.
         let echo = EchoFilter::new(asked);
         let show = |text: &str| {
             streamed.push(text);

@@ -84,19 +84,15 @@ impl Tool for BackgroundTerminal {
     }
 
     fn description(&self) -> &str {
-        "Run `sh -c COMMAND` in the workspace. Returns JSON {exit_code, stdout, stderr}, each \
-         cut at 64 KiB. timeout_s: default 120, at most 600; on timeout everything it started is \
-         killed. background: true returns at once with a process_id; the exit code and the end \
-         of the output arrive later as a gateway message (the process tool polls or kills it)."
+        "Run a shell command (sh -c) in the workspace: exit_code, stdout, stderr (64 KiB each). \
+         timeout_s: default 120, max 600. background: true returns a process_id now and the \
+         exit later."
     }
 
     fn parameters(&self) -> Value {
         let mut p = self.inner.parameters();
         if let Some(props) = p.get_mut("properties").and_then(Value::as_object_mut) {
-            props.insert(
-                "background".into(),
-                json!({"type": "boolean", "description": "Return at once with a process_id; no timeout."}),
-            );
+            props.insert("background".into(), json!({"type": "boolean"}));
         }
         p
     }
@@ -486,8 +482,9 @@ impl Tool for ProcessTool {
     }
 
     fn description(&self) -> &str {
-        "A background process of this session (terminal with background: true): `poll` its \
-         status and exit code, read the end of its `log`, or `kill` it with its process group."
+        "Watch or kill a background process. One of this session, started by terminal with \
+         background: true: `poll` its status and exit code, read the \
+         end of its `log`, or `kill` it with its process group."
     }
 
     fn parameters(&self) -> Value {

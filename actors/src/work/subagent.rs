@@ -127,7 +127,7 @@ impl Tool for DelegateTask {
     }
 
     fn description(&self) -> &str {
-        "Start sub-agents that work in parallel, each on one task in its own session with your \
+        "Start sub-agents on tasks. Each works on one in its own session, in parallel, with your \
          tools. Returns task ids at once; each report arrives later as a gateway message: answer \
          then, do not poll. A sub-agent sees only its goal and context."
     }

@@ -124,6 +124,7 @@ impl<'a> RequestBody<'a> {
             .into_iter()
             .collect();
         let mut messages = alternate(rest.iter().map(convert));
+        trim_final_assistant_text(&mut messages);
         mark_cache_breakpoints(&mut system, &mut messages);
         Self {
             model: &req.model,
@@ -263,6 +264,30 @@ fn alternate<'a>(
     out
 }
 
+/// A request ending with an assistant message asks the model to continue it (a prefill,
+/// `ChatRequest::prefill`); Anthropic refuses one whose text ends in whitespace, and the model
+/// writes the space its next word needs itself.
+fn trim_final_assistant_text(messages: &mut Vec<WireMessage<'_>>) {
+    let Some(last) = messages
+        .last_mut()
+        .filter(|m| m.role == WireRole::Assistant)
+    else {
+        return;
+    };
+    if let Some(Block::Text { text, .. }) = last.content.last_mut() {
+        let trimmed = text.trim_end();
+        if trimmed.len() != text.len() {
+            *text = Cow::Owned(trimmed.to_owned());
+        }
+        if text.is_empty() {
+            last.content.pop();
+        }
+    }
+    if last.content.is_empty() {
+        messages.pop();
+    }
+}
+
 /// Breakpoints (SPEC R8.1: only the projection changes): the system prompt, and the last block
 /// of each of the last two user messages, so a turn reads back the prefix the previous
 /// request wrote.
@@ -291,6 +316,7 @@ mod tests {
             stream: true,
             max_tokens: None,
             temperature: None,
+            prefill: false,
         }
     }
 
@@ -532,5 +558,16 @@ mod tests {
                  "input_schema": {"type": "object", "properties": {}}}
             ])
         );
+    }
+
+    #[test]
+    fn a_final_assistant_text_is_sent_without_trailing_whitespace() {
+        let v = body(&request(vec![
+            ChatMessage::user("Tell me a story"),
+            ChatMessage::assistant("Once upon a time, "),
+        ]));
+        let last = v["messages"].as_array().unwrap().last().unwrap().clone();
+        assert_eq!(last["role"], "assistant");
+        assert_eq!(last["content"][0]["text"], "Once upon a time,");
     }
 }

@@ -16,6 +16,14 @@ pub(super) struct RequestBody<'a> {
     max_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f32>,
+    /// A prefill (`ChatRequest::prefill`): continue the last assistant message rather than
+    /// start a new one. vLLM's and llama.cpp's flag (which wants `add_generation_prompt:
+    /// false` beside it); llama.cpp and Ollama also continue a final assistant message
+    /// without it, and ignore fields they do not know.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    continue_final_message: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    add_generation_prompt: Option<bool>,
 }
 
 /// Without this, OpenAI streams carry no usage at all.
@@ -82,9 +90,24 @@ struct WireTool<'a> {
 impl<'a> RequestBody<'a> {
     /// `max_tokens` is the request's output limit as the provider's configuration settles it.
     pub(super) fn new(req: &'a ChatRequest, max_tokens: Option<u32>) -> Self {
+        let prefill = req.prefill
+            && req
+                .messages
+                .last()
+                .is_some_and(|m| m.role == Role::Assistant && m.tool_calls.is_empty());
+        let mut messages: Vec<WireMessage<'a>> =
+            req.messages.iter().map(WireMessage::new).collect();
+        if prefill {
+            // A prefill's trailing whitespace would be a token of its own: the model would
+            // then start its next word without the space it carries.
+            if let Some(Content::Text(text)) = messages.last_mut().and_then(|m| m.content.as_mut())
+            {
+                *text = text.trim_end();
+            }
+        }
         Self {
             model: &req.model,
-            messages: req.messages.iter().map(WireMessage::new).collect(),
+            messages,
             tools: req
                 .tools
                 .iter()
@@ -99,6 +122,8 @@ impl<'a> RequestBody<'a> {
             }),
             max_tokens,
             temperature: req.temperature,
+            continue_final_message: prefill.then_some(true),
+            add_generation_prompt: prefill.then_some(false),
         }
     }
 }
@@ -174,6 +199,7 @@ mod tests {
             stream,
             max_tokens: None,
             temperature: None,
+            prefill: false,
         }
     }
 
@@ -275,5 +301,25 @@ mod tests {
         ));
         assert_eq!(v["messages"][0]["name"], "alice_1");
         assert!(v["messages"][1].get("name").is_none());
+    }
+
+    #[test]
+    fn a_prefill_continues_the_last_assistant_message_without_its_trailing_space() {
+        let msgs = vec![
+            ChatMessage::user("Tell me a story"),
+            ChatMessage::assistant("Once upon a time, "),
+        ];
+        let mut req = request(msgs, vec![], true);
+        assert!(body(&req).get("continue_final_message").is_none());
+        req.prefill = true;
+        let v = body(&req);
+        assert_eq!(v["continue_final_message"], true);
+        assert_eq!(v["add_generation_prompt"], false);
+        assert_eq!(v["messages"][1]["content"], "Once upon a time,");
+        // A request that does not end with the answer's start is not a prefill.
+        req.messages.push(ChatMessage::user("go on"));
+        let v = body(&req);
+        assert!(v.get("continue_final_message").is_none(), "{v}");
+        assert_eq!(v["messages"][1]["content"], "Once upon a time, ");
     }
 }

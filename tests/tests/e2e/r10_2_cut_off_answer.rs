@@ -3,8 +3,10 @@
 //! allowed, and the joined text is the turn's final response with `stop_reason: "truncated"`:
 //! in the HTTP receipt and the event stream (`message.complete`, `turn.finished`), as the
 //! assistant row, on the OpenAI-compatible endpoint (streamed and not, `finish_reason:
-//! "length"`), in a platform reply through the outbox, and in `turnkey chat`. And a model that
-//! echoes turnkey's continuation instruction back has that echo dropped, from the stream too.
+//! "length"`), in a platform reply through the outbox, and in `turnkey chat`. A local server
+//! continues the answer from a prefill, with no instruction to echo (issue 38); where the wire
+//! has no prefill, a model that echoes turnkey's instruction back has that echo dropped, from
+//! the stream too, and the parts join at a word boundary.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::{json, Value};
@@ -187,21 +189,39 @@ async fn r10_2_turnkey_chat_shows_a_cut_off_answer_as_completed_truncated() {
     assert_eq!(pty.count(JOINED), 1, "{}", pty.output());
 }
 
+/// The session's one turn answered; its outcome.
+async fn answer_of(api: &Api, s: &str) -> Value {
+    let a = api.submit_accepted(s, "hello").await;
+    let adm = api.wait_terminal(&a, BOUND).await;
+    assert_eq!(adm["outcome"]["result"], "completed", "{adm}");
+    adm["outcome"].clone()
+}
+
+/// Where the wire has no prefill (Claude 4.6 and later refuse one, so Anthropic's default),
+/// an instruction asks for the rest: its echo, whole or its first sentence, is dropped, from
+/// the stream too, and the parts join at a word boundary ("half," + "and" is "half, and").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn r7_2_a_continuation_that_echoes_the_instruction_loses_the_echo() {
     let provider = ScriptedProvider::start();
-    provider.push(Reply::cut_off("The first half, "));
+    provider.push(Reply::cut_off_anthropic("The first half,"));
     // The model says turnkey's instruction back, then continues.
-    provider.push(Reply::EchoThen("and the second half.".into()));
-    let tk = start(&provider, "").await;
+    provider.push(Reply::EchoThen("and the second half".into()));
+    provider.push(Reply::cut_off_anthropic("I was impressed"));
+    provider.push(Reply::text(
+        "Your previous response was cut off by the output limit.\n\nThe end.",
+    ));
+    let tk = Turnkey::start(
+        TurnkeyOptions::new(&provider)
+            .provider_kind("anthropic")
+            .extra_toml("[tools]\napproval = \"off\"\n"),
+    )
+    .await;
     let api = tk.api();
     let s = api.create_session_id().await;
-    let a = api.submit_accepted(&s, "hello").await;
-    let adm = api.wait_terminal(&a, BOUND).await;
-    let answer = "The first half, and the second half.";
-    assert_eq!(adm["outcome"]["result"], "completed", "{adm}");
-    assert_eq!(adm["outcome"]["final_response"], answer, "{adm}");
-    assert_eq!(adm["outcome"]["stop_reason"], "stop", "{adm}");
+    let answer = "The first half, and the second half";
+    let outcome = answer_of(&api, &s).await;
+    assert_eq!(outcome["final_response"], answer, "{outcome}");
+    assert_eq!(outcome["stop_reason"], "stop", "{outcome}");
 
     // The instruction was sent, and echoed, but shown nowhere.
     let reqs = provider.requests();
@@ -212,12 +232,65 @@ async fn r7_2_a_continuation_that_echoes_the_instruction_loses_the_echo() {
     assert_eq!(streamed(&events), answer, "no echo in the stream");
     assert_eq!(last_of(&events, "message.complete")["data"]["text"], answer);
     answered_with(&api, &s, answer).await;
-    let msgs = api.messages(&s).await;
+
+    // A reply that opens with the instruction's first sentence only loses it too; a new
+    // message after "impressed" starts with a word, which gets its space.
+    let s2 = api.create_session_id().await;
+    let joined = "I was impressed The end.";
+    assert_eq!(answer_of(&api, &s2).await["final_response"], joined);
+    let events = api.all_events(&s2, 0).await;
+    assert_eq!(streamed(&events), joined);
+    let msgs = [api.messages(&s).await, api.messages(&s2).await].concat();
     assert!(
         msgs.iter().all(|m| !m["content"]
             .as_str()
             .unwrap_or_default()
-            .contains(&instruction)),
+            .contains("output limit")),
         "{msgs:?}"
     );
+}
+
+/// A local OpenAI-compatible server (llama.cpp, Ollama, vLLM) takes a prefill: the partial
+/// answer goes back as the last, assistant message, with `continue_final_message`, and no
+/// instruction the model could echo; the parts join as the model spaced them, and a server
+/// that sends the prefill back before the new text (llama.cpp, not streamed) has it dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r10_2_a_local_model_continues_a_cut_off_answer_from_a_prefill() {
+    let provider = ScriptedProvider::start();
+    provider.push(Reply::cut_off("The first half, I was impressed "));
+    provider.push(Reply::text(" by the second."));
+    let tk = start(&provider, "").await;
+    let api = tk.api();
+    let s = api.create_session_id().await;
+    let answer = "The first half, I was impressed by the second.";
+    let outcome = answer_of(&api, &s).await;
+    assert_eq!(outcome["final_response"], answer, "{outcome}");
+    let events = api.all_events(&s, 0).await;
+    assert_eq!(streamed(&events), answer);
+    answered_with(&api, &s, answer).await;
+
+    let reqs = provider.requests();
+    assert_eq!(reqs.len(), 2);
+    let body = &reqs[1].body;
+    let messages = body["messages"].as_array().unwrap();
+    assert_eq!(
+        messages.last().unwrap(),
+        &json!({"role": "assistant", "content": "The first half, I was impressed"}),
+        "the answer so far is the prefill: {body}"
+    );
+    assert_eq!(body["continue_final_message"], true, "{body}");
+    assert_eq!(body["add_generation_prompt"], false, "{body}");
+    assert_eq!(
+        messages.iter().filter(|m| m["role"] == "user").count(),
+        1,
+        "no instruction: {body}"
+    );
+
+    // A server that answers with the prefill and the new text.
+    provider.push(Reply::cut_off("Once upon a time,"));
+    provider.push(Reply::text("Once upon a time, there was a fox."));
+    let s2 = api.create_session_id().await;
+    let told = "Once upon a time, there was a fox.";
+    assert_eq!(answer_of(&api, &s2).await["final_response"], told);
+    assert_eq!(streamed(&api.all_events(&s2, 0).await), told);
 }

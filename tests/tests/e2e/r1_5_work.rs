@@ -87,17 +87,25 @@ fn result_of(provider: &ScriptedProvider, call_id: &str) -> String {
         .unwrap_or_default()
 }
 
-/// The names of the tools a recorded request offered.
+/// The names of the tools a recorded request offered: with their schemas, or listed in the
+/// `tools` index.
 fn offered(body: &Value) -> Vec<String> {
-    body["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
+    let tools = body["tools"].as_array().cloned().unwrap_or_default();
+    let listed = tools
+        .iter()
+        .filter(|t| t["function"]["name"] == "tools")
+        .flat_map(|t| {
+            t["function"]["parameters"]["properties"]["name"]["enum"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        });
+    tools
+        .iter()
+        .map(|t| t["function"]["name"].clone())
+        .chain(listed)
+        .filter_map(|n| n.as_str().map(str::to_owned))
+        .collect()
 }
 
 /// The parent asks to delegate `tasks` when it reads `ask`, and says `after` when the tool

@@ -203,11 +203,18 @@ async fn files_and_vision(database: Option<&str>) {
         note.contains("[file attached: data.csv (text/plain") && note.contains("uploads/"),
         "{note}"
     );
+    // A small text file is shown too (`r2_2_attached_text`).
+    assert!(
+        note.ends_with("; its text follows]\ncol1,col2\n1,2\n[end of data.csv]"),
+        "{note}"
+    );
     let path = note
         .split("saved in the workspace as ")
         .nth(1)
         .unwrap()
-        .trim_end_matches(']');
+        .split(';')
+        .next()
+        .unwrap();
     let saved = std::fs::read_dir(tk.dir.path().join("workspace").join("principals"))
         .unwrap()
         .map(|d| d.unwrap().path().join(path))

@@ -343,18 +343,26 @@ async fn r7_2_truncated_output_is_continued_and_concatenated() {
     assert_eq!(outcome["final_response"], "part one, part two, the end.");
     let reqs = provider.requests();
     assert_eq!(reqs.len(), 3);
+    // The scripted provider is on loopback: a local server, continued from a prefill (the
+    // answer so far as the last message, its trailing space trimmed), with no instruction.
     let second = messages_of(&reqs[1].body);
-    let n = second.len();
     assert_eq!(
-        second[n - 2],
-        ("assistant".to_owned(), "part one, ".to_owned())
+        second.last().unwrap(),
+        &("assistant".to_owned(), "part one,".to_owned())
     );
-    assert!(second[n - 1].1.contains("cut off"), "{second:?}");
+    assert_eq!(reqs[1].body["continue_final_message"], true);
     let third = messages_of(&reqs[2].body);
     assert_eq!(
-        third[third.len() - 2],
-        ("assistant".to_owned(), "part one, part two, ".to_owned())
+        third.last().unwrap(),
+        &("assistant".to_owned(), "part one, part two,".to_owned())
     );
+    for r in &reqs[1..] {
+        let users = messages_of(&r.body)
+            .into_iter()
+            .filter(|(role, _)| role == "user")
+            .count();
+        assert_eq!(users, 1, "no instruction: {}", r.body);
+    }
     // Streamed deltas kept flowing through the continuations.
     let events = api.all_events(&s, 0).await;
     let deltas: String = events
@@ -363,7 +371,7 @@ async fn r7_2_truncated_output_is_continued_and_concatenated() {
         .map(|e| e["data"]["text"].as_str().unwrap_or_default())
         .collect();
     assert_eq!(deltas, "part one, part two, the end.");
-    // The continuation instructions are wire-only.
+    // The prefills are wire-only.
     let msgs = transcript(&api.messages(&s).await);
     assert_eq!(
         msgs,

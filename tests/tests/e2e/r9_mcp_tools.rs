@@ -51,8 +51,10 @@ async fn r9_mcp_time_tool_is_offered_called_and_answered() {
         json!({"timezone": "UTC"}),
     ));
     provider.push(Reply::text("done"));
+    // Offered with its schema in every request (`always_on`), not only through the index.
     let toml = format!(
-        "[tools]\napproval = \"off\"\n\n[[tools.mcp]]\nname = \"time\"\ncommand = \"{}\"\n",
+        "[tools]\napproval = \"off\"\nalways_on = [\"read_file\", \"time__get_current_time\"]\n\n\
+         [[tools.mcp]]\nname = \"time\"\ncommand = \"{}\"\n",
         server.display()
     );
     let tk = Turnkey::start(TurnkeyOptions::new(&provider).extra_toml(&toml)).await;

@@ -621,6 +621,8 @@ fn the_example_file_loads_and_shows_the_defaults() {
         "max_output_tokens",
         // No fixed default: unset, it follows the model's name.
         "vision",
+        // No fixed default: unset, it follows the base URL's host.
+        "prefill",
     ] {
         required.insert(key.into(), provider[key].clone());
     }
