@@ -1,6 +1,13 @@
 //! Delivery: `DeliveryActor` commits turn events with group commit (every event waiting while
 //! a commit runs goes into the next transaction), then `EventHub` fans them out to live
 //! subscribers. An event is shown to anyone only after it is committed.
+//!
+//! A `SharedEvent` is an `Arc` of the committed event and its JSON, written on first use, so every
+//! subscriber shares one copy and every SSE frame and WebSocket notification one serialization.
+//! Readers always read from the store by seq; the hub only wakes them, so a lagging subscriber,
+//! another process on the same database and a reconnect take the same gap-free path. Text deltas
+//! are coalesced per turn (`agent.delta_flush_ms`); the last one of a final answer commits with the
+//! turn's end instead of through this actor.
 use crate::stages::{timed, Stage, TURNS};
 use actix::prelude::*;
 use dashmap::DashMap;

@@ -1,6 +1,12 @@
 //! Crash points for the failure-matrix tests (SPEC R12). With `FAILPOINTS=name=return` set,
 //! reaching `kill_point!("name")` SIGKILLs this process: nothing after that point runs, exactly
 //! as if the machine had died there.
+//!
+//! Points: `admission.after_commit`, `turn.after_claim`, `turn.after_resume` (the take-over
+//! committed), `tool.after_planned` (calls recorded, none started), `tool.before_result` (a call
+//! ran, its result not saved), `steer.after_carry`, `coalesce.after_commit`,
+//! `compression.after_commit`, `outbox.before_send` (a platform message committed, nothing sent)
+//! and `outbox.mid_send` (the platform took it, the row still says `sending`).
 
 /// Reads the `FAILPOINTS` environment variable, once per process.
 pub fn init() {

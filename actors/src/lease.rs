@@ -3,6 +3,16 @@
 //! what becomes of a `started` turn whose owner no longer holds the lease (SPEC R13.1,
 //! R13.9): resumed by itself when it started no side effect (up to `[agent] max_resumes`
 //! crashes), else marked `unknown`.
+//!
+//! Resuming by itself (SPEC R13.9): a turn resumes when its transcript rows show it started no
+//! side effect without a recorded result (the last row is the user's, a tool result, or a
+//! tool-call row whose calls are `planned`; a run found `started` becomes `unknown` for a person).
+//! The admission's `crash_resumes` caps it across replicas (`resumes_spent`); a hand-back at a
+//! graceful stop (`handed_back` set) is no crash and does not count. `Store::take_over` moves the
+//! owner, counts the attempt and commits `turn.resumed {attempt, reason}`, `turn.started
+//! {resumed: true}` and `status` under the new fence; the turn then runs from `context::resume`.
+//! Text the cut attempt streamed is superseded: the tail reads only deltas after the last
+//! `turn.resumed`, and the web UI, drafts, `turnkey chat` and the OpenAI stream replace or mark it.
 use crate::deps::Deps;
 use crate::stages::TURNS;
 use std::sync::atomic::Ordering;

@@ -11,6 +11,11 @@
 //!
 //! This file also holds the operations of `POST/GET/DELETE /v1/schedules` and the start-up
 //! synchronization of `[[schedules]]`, which the `Gateway` exposes.
+//!
+//! "Missed" is relative to the start of the process handling the schedule, not to how late a
+//! firing is: a live scheduler that is late still fires. The cost is a narrow race with several
+//! replicas: one that starts just as another is about to fire a due time may record it as missed
+//! (`skip`) first, and then that due time may not run at all; it is still never admitted twice.
 use crate::admission::{AdmissionActor, Submit};
 use crate::deps::Deps;
 use crate::error::GatewayError;

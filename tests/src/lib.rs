@@ -1,5 +1,13 @@
 //! End-to-end test support for turnkey: a scripted model provider, a harness that runs the real
 //! `turnkey` binary, a typed API client and fresh PostgreSQL databases.
+//!
+//! The harness rebuilds `target/<profile>/turnkey` when the service sources are newer, so no test
+//! runs a stale binary. Each crate's integration tests are one test binary with a module per area
+//! (`tests/tests/e2e/`, `storage/tests/facts/`, `web/tests/service/`); run one area with
+//! `cargo test --workspace --test e2e r3_1_display::`. Tests wait for facts, not for time
+//! (`wait`). Fakes of the chat platforms (`fake_platforms`), an OTLP collector (`otlp`), a
+//! loopback proxy that can cut connections (`cut_proxy`) and a headless-Chromium driver
+//! (`browser`) stand in for the outside world.
 pub mod api;
 pub mod bench;
 pub mod browser;

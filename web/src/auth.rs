@@ -1,5 +1,11 @@
 //! Bearer-token authentication for every `/v1` route: the `AuthPrincipal` extractor turns
 //! `Authorization: Bearer TOKEN` into the principal the server trusts (never a body field).
+//!
+//! A token is checked against the store on every request, so a revoked or expired one is refused
+//! (401) at once. A read-only token may only GET, HEAD or OPTIONS (403 `read_only`; the WebSocket
+//! refuses its writing methods). `TokenWatch` notes uses (at most once a minute per token) and
+//! broadcasts revocations made here, so event streams of a revoked token end at once; they also
+//! ask the store again every keep-alive interval (a revocation on another replica, an expiry).
 use crate::error::ApiError;
 use crate::startup::AppState;
 use actix_web::dev::Payload;

@@ -1,6 +1,12 @@
 //! `GET /v1/openapi.json`: the OpenAPI 3.1 document of every route the server mounts, generated
 //! from the handlers' `#[utoipa::path]` annotations and the `ToSchema` types they answer with.
 //! A test holds it to the route table (`routes::mounted`), both ways.
+//!
+//! Types of the lower crates (the receipt, an event, the status enums) are described in
+//! `openapi/mirrors.rs` rather than teaching storage and actors about HTTP documents; the enums'
+//! values come from the real types (an exhaustive `match`), and unit tests compare the mirrors
+//! with what the real values serialize to. The e2e test validates the served document with
+//! `openapi-spec-validator` and requests every documented operation of the running binary.
 pub mod mirrors;
 
 use crate::error::ErrorBody;

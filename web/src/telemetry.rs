@@ -5,6 +5,12 @@
 //! flushed when `serve` ends. Once the configuration is read, every log line is written with
 //! its secrets masked (`mask_logs`; SPEC R13.8): a provider's error that quotes its key, a
 //! platform's answer that echoes a token.
+//!
+//! The spans are the code's own `tracing` spans: `turn` opens with no parent in the session actor
+//! before the lease wait, `run_one` records its ids and the `admission` claim, `turn::run` wraps
+//! each phase (`context`, `preflight`, `request`, `tool_round`, `finalize`, with `delivery`
+//! inside), and the HTTP middleware of `startup::build_app` opens a server span per request. The
+//! exporter's batch processor uses a blocking client on its own thread, so it needs no runtime.
 use crate::configuration::{InvalidConfig, TelemetrySettings};
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{Protocol, WithExportConfig};

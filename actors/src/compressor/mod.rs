@@ -6,6 +6,27 @@
 //! summary made without a model (`fallback.rs`) and the summarizer cools down, so a session is
 //! never stranded by it; history is never lost. Its handler returns a future, so sessions
 //! compress concurrently.
+//!
+//! A `Compress` request (from `turn::preflight`, over the threshold or the window, or after a
+//! provider overflow) goes through these steps:
+//! 1. refused while the session cools down after a compression that saved less than 10%
+//!    (anti-thrash), unless the request does not fit without compressing or an overflow was proven;
+//! 2. the cut is planned (`plan.rs`);
+//! 3. the `compression_locks` row is taken (holder = turn id; a lock whose turn no longer runs is
+//!    taken over at once);
+//! 4. the summarizer (the `auxiliary` provider, else the one in use) is asked with the bounded
+//!    request of `summary.rs`, within `compression.timeout_s` and the summary budget; on failure,
+//!    timeout, no text, too little saved (`keep_or_replace`) or while the summarizer cools down,
+//!    `fallback.rs` writes the summary instead;
+//! 5. the swap commits (`Store::commit_compression`, or `commit_rotation` with `mode = "rotate"`),
+//!    fenced by the lease and refused if the session's `compression_epoch` moved.
+//!
+//! A compression that does not commit writes nothing; the turn then sends the request if it fits,
+//! else ends with `context_overflow`, `compression_failed` or `session_persistence_failed`. The
+//! model sees every live row in index order with the newest summary after `summary_after_idx`,
+//! its stored `system` role turned into `user` or `assistant` to differ from both neighbours.
+//! `[compression] models."<model>"` overrides the section per model
+//! (`CompressionConfig::for_model`).
 pub mod fallback;
 pub mod plan;
 pub mod summary;

@@ -7,6 +7,13 @@
 //! `terminal` call's whole process group is killed).
 //! `approval` holds what a person decides before a call runs; `record`, what is committed
 //! before and after it.
+//!
+//! An approval waits on `Wakeups` (a decision in this process, or a notice from another replica)
+//! with a periodic re-read of the store as a safety net. A sub-agent's approval request and its
+//! resolution are also written, in the same commit, to the log of the session that delegated it,
+//! so the parent's people see and decide it. A result over `tools.spill_bytes` is spilled to
+//! `data_dir/spill`. If the commit of a result fails the round stops and the turn ends
+//! `session_persistence_failed`: a result never exists in memory only.
 mod approval;
 mod record;
 

@@ -1,6 +1,14 @@
 //! The loop (SPEC R7): begin (count, budget, interrupt) → assemble the wire request →
 //! preflight gate → call with retries → normalize → tool round or final text, until a stop
 //! condition; then finalize. Each phase answers continue or break.
+//!
+//! Timeouts: `agent.turn_timeout_s` interrupts a turn as `turn_timeout`. With `lease.watchdog_s`
+//! set (or its older name `agent.liveness_timeout_s`; the smaller when both are), a watchdog
+//! interrupts a turn with no sign of life for that long as `turn_inactive` (SPEC R4.3): streamed
+//! text, any provider byte (an SSE keep-alive comment or a tool call's argument fragment counts,
+//! through `providers::activity::on_bytes`, a task-local the provider call runs inside), a
+//! response, tool progress or an iteration. Lease loss stops the turn without writing: every
+//! write would be fenced anyway.
 use super::context::{self, LastPrompt, TurnContext};
 use super::finalize::{self, Closing};
 use super::preflight::{self, Carried, GateState};

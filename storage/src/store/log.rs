@@ -1,5 +1,11 @@
 //! The two append-only logs of a session: events (what clients replay by seq) and the
 //! transcript (what the model sees next). Turn writes are fenced by the lease generation.
+//!
+//! Appends are cheap by construction: events of a session go in with two statements however many
+//! there are (one `UPDATE … RETURNING` of the session's seq, one multi-row `INSERT`), and a turn's
+//! rows and events share that update (`append_to_session`). A transcript's live rows are sought
+//! through `idx_messages_live` (`session_id, compressed_epoch, idx`), so reading them does not cost
+//! the session's age.
 use super::{check_fence, convert, insert_events, Result, Store, StoreError};
 use crate::entity::{event, message, session};
 use crate::ids::*;

@@ -1,5 +1,26 @@
 //! The `Store`: connection set-up and the transaction and fencing primitives every durable
 //! write goes through. Each submodule owns one family of facts.
+//!
+//! # Ordering and fencing
+//!
+//! - Every status change commits with the event that announces it: `admit` with
+//!   `admission.queued`, the claim with `turn.started`, `mark_unknown` with `turn.unknown`, the
+//!   turn end with its tail rows, usage, receipt, `message.complete` and `turn.finished`, each with
+//!   the session's new `status`. A crash never leaves an event that contradicts a receipt.
+//! - Fencing (`check_fence`): every turn write transaction makes an `UPDATE` of its lease row
+//!   matching holder and generation. Being an update it takes the row lock on PostgreSQL and the
+//!   write lock on SQLite for the rest of the transaction, so a takeover cannot land between the
+//!   check and the commit. On PostgreSQL every fenced transaction locks rows in one order (lease,
+//!   admission, session, the owner's counter last), so none can deadlock another. On SQLite (one
+//!   writer, no row locks) the turn end checks last, by the statement that gives the lease up
+//!   (`release_in`): nothing it wrote is visible before the commit, and a lost lease rolls it all
+//!   back. A turn end refused because the new holder settled the turn meanwhile is reported as
+//!   `Fenced`, as a check made first would have been.
+//! - SQLite write transactions are `BEGIN IMMEDIATE` (a transaction that reads before it writes
+//!   cannot fail to upgrade its lock under another process), in WAL mode with
+//!   `synchronous=FULL` and a 30 s busy timeout.
+//! - Times are epoch milliseconds (`BIGINT`) in every table, so lease expiry is a plain integer
+//!   compare on both backends; the API renders RFC 3339.
 mod admissions;
 mod approvals;
 mod audit;

@@ -5,6 +5,11 @@
 //! transaction. The parent's rows are not touched: its history stays readable as it was.
 //! Admissions, events, the lease and the counters stay keyed on the lineage root, so a client
 //! holding any id of the lineage reaches the same queue and replays one gap-free event log.
+//!
+//! Every turn write goes through `insert_message(root, …)`, whose one update picks the canonical
+//! segment (`COALESCE(transcript_id, id)`), so no writer needs to know a rotation happened. At the
+//! edge `Session::lineage()` maps any id to its root; `Store::lineage_messages` reads every segment
+//! in creation order, copies left out.
 use super::compression::IDS_PER_STATEMENT;
 use super::log::{insert_message, insert_row};
 use super::{check_fence, convert, insert_event, Result, Store, StoreError, WriteTx};

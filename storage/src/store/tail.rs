@@ -3,6 +3,18 @@
 //! no user or tool row without an assistant row after it: otherwise the next input would be
 //! merged with it on the wire. The tail is read back inside the caller's transaction, so what
 //! is closed is what is durable, not what a process remembered.
+//!
+//! Two steps: every tool call of the turn without a result gets one (`outcome unknown: … may or
+//! may not have run` for an unknown turn, `no result: the turn ended …` otherwise); then, unless
+//! the turn already ends with an assistant row without calls, an assistant *boundary* row is
+//! added. Its `content` is what the user already saw (the streamed text, read back from the
+//! committed `message.delta` events of the turn's last model call), or a marker when nothing was
+//! streamed; its `api_content`, what the model is sent from now on, is that text followed by
+//! `[cut off: …]`, or `[no answer: …]` alone; its `display` says `{boundary: true, closed_as,
+//! failure_reason, partial}`. So after a crash mid-answer the next request reads `user "tell me a
+//! story"`, `assistant "Once upon a time [cut off: …]"`, `user "the next input"`: never
+//! `user, user`, and never an invented reply. A context overflow is the one exception (SPEC R10.5:
+//! it must not grow the transcript).
 use super::log::insert_message;
 use super::{convert, insert_event, Result};
 use crate::entity::{approval, event, message, tool_run};

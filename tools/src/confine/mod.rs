@@ -7,6 +7,18 @@
 //! The kernel is probed once at start-up ([`Sandbox::new`]); each spawn then prepares its
 //! ruleset and filter in the parent ([`Sandbox::prepare`]) and the child only makes the few
 //! system calls that apply them, between fork and exec (`child.rs`).
+//!
+//! Why the parent builds and the child only applies: the gateway is multi-threaded, and a forked
+//! child of such a process may only do async-signal-safe work (another thread may hold the
+//! allocator's lock at the fork). The ruleset is a close-on-exec file descriptor; the filter is a
+//! slice the kernel copies. A failure in the child fails the spawn with its errno, so a command
+//! never runs less confined than the state says. Each child gets its own ruleset because its
+//! writable directories differ (the workspace and a private `TMPDIR`). Landlock is inherited and
+//! cannot be dropped, so whatever the command starts stays inside.
+//!
+//! Files: `probe.rs` (the kernel's Landlock ABI and seccomp support), `rules.rs` (one child's
+//! ruleset), `seccomp.rs` (the BPF program), `limits.rs` (rlimits per kind of child), `child.rs`
+//! (the only code that runs between fork and exec: system calls only, no allocation).
 mod child;
 #[cfg(test)]
 mod isolation_tests;

@@ -10,6 +10,12 @@
 //! - `render`: how events, the transcript and questions look
 //! - `terminal`: stdin lines and the screen
 //! - `conversation`: the loop tying them together
+//!
+//! What the loop knows comes from events only: it holds the admissions of the lines it sent
+//! (`admission.carried` replaces one by the admission that carried it), and the prompt waits while
+//! one has not ended or a turn not its own runs. All output is written by the loop's task, so
+//! nothing interleaves. It imports nothing of the gateway (events are `{seq, kind, …, data}` with
+//! `kind` a string, so later kinds pass through) and runs on a current-thread tokio runtime.
 mod api;
 mod conversation;
 mod options;

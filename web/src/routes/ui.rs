@@ -3,6 +3,16 @@
 //! API like any other; these routes only hand out its files. Each file carries a strong ETag
 //! (its SHA-256) and `Cache-Control: no-cache`, so a browser revalidates and gets a 304 until
 //! the binary changes. The security middleware gives these paths the UI's strict CSP.
+//!
+//! The files, no build step and no library: `api.js` (bearer token, error shape, submissions
+//! retried under one `Idempotency-Key`), `events.js` (SSE over `fetch()`, reconnecting from
+//! the last seq shown), `markdown.js` (Markdown to DOM nodes with `textContent`, never parsed
+//! as HTML), `session_state.js` with `turn_state.js` (the pure model of an open session:
+//! `applyEvent(state, event)` and the page's own transitions, no DOM, fetch or timer),
+//! `session_view.js` and `render.js` (draw a state, comparing it with the last one drawn by
+//! identity), `app.js` (sign-in, the session list, routing), and the same split for the Memory,
+//! Skills, Models pages and the Work section (`*_state.js` pure, `*_view.js` fetch and draw). The
+//! pure files are unit-tested under Node (`web/ui/test/`), from `.ci/run` and from `cargo test`.
 use crate::error::{ApiError, ErrorBody};
 use actix_web::http::header::{self, EntityTag, Header as _, IfNoneMatch};
 use actix_web::http::StatusCode;

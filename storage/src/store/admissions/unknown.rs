@@ -1,5 +1,11 @@
 //! `started → unknown` (SPEC R2.4, R10.5): the owner died, the outcome cannot be known; the
 //! turn's open tail is closed and a chat is told, never re-run on its own.
+//!
+//! Without a fence (the recovery sweep) the same transaction fences the dead owner out of its
+//! lease (holder cleared, generation + 1), so a paused owner can never write again and the session
+//! reads `idle` at once. The outcome records `reason`, `failure_reason`, `failure_message` and
+//! `partial_answer`. An unknown admission stays unknown: `POST /v1/admissions/{id}/retry` admits
+//! its stored payload again as a new admission (`retry_of`, request id `retry-of:<id>`).
 use super::status::{insert_status_event, move_status};
 use crate::entity::admission;
 use crate::ids::*;

@@ -1,5 +1,13 @@
 //! Fenced turn leases (SPEC R4, R13.3). One row per session that is never deleted: release
 //! clears the holder but keeps the generation, so a generation is never handed out twice.
+//!
+//! Lease first, then claim (a departure from DESIGN's "claim, take the lease"): a drain takes the
+//! session's lease and claims the FIFO head under it. Claiming first would let two processes claim
+//! seq 1 and seq 2 of one session and run them out of order once the lease changed hands. Under
+//! this order a `started` admission always belongs to the lease holder, which makes recovery
+//! exact: a `started` admission whose owner no longer holds a live lease is an orphan. The commit
+//! that takes a lease writes the turn it claims into the lease row (cleared when there is no head
+//! to claim), so the take is the claim's fence check.
 mod one_statement;
 #[cfg(test)]
 pub(super) use one_statement::TAKE_AND_CLAIM;
