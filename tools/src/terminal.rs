@@ -114,23 +114,7 @@ impl Terminal {
             let result = json!({"exit_code": null, "stdout": "", "stderr": "", "timed_out": false, "killed": "interrupted"});
             return ToolOutput::error(result.to_string());
         }
-        let mut cmd = tokio::process::Command::new("sh");
-        cmd.arg("-c")
-            .arg(command)
-            .current_dir(&ctx.workspace)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            // A new group whose id is the shell's pid: killpg reaches every descendant that
-            // did not leave the group on purpose.
-            .process_group(0)
-            .kill_on_drop(true)
-            .env_clear();
-        for key in KEPT_ENV {
-            if let Some(value) = std::env::var_os(key) {
-                cmd.env(key, value);
-            }
-        }
+        let mut cmd = shell(command, &ctx.workspace);
         // Kept until the command is over, then removed with what the command left in it.
         let _tmp = match self.sandbox.confine(
             &mut cmd,
@@ -196,33 +180,62 @@ impl Terminal {
         let stdout = stdout.finish().await;
         let stderr = stderr.finish().await;
 
-        let mut result = json!({
-            "exit_code": null,
-            "stdout": stdout,
-            "stderr": stderr,
-            "timed_out": matches!(end, End::TimedOut),
-        });
-        let is_error = match &end {
-            End::Exited(status) => {
-                result["exit_code"] = json!(status.code());
-                if let Some(signal) = status.signal() {
-                    result["signal"] = json!(signal);
-                }
-                false
-            }
-            End::TimedOut => {
-                result["killed"] = json!(format!("timed out after {} s", timeout.as_secs_f64()));
-                true
-            }
-            End::Interrupted => {
-                result["killed"] = json!("interrupted");
-                true
-            }
-        };
-        ToolOutput {
-            content: result.to_string(),
-            is_error,
+        outcome(&end, stdout, stderr, timeout)
+    }
+}
+
+/// `sh -c command` in `workspace`, in a process group of its own, with only [`KEPT_ENV`] of
+/// the gateway's environment and its output piped.
+fn shell(command: &str, workspace: &std::path::Path) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(workspace)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // A new group whose id is the shell's pid: killpg reaches every descendant that
+        // did not leave the group on purpose.
+        .process_group(0)
+        .kill_on_drop(true)
+        .env_clear();
+    for key in KEPT_ENV {
+        if let Some(value) = std::env::var_os(key) {
+            cmd.env(key, value);
         }
+    }
+    cmd
+}
+
+/// The tool's result: the exit code (and signal) or how the command was killed, and what it
+/// wrote; an error unless it exited by itself.
+fn outcome(end: &End, stdout: String, stderr: String, timeout: Duration) -> ToolOutput {
+    let mut result = json!({
+        "exit_code": null,
+        "stdout": stdout,
+        "stderr": stderr,
+        "timed_out": matches!(end, End::TimedOut),
+    });
+    let is_error = match end {
+        End::Exited(status) => {
+            result["exit_code"] = json!(status.code());
+            if let Some(signal) = status.signal() {
+                result["signal"] = json!(signal);
+            }
+            false
+        }
+        End::TimedOut => {
+            result["killed"] = json!(format!("timed out after {} s", timeout.as_secs_f64()));
+            true
+        }
+        End::Interrupted => {
+            result["killed"] = json!("interrupted");
+            true
+        }
+    };
+    ToolOutput {
+        content: result.to_string(),
+        is_error,
     }
 }
 

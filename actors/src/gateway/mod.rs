@@ -91,6 +91,55 @@ fn sandbox(config: &RuntimeConfig) -> Result<turnkey_tools::Sandbox, GatewayErro
     Ok(sandbox)
 }
 
+/// The gateway's own tools, beside the toolbox's built-in and MCP ones: memory, the work
+/// tools (sub-agents, processes, schedules, the background terminal) and skills, as
+/// configured; with the skills catalog the turns read.
+fn own_tools(
+    config: &RuntimeConfig,
+    store: &Store,
+    hub: &EventHub,
+    redactor: &crate::redact::Redactor,
+    sandbox: &turnkey_tools::Sandbox,
+    handles: &crate::work::Handles,
+) -> (Vec<Arc<dyn turnkey_tools::Tool>>, Catalog) {
+    let mut own: Vec<Arc<dyn turnkey_tools::Tool>> = Vec::new();
+    if config.memory.enabled {
+        own.push(Arc::new(MemoryTool::new(
+            store.clone(),
+            hub.clone(),
+            config.memory.clone(),
+            redactor.clone(),
+        )));
+    }
+    own.push(Arc::new(crate::work::subagent::DelegateTask::new(
+        handles.clone(),
+    )));
+    own.push(Arc::new(crate::work::process::ProcessTool::new(
+        handles.clone(),
+    )));
+    own.push(Arc::new(crate::work::schedule_tool::ScheduleTool::new(
+        handles.clone(),
+    )));
+    if let Some(terminal) = crate::work::process::builtin_terminal(sandbox) {
+        own.push(Arc::new(crate::work::process::BackgroundTerminal::new(
+            terminal,
+            handles.clone(),
+        )));
+    }
+    let skills = Catalog::new(config.skills.clone(), store.clone());
+    if config.skills.enabled {
+        own.push(Arc::new(SkillView::new(skills.clone(), store.clone())));
+        if config.skills.agent_writes != AgentWrites::Off {
+            own.push(Arc::new(SkillManage::new(
+                skills.clone(),
+                store.clone(),
+                config.skills.agent_writes,
+            )));
+        }
+    }
+    (own, skills)
+}
+
 impl Gateway {
     /// Starts the actors on the current actix System, then recovers: `started` admissions of
     /// dead owners become `unknown`, queued ones are drained.
@@ -111,42 +160,8 @@ impl Gateway {
         )?);
         // The providers connected at run time, before anything can ask for a model.
         providers.reload().await?;
-        let mut own: Vec<Arc<dyn turnkey_tools::Tool>> = Vec::new();
-        if config.memory.enabled {
-            own.push(Arc::new(MemoryTool::new(
-                store.clone(),
-                hub.clone(),
-                config.memory.clone(),
-                redactor.clone(),
-            )));
-        }
         let handles = crate::work::Handles::default();
-        own.push(Arc::new(crate::work::subagent::DelegateTask::new(
-            handles.clone(),
-        )));
-        own.push(Arc::new(crate::work::process::ProcessTool::new(
-            handles.clone(),
-        )));
-        own.push(Arc::new(crate::work::schedule_tool::ScheduleTool::new(
-            handles.clone(),
-        )));
-        if let Some(terminal) = crate::work::process::builtin_terminal(&sandbox) {
-            own.push(Arc::new(crate::work::process::BackgroundTerminal::new(
-                terminal,
-                handles.clone(),
-            )));
-        }
-        let skills = Catalog::new(config.skills.clone(), store.clone());
-        if config.skills.enabled {
-            own.push(Arc::new(SkillView::new(skills.clone(), store.clone())));
-            if config.skills.agent_writes != AgentWrites::Off {
-                own.push(Arc::new(SkillManage::new(
-                    skills.clone(),
-                    store.clone(),
-                    config.skills.agent_writes,
-                )));
-            }
-        }
+        let (own, skills) = own_tools(&config, &store, &hub, &redactor, &sandbox, &handles);
         let toolbox = toolbox::build(&config, own, &sandbox).await?;
         let workspace = toolbox.workspace.clone();
         let delivery = DeliveryActor::new(store.clone(), hub.clone()).start();

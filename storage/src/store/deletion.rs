@@ -3,7 +3,7 @@
 //! the same commit. The principal's memory, skills and usage counters stay (they are the
 //! principal's, not the session's); memory and skill rows that named the session forget it.
 use super::audit::{insert_audit, NewAudit};
-use super::{Result, Store, StoreError};
+use super::{Result, Store, StoreError, WriteTx};
 use crate::entity::*;
 use crate::ids::*;
 use crate::status::AdmissionStatus;
@@ -31,19 +31,7 @@ impl Store {
     pub async fn delete_sessions(&self, sessions: &[SessionId], by: &str) -> Result<Deleted> {
         let roots: Vec<String> = sessions.iter().map(ToString::to_string).collect();
         let tx = self.write_tx().await?;
-        let mut ids: Vec<String> = session::Entity::find()
-            .select_only()
-            .column(session::Column::Id)
-            .filter(
-                session::Column::Id
-                    .is_in(roots.clone())
-                    .or(session::Column::RootId.is_in(roots.clone())),
-            )
-            .into_tuple()
-            .all(&tx)
-            .await?;
-        ids.sort();
-        ids.dedup();
+        let ids = lineage_ids(&tx, &roots).await?;
         let running = admission::Entity::find()
             .filter(admission::Column::SessionId.is_in(ids.clone()))
             .filter(admission::Column::Status.eq(AdmissionStatus::Started.as_str()))
@@ -69,80 +57,8 @@ impl Store {
             .into_tuple()
             .all(&tx)
             .await?;
-        let attached: Vec<Option<String>> = message::Entity::find()
-            .select_only()
-            .column(message::Column::Attachments)
-            .filter(message::Column::SessionId.is_in(ids.clone()))
-            .filter(message::Column::Attachments.is_not_null())
-            .into_tuple()
-            .all(&tx)
-            .await?;
-        let mut files: Vec<String> = attached
-            .iter()
-            .flatten()
-            .filter_map(|a| serde_json::from_str::<serde_json::Value>(a).ok())
-            .flat_map(|a| {
-                a.as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|f| f["file_id"].as_str().map(str::to_owned))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        files.sort();
-        files.dedup();
-        macro_rules! delete_by {
-            ($entity:ident, $col:expr) => {
-                $entity::Entity::delete_many()
-                    .filter($col.is_in(ids.clone()))
-                    .exec(&tx)
-                    .await?;
-            };
-        }
-        delete_by!(admission, admission::Column::SessionId);
-        delete_by!(approval, approval::Column::SessionId);
-        delete_by!(background_process, background_process::Column::SessionId);
-        delete_by!(chat_session, chat_session::Column::SessionId);
-        delete_by!(compression_lock, compression_lock::Column::SessionId);
-        delete_by!(event, event::Column::SessionId);
-        delete_by!(inbound_update, inbound_update::Column::SessionId);
-        delete_by!(interrupt_request, interrupt_request::Column::SessionId);
-        delete_by!(lease, lease::Column::SessionId);
-        delete_by!(message, message::Column::SessionId);
-        delete_by!(outbox, outbox::Column::SessionId);
-        delete_by!(review, review::Column::SessionId);
-        delete_by!(schedule, schedule::Column::SessionId);
-        delete_by!(session_key, session_key::Column::SessionId);
-        delete_by!(subagent_task, subagent_task::Column::ParentSessionId);
-        delete_by!(subagent_task, subagent_task::Column::ChildSessionId);
-        delete_by!(tool_run, tool_run::Column::SessionId);
-        delete_by!(usage, usage::Column::SessionId);
-        // The principal's own records stay; they only forget the session.
-        memory_pending::Entity::update_many()
-            .col_expr(
-                memory_pending::Column::SessionId,
-                Expr::value(None::<String>),
-            )
-            .filter(memory_pending::Column::SessionId.is_in(ids.clone()))
-            .exec(&tx)
-            .await?;
-        memory_change::Entity::update_many()
-            .col_expr(
-                memory_change::Column::SessionId,
-                Expr::value(None::<String>),
-            )
-            .filter(memory_change::Column::SessionId.is_in(ids.clone()))
-            .exec(&tx)
-            .await?;
-        skill_proposal::Entity::update_many()
-            .col_expr(
-                skill_proposal::Column::SessionId,
-                Expr::value(None::<String>),
-            )
-            .filter(skill_proposal::Column::SessionId.is_in(ids.clone()))
-            .exec(&tx)
-            .await?;
-        delete_by!(session, session::Column::Id);
+        let files = attached_files(&tx, &ids).await?;
+        delete_rows(&tx, &ids).await?;
         insert_audit(
             &tx,
             &NewAudit {
@@ -171,4 +87,107 @@ impl Store {
             files,
         })
     }
+}
+
+/// Every session row of the lineages of `roots`: the roots and their rotated segments.
+async fn lineage_ids(tx: &WriteTx, roots: &[String]) -> Result<Vec<String>> {
+    let mut ids: Vec<String> = session::Entity::find()
+        .select_only()
+        .column(session::Column::Id)
+        .filter(
+            session::Column::Id
+                .is_in(roots.to_vec())
+                .or(session::Column::RootId.is_in(roots.to_vec())),
+        )
+        .into_tuple()
+        .all(tx)
+        .await?;
+    ids.sort();
+    ids.dedup();
+    Ok(ids)
+}
+
+/// The files the user rows of `ids` attached (their `file_id`s, each once).
+async fn attached_files(tx: &WriteTx, ids: &[String]) -> Result<Vec<String>> {
+    let attached: Vec<Option<String>> = message::Entity::find()
+        .select_only()
+        .column(message::Column::Attachments)
+        .filter(message::Column::SessionId.is_in(ids.to_vec()))
+        .filter(message::Column::Attachments.is_not_null())
+        .into_tuple()
+        .all(tx)
+        .await?;
+    let mut files: Vec<String> = attached
+        .iter()
+        .flatten()
+        .filter_map(|a| serde_json::from_str::<serde_json::Value>(a).ok())
+        .flat_map(|a| {
+            a.as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|f| f["file_id"].as_str().map(str::to_owned))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    files.sort();
+    files.dedup();
+    Ok(files)
+}
+
+/// Deletes the rows of sessions `ids` from every table that holds them, the session rows
+/// last; the principal's own records only forget the sessions.
+async fn delete_rows(tx: &WriteTx, ids: &[String]) -> Result<()> {
+    macro_rules! delete_by {
+        ($entity:ident, $col:expr) => {
+            $entity::Entity::delete_many()
+                .filter($col.is_in(ids.to_vec()))
+                .exec(tx)
+                .await?;
+        };
+    }
+    delete_by!(admission, admission::Column::SessionId);
+    delete_by!(approval, approval::Column::SessionId);
+    delete_by!(background_process, background_process::Column::SessionId);
+    delete_by!(chat_session, chat_session::Column::SessionId);
+    delete_by!(compression_lock, compression_lock::Column::SessionId);
+    delete_by!(event, event::Column::SessionId);
+    delete_by!(inbound_update, inbound_update::Column::SessionId);
+    delete_by!(interrupt_request, interrupt_request::Column::SessionId);
+    delete_by!(lease, lease::Column::SessionId);
+    delete_by!(message, message::Column::SessionId);
+    delete_by!(outbox, outbox::Column::SessionId);
+    delete_by!(review, review::Column::SessionId);
+    delete_by!(schedule, schedule::Column::SessionId);
+    delete_by!(session_key, session_key::Column::SessionId);
+    delete_by!(subagent_task, subagent_task::Column::ParentSessionId);
+    delete_by!(subagent_task, subagent_task::Column::ChildSessionId);
+    delete_by!(tool_run, tool_run::Column::SessionId);
+    delete_by!(usage, usage::Column::SessionId);
+    // The principal's own records stay; they only forget the session.
+    memory_pending::Entity::update_many()
+        .col_expr(
+            memory_pending::Column::SessionId,
+            Expr::value(None::<String>),
+        )
+        .filter(memory_pending::Column::SessionId.is_in(ids.to_vec()))
+        .exec(tx)
+        .await?;
+    memory_change::Entity::update_many()
+        .col_expr(
+            memory_change::Column::SessionId,
+            Expr::value(None::<String>),
+        )
+        .filter(memory_change::Column::SessionId.is_in(ids.to_vec()))
+        .exec(tx)
+        .await?;
+    skill_proposal::Entity::update_many()
+        .col_expr(
+            skill_proposal::Column::SessionId,
+            Expr::value(None::<String>),
+        )
+        .filter(skill_proposal::Column::SessionId.is_in(ids.to_vec()))
+        .exec(tx)
+        .await?;
+    delete_by!(session, session::Column::Id);
+    Ok(())
 }

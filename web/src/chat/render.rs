@@ -51,6 +51,36 @@ impl Renderer {
                 let cut = !std::mem::take(&mut self.streamed).is_empty();
                 vec![Out::Line(resumed_line(d, cut))]
             }
+            "tool.started" | "tool.progress" | "tool.completed" | "approval.requested"
+            | "approval.resolved" => self.tool_event(&ev.kind, d),
+            "compression.completed" => vec![Out::Line(format!(
+                "[context compressed: {} -> {} tokens, {} messages summarized]",
+                d["before_tokens"], d["after_tokens"], d["compressed_messages"]
+            ))],
+            "admission.carried" => vec![Out::Line(format!(
+                "[input joined the running turn ({})]",
+                str_of(d, "result")
+            ))],
+            "turn.finished" => {
+                self.streamed.clear();
+                vec![Out::Line(finished_line(d))]
+            }
+            "turn.unknown" => {
+                self.streamed.clear();
+                unknown_lines(d).into_iter().map(Out::Line).collect()
+            }
+            "subagent.started" | "subagent.finished" | "process.started" | "process.exited" => {
+                background_event(&ev.kind, d)
+            }
+            // admission.queued is the conversation's (it knows which inputs are its own);
+            // status and kinds of later versions show nothing.
+            _ => Vec::new(),
+        }
+    }
+
+    /// A tool call's lines: started, progress, completed, and the approval it may wait for.
+    fn tool_event(&mut self, kind: &str, d: &Value) -> Vec<Out> {
+        match kind {
             "tool.started" => {
                 // The text streamed so far belonged to the model call that asked for the tool.
                 self.streamed.clear();
@@ -100,50 +130,6 @@ impl Renderer {
                     other => other,
                 }
             ))],
-            "compression.completed" => vec![Out::Line(format!(
-                "[context compressed: {} -> {} tokens, {} messages summarized]",
-                d["before_tokens"], d["after_tokens"], d["compressed_messages"]
-            ))],
-            "admission.carried" => vec![Out::Line(format!(
-                "[input joined the running turn ({})]",
-                str_of(d, "result")
-            ))],
-            "turn.finished" => {
-                self.streamed.clear();
-                vec![Out::Line(finished_line(d))]
-            }
-            "turn.unknown" => {
-                self.streamed.clear();
-                unknown_lines(d).into_iter().map(Out::Line).collect()
-            }
-            "subagent.started" => vec![Out::Line(format!(
-                "[sub-agent {}] started: {}",
-                short_id(str_of(d, "task_id")),
-                one_line(str_of(d, "goal"), ONE_LINE)
-            ))],
-            "subagent.finished" => vec![Out::Line(format!(
-                "[sub-agent {}] {}: its report follows",
-                short_id(str_of(d, "task_id")),
-                str_of(d, "status")
-            ))],
-            "process.started" => vec![Out::Line(format!(
-                "[background {}] started: {}",
-                short_id(str_of(d, "process_id")),
-                one_line(str_of(d, "command"), ONE_LINE)
-            ))],
-            "process.exited" => {
-                let how = match (str_of(d, "status"), d["exit_code"].as_i64()) {
-                    ("exited", Some(code)) => format!("exited with code {code}"),
-                    ("killed", _) => "killed".to_owned(),
-                    _ => "ended; its outcome is unknown".to_owned(),
-                };
-                vec![Out::Line(format!(
-                    "[background {}] {how}: its report follows",
-                    short_id(str_of(d, "process_id"))
-                ))]
-            }
-            // admission.queued is the conversation's (it knows which inputs are its own);
-            // status and kinds of later versions show nothing.
             _ => Vec::new(),
         }
     }
@@ -287,6 +273,39 @@ pub fn unknown_lines(d: &Value) -> Vec<String> {
             str_of(d, "admission_id")
         ),
     ]
+}
+
+/// A sub-agent's or background process's start and end; what it reports follows as a turn.
+fn background_event(kind: &str, d: &Value) -> Vec<Out> {
+    match kind {
+        "subagent.started" => vec![Out::Line(format!(
+            "[sub-agent {}] started: {}",
+            short_id(str_of(d, "task_id")),
+            one_line(str_of(d, "goal"), ONE_LINE)
+        ))],
+        "subagent.finished" => vec![Out::Line(format!(
+            "[sub-agent {}] {}: its report follows",
+            short_id(str_of(d, "task_id")),
+            str_of(d, "status")
+        ))],
+        "process.started" => vec![Out::Line(format!(
+            "[background {}] started: {}",
+            short_id(str_of(d, "process_id")),
+            one_line(str_of(d, "command"), ONE_LINE)
+        ))],
+        "process.exited" => {
+            let how = match (str_of(d, "status"), d["exit_code"].as_i64()) {
+                ("exited", Some(code)) => format!("exited with code {code}"),
+                ("killed", _) => "killed".to_owned(),
+                _ => "ended; its outcome is unknown".to_owned(),
+            };
+            vec![Out::Line(format!(
+                "[background {}] {how}: its report follows",
+                short_id(str_of(d, "process_id"))
+            ))]
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// `Approve terminal {"command":"ls"}? [y/n] (4 min 58 s left) `

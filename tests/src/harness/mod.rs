@@ -1,15 +1,20 @@
 //! Starts the real `turnkey` binary for a test: writes its config into a temp dir, spawns
 //! `turnkey serve`, waits for the listening line, and kills/restarts it like a crash would.
+mod binary;
+mod options;
+
+pub use binary::turnkey_binary;
+pub use options::TurnkeyOptions;
+
 use crate::api::Api;
-use crate::scripted::ScriptedProvider;
 use crate::wait::within;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// `--bind` of a start that takes any free port.
 const FREE_PORT: &str = "127.0.0.1:0";
@@ -19,8 +24,6 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// resumes by itself after this many crashes in a row; one more leaves it `unknown`.
 pub const DEFAULT_MAX_RESUMES: usize = 2;
 
-/// How long the one-off `cargo build` of a missing binary may take.
-const BUILD_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// Environment that must not leak from the developer's shell into the service under test.
 const SCRUBBED_ENV: &[&str] = &[
     "DATABASE_URL",
@@ -35,137 +38,6 @@ const SCRUBBED_ENV: &[&str] = &[
     "https_proxy",
     "all_proxy",
 ];
-
-/// How to configure one turnkey process.
-#[derive(Clone, Debug)]
-pub struct TurnkeyOptions {
-    /// `None`: a SQLite file in the temp dir.
-    pub database_url: Option<String>,
-    pub provider_base_url: String,
-    /// The `api_key` of the scripted provider entry; distinct keys tell processes apart in
-    /// the provider's recorded `authorization` headers.
-    pub provider_api_key: String,
-    /// The `model` of the `[[providers]]` entry.
-    pub provider_model: String,
-    /// Its `context_window` (32,000 unless a test needs pressure sooner).
-    pub provider_context_window: u32,
-    /// Extra environment, e.g. `("FAILPOINTS", "admission.after_commit=return")`.
-    pub env: Vec<(String, String)>,
-    pub lease_ttl_s: u64,
-    pub lease_refresh_s: u64,
-    pub lease_wait_s: u64,
-    /// `[lease] watchdog_s`, written only when not 0.
-    pub lease_watchdog_s: u64,
-    /// Appended verbatim to turnkey.toml; may add sections (`[agent]`, `[tools]`, ...) but not
-    /// repeat `[server]`, `[database]`, `[auth]` or `[lease]`.
-    pub extra_toml: String,
-    /// Extra keys of the scripted `[[providers]]` entry, e.g. `max_retries = 0`.
-    pub provider_toml: String,
-    /// The scripted provider's wire: `openai` (the default) or `anthropic`.
-    pub provider_kind: String,
-    /// The executable to run instead of this build's `turnkey` (the harness's self-test runs
-    /// a stand-in); per instance, so tests sharing the test binary are not affected.
-    pub binary: Option<PathBuf>,
-    /// Whether turnkey.toml has the scripted `[[providers]]` entry (a first run has none).
-    pub with_provider: bool,
-    /// `server.detect_providers`: none by default, so that no test finds a server another
-    /// test (or the machine) runs on a usual port.
-    pub detect_providers: Vec<String>,
-    /// No `[auth] operator_token`: the service generates one into `data/operator.token`, as on
-    /// a first start, and the harness reads it from there.
-    pub generated_token: bool,
-}
-
-impl TurnkeyOptions {
-    /// Defaults for a test against `provider`: short leases so cross-process tests stay fast.
-    pub fn new(provider: &ScriptedProvider) -> Self {
-        Self::for_base_url(&provider.base_url)
-    }
-
-    /// The same defaults against any Chat Completions server, e.g. the local test model.
-    pub fn for_base_url(base_url: &str) -> Self {
-        Self {
-            database_url: None,
-            provider_base_url: base_url.to_string(),
-            provider_api_key: "sk-test".into(),
-            provider_model: "scripted-model".into(),
-            provider_context_window: 32_000,
-            env: Vec::new(),
-            lease_ttl_s: 10,
-            lease_refresh_s: 2,
-            lease_wait_s: 60,
-            lease_watchdog_s: 0,
-            extra_toml: String::new(),
-            provider_toml: String::new(),
-            provider_kind: "openai".into(),
-            binary: None,
-            with_provider: true,
-            detect_providers: Vec::new(),
-            generated_token: false,
-        }
-    }
-
-    /// Leaves the operator token to the service (see [`TurnkeyOptions::generated_token`]).
-    pub fn generated_token(mut self) -> Self {
-        self.generated_token = true;
-        self
-    }
-
-    pub fn env(mut self, key: &str, value: &str) -> Self {
-        self.env.push((key.to_string(), value.to_string()));
-        self
-    }
-
-    pub fn database(mut self, url: &str) -> Self {
-        self.database_url = Some(url.to_string());
-        self
-    }
-
-    pub fn provider_api_key(mut self, key: &str) -> Self {
-        self.provider_api_key = key.to_string();
-        self
-    }
-
-    pub fn provider_model(mut self, model: &str) -> Self {
-        self.provider_model = model.to_string();
-        self
-    }
-
-    pub fn context_window(mut self, tokens: u32) -> Self {
-        self.provider_context_window = tokens;
-        self
-    }
-
-    /// Runs `path` instead of this build's `turnkey` (see [`TurnkeyOptions::binary`]).
-    pub fn binary(mut self, path: &Path) -> Self {
-        self.binary = Some(path.to_path_buf());
-        self
-    }
-
-    pub fn extra_toml(mut self, toml: &str) -> Self {
-        self.extra_toml.push_str(toml);
-        self
-    }
-
-    /// No `[[providers]]` entry; `serve` asks `detect` (base URLs) for a local server instead.
-    pub fn first_run(mut self, detect: &[&str]) -> Self {
-        self.with_provider = false;
-        self.detect_providers = detect.iter().map(|u| (*u).to_owned()).collect();
-        self
-    }
-
-    /// Speaks to the scripted provider over `kind`'s wire (`openai` or `anthropic`).
-    pub fn provider_kind(mut self, kind: &str) -> Self {
-        self.provider_kind = kind.to_string();
-        self
-    }
-
-    pub fn provider_toml(mut self, toml: &str) -> Self {
-        self.provider_toml.push_str(toml);
-        self.provider_toml.push('\n');
-        self
-    }
-}
 
 /// A running (or killed) turnkey process with its own temp dir.
 pub struct Turnkey {
@@ -196,7 +68,7 @@ impl Turnkey {
             .unwrap_or_else(|| format!("sqlite://{}/turnkey.db?mode=rwc", dir.path().display()));
         let token = format!("tk-test-{}", uuid::Uuid::new_v4().simple());
         let config_path = dir.path().join("turnkey.toml");
-        write_config(&config_path, dir.path(), &database_url, &token, &options);
+        options::write_config(&config_path, dir.path(), &database_url, &token, &options);
         let mut tk = Self {
             url: String::new(),
             token,
@@ -514,189 +386,4 @@ fn read_stdout(
         eprintln!("cannot spawn stdout reader: {e}");
     }
     rx
-}
-
-fn write_config(path: &Path, dir: &Path, database_url: &str, token: &str, o: &TurnkeyOptions) {
-    let token = if o.generated_token {
-        String::new()
-    } else {
-        format!("operator_token = \"{token}\"")
-    };
-    let toml = format!(
-        r#"[server]
-data_dir = "{data}"
-detect_providers = {detect:?}
-
-[database]
-url = "{database_url}"
-
-[auth]
-{token}
-
-{provider}
-[lease]
-ttl_s = {ttl}
-refresh_s = {refresh}
-wait_s = {wait}
-{watchdog}
-{memory}
-{extra}
-"#,
-        data = dir.join("data").display(),
-        detect = o.detect_providers,
-        provider = if o.with_provider {
-            format!(
-                r#"[[providers]]
-name = "scripted"
-kind = "{kind}"
-base_url = "{base}"
-api_key = "{api_key}"
-model = "{model}"
-context_window = {window}
-{provider_extra}"#,
-                kind = o.provider_kind,
-                base = o.provider_base_url,
-                window = o.provider_context_window,
-                api_key = o.provider_api_key,
-                model = o.provider_model,
-                provider_extra = o.provider_toml,
-            )
-        } else {
-            String::new()
-        },
-        ttl = o.lease_ttl_s,
-        refresh = o.lease_refresh_s,
-        wait = o.lease_wait_s,
-        watchdog = if o.lease_watchdog_s == 0 {
-            String::new()
-        } else {
-            format!("watchdog_s = {}\n", o.lease_watchdog_s)
-        },
-        // The post-delivery review (every 10 turns by default) would take a scripted reply
-        // meant for a turn; tests of the review turn it on with their own `[memory]`.
-        memory = if o.extra_toml.contains("[memory]") {
-            ""
-        } else {
-            "[memory]\nreview_every = 0\n"
-        },
-        extra = o.extra_toml,
-    );
-    std::fs::write(path, toml).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
-}
-
-/// True when a source file of the service is newer than `binary`: `cargo test -p turnkey-tests`
-/// does not rebuild another package's binary, and a stale one would test old code.
-fn sources_newer_than(binary: &Path) -> bool {
-    let Ok(built) = std::fs::metadata(binary).and_then(|m| m.modified()) else {
-        return true;
-    };
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf);
-    let Some(workspace) = workspace else {
-        return false;
-    };
-    let mut stack: Vec<PathBuf> = [
-        "web",
-        "actors",
-        "storage",
-        "providers",
-        "tools",
-        "migration",
-    ]
-    .iter()
-    .map(|c| workspace.join(c).join("src"))
-    // The web UI's files are compiled into the binary.
-    .chain([
-        workspace.join("web").join("ui"),
-        workspace.join("Cargo.lock"),
-    ])
-    .collect();
-    while let Some(p) = stack.pop() {
-        let Ok(meta) = std::fs::metadata(&p) else {
-            continue;
-        };
-        if meta.is_dir() {
-            if let Ok(entries) = std::fs::read_dir(&p) {
-                stack.extend(entries.filter_map(|e| e.ok()).map(|e| e.path()));
-            }
-        } else if meta.modified().map(|m| m > built).unwrap_or(false) {
-            return true;
-        }
-    }
-    false
-}
-
-/// The `turnkey` binary of this build: `TURNKEY_BIN` if set, else `target/<profile>/turnkey`
-/// next to the test executable, (re)built once with cargo if it is missing or older than the sources.
-pub fn turnkey_binary() -> Result<PathBuf, String> {
-    static BINARY: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    BINARY.get_or_init(locate_or_build).clone()
-}
-
-fn locate_or_build() -> Result<PathBuf, String> {
-    if let Ok(path) = std::env::var("TURNKEY_BIN") {
-        return Ok(PathBuf::from(path));
-    }
-    let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
-    // target/<profile>/deps/<test> -> target/<profile>
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .ok_or("test executable has no target/<profile> dir")?
-        .to_path_buf();
-    let binary = profile_dir.join("turnkey");
-    if binary.exists() && !sources_newer_than(&binary) {
-        return Ok(binary);
-    }
-    let profile = profile_dir
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("debug");
-    let target_dir = profile_dir.parent().ok_or("no target dir")?;
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .ok_or("no workspace dir")?;
-    let mut cmd = Command::new(cargo);
-    // `--workspace`, not `-p turnkey-web`: the features of the dependencies are then those of
-    // `cargo test --workspace`, whose build this one reuses; with `-p` they differ, and the
-    // two builds would rebuild each other's dependencies every time.
-    cmd.current_dir(workspace)
-        .args(["build", "--workspace", "--bin", "turnkey"])
-        .arg("--target-dir")
-        .arg(target_dir);
-    match profile {
-        "debug" => {}
-        "release" => {
-            cmd.arg("--release");
-        }
-        other => {
-            cmd.args(["--profile", other]);
-        }
-    }
-    eprintln!("building turnkey: {cmd:?}");
-    let mut build = cmd.spawn().map_err(|e| format!("cannot run cargo: {e}"))?;
-    let deadline = Instant::now() + BUILD_TIMEOUT;
-    let status = loop {
-        match build.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(200)),
-            Ok(None) => {
-                // Bounded: a build that takes this long is stuck (or waits on a lock forever).
-                if let Err(e) = build.kill() {
-                    eprintln!("cannot stop cargo: {e}");
-                }
-                return Err(format!("building turnkey took over {BUILD_TIMEOUT:?}"));
-            }
-            Err(e) => return Err(format!("waiting for cargo: {e}")),
-        }
-    };
-    if !status.success() || !binary.exists() {
-        return Err(format!(
-            "`cargo build --workspace --bin turnkey` failed ({status}); {} is missing",
-            binary.display()
-        ));
-    }
-    Ok(binary)
 }
