@@ -1,6 +1,11 @@
-//! `AdmissionActor`: every input enters here (SPEC R1, R2). It authorizes from the principal and
+//! `Admissions`: every input enters here (SPEC R1, R2). It authorizes from the principal and
 //! the session's owner, normalizes the payload, admits it durably and idempotently, then tells
-//! the session's actor to drain. Its handlers return futures, so it is no global lock.
+//! the session's actor to drain. A plain service, called directly by each door: it orders
+//! nothing (admissions of one session are ordered by the store's commit, `Store::admit`).
+//!
+//! One thing it keeps where it was: the drain it wakes after the commit runs on the arbiter
+//! the gateway started on (`home`), where session actors are started and turns run, not on the
+//! thread of the door that called (an HTTP worker, a platform poller).
 use crate::busy_policy::pinned_policy;
 use crate::config::BusyPolicy;
 use crate::deps::Deps;
@@ -11,50 +16,182 @@ use crate::session::registry::SessionRegistry;
 use crate::session::Interrupt;
 use crate::stages::{timed, Stage};
 use crate::turn::StopReason;
-use actix::prelude::*;
+use actix::{Arbiter, ArbiterHandle};
 use dashmap::DashMap;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 use turnkey_storage::{Admission, NewAdmission, Principal, Session, SessionId, Store};
 
-/// Admit one input from a door.
-#[derive(Message)]
-#[rtype(result = "Result<Receipt, GatewayError>")]
-pub struct Submit {
-    pub principal: Principal,
-    pub session: SessionId,
-    pub submission: Submission,
-}
-
-/// Admit an `unknown` admission again, as a new admission linked to it. Idempotent: asking
-/// twice yields the same new admission.
-#[derive(Message)]
-#[rtype(result = "Result<Receipt, GatewayError>")]
-pub struct RetryUnknown {
-    pub unknown: Admission,
-}
-
-pub struct AdmissionActor {
+/// The admission service, shared by every door (cheap to clone).
+#[derive(Clone)]
+pub struct Admissions {
     deps: Arc<Deps>,
     registry: SessionRegistry,
     owners: Owners,
+    /// The gateway's arbiter: the session actors an admission wakes are started there.
+    home: ArbiterHandle,
 }
 
-impl AdmissionActor {
+impl Admissions {
+    /// The service, at home on the current arbiter (call it where the gateway starts).
     pub fn new(deps: Arc<Deps>, registry: SessionRegistry) -> Self {
         Self {
             deps,
             registry,
             owners: Owners::default(),
+            home: Arbiter::current(),
         }
+    }
+
+    /// Admits one input from a door.
+    pub async fn submit(
+        &self,
+        principal: Principal,
+        session: SessionId,
+        submission: Submission,
+    ) -> Result<Receipt, GatewayError> {
+        let deps = &self.deps;
+        // Any id of a rotated lineage admits into the lineage's one queue (SPEC R6.4).
+        let session = self
+            .owners
+            .authorize(&deps.store, &principal, session)
+            .await?;
+        // Input that could only fail is refused rather than queued.
+        if deps.providers.is_empty() {
+            return Err(GatewayError::NoProvider);
+        }
+        let mut payload = normalize(&principal, &submission)?;
+        // Masked before it is stored (SPEC R13.8); the digest is of the masked text, so a
+        // retry with the same text is still the same request.
+        if let Some(text) = payload["text"].as_str() {
+            if let std::borrow::Cow::Owned(masked) = deps.redactor.redact(text) {
+                payload["text"] = serde_json::Value::String(masked);
+            }
+        }
+        // A person's message names a session that has no title yet; the gateway's own
+        // inputs (reports, schedules) do not.
+        let title = (submission.surface != crate::input::INTERNAL_SURFACE)
+            .then(|| crate::input::title_of(payload["text"].as_str().unwrap_or_default()))
+            .flatten();
+        let request_id = submission.request_id.as_deref();
+        check_limits(deps, &principal, session, &submission.surface, request_id).await?;
+        let new = NewAdmission {
+            session_id: session,
+            request_id: submission
+                .request_id
+                .clone()
+                .unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
+            payload_digest: digest(&payload),
+            payload,
+            principal: principal.id.clone(),
+            surface: submission.surface.clone(),
+            retry_of: None,
+            title,
+        };
+        self.admit(new).await
+    }
+
+    /// Admits an `unknown` admission again, as a new admission linked to it. Idempotent:
+    /// asking twice yields the same new admission.
+    pub async fn retry_unknown(&self, unknown: Admission) -> Result<Receipt, GatewayError> {
+        let a = unknown;
+        // What the server understood the first time, byte for byte; only the link is new.
+        let new = NewAdmission {
+            session_id: a.session_id,
+            request_id: format!("{RETRY_REQUEST_PREFIX}{}", a.id),
+            payload_digest: a.payload_digest,
+            payload: a.payload,
+            principal: a.principal,
+            surface: a.surface,
+            retry_of: Some(a.id),
+            title: None,
+        };
+        self.admit(new).await
+    }
+
+    /// Makes `new` durable (or finds the earlier admission of its request id), announces it,
+    /// and wakes the session's drain at home; answers once the drain was told.
+    async fn admit(&self, new: NewAdmission) -> Result<Receipt, GatewayError> {
+        let deps = &self.deps;
+        let admitted = timed(Stage::Admit, deps.store.admit(new)).await?;
+        admitted
+            .events
+            .into_iter()
+            .for_each(|e| deps.hub.publish(e));
+        crate::kill_point!("admission.after_commit");
+        let a = admitted.admission;
+        if !admitted.duplicate {
+            // The session's own policy as the admission's commit read it with the session's
+            // row.
+            let policy = pinned_policy(&a.payload).unwrap_or_else(|| {
+                BusyPolicy::effective(
+                    admitted.busy_policy.as_deref(),
+                    deps.config.agent.busy_policy,
+                )
+            });
+            let (deps, registry) = (deps.clone(), self.registry.clone());
+            let (session, seq) = (a.session_id, a.seq);
+            let (told, woken) = tokio::sync::oneshot::channel();
+            let sent = self.home.spawn(async move {
+                wake(&deps, &registry, session, seq, policy);
+                if told.send(()).is_err() {
+                    tracing::debug!(%session, "the admission's caller left before its drain");
+                }
+            });
+            if !sent || woken.await.is_err() {
+                // The gateway's arbiter is stopping: the admission is durable, and the next
+                // process (or the recovery sweep) drains it.
+                tracing::warn!(%session, "admitted while the gateway stops; drain not woken");
+            }
+        }
+        Ok(Receipt {
+            admission_id: a.id,
+            session_id: a.session_id,
+            seq: a.seq,
+            status: a.status,
+            duplicate: admitted.duplicate,
+            retry_of: a.retry_of,
+        })
     }
 }
 
-/// How many sessions' owners the admission actor keeps; past it, it starts again empty.
+/// After an admission to `session` committed: interrupts the running turn when the busy
+/// policy says so, and wakes the session's drain. `steer` needs nothing here: the running turn
+/// takes queued input at its next model boundary (`turn::steer`); what it does not take runs
+/// as its own turn.
+fn wake(
+    deps: &Arc<Deps>,
+    registry: &SessionRegistry,
+    session: SessionId,
+    seq: i64,
+    policy: BusyPolicy,
+) {
+    if policy == BusyPolicy::Interrupt {
+        const SUPERSEDED: &str = "superseded by a newer message";
+        if let Some(addr) = registry.get(session) {
+            addr.do_send(Interrupt {
+                reason: StopReason::Interrupted(SUPERSEDED.into()),
+            });
+        }
+        // The running turn may be another replica's (SPEC R13.6): pass it on, off the
+        // admission's path.
+        let deps = deps.clone();
+        actix::spawn(async move {
+            let forwarded =
+                crate::remote_interrupt::forward(&deps, session, SUPERSEDED.into(), Some(seq));
+            if let Err(e) = forwarded.await {
+                tracing::warn!(%session, error = %e, "busy policy interrupt not passed on");
+            }
+        });
+    }
+    registry.drain_admitted(session);
+}
+
+/// How many sessions' owners the admission service keeps; past it, it starts again empty.
 const OWNERS_KEPT: usize = 65_536;
 
-/// The owner and the lineage root of the sessions this actor admitted into: the two facts
+/// The owner and the lineage root of the sessions this service admitted into: the two facts
 /// authorization needs, and two that never change while the session exists (its owner is
 /// set when it is created, and so is a rotated segment's root). With them, a submission to a
 /// session seen before reads no session row: the admission's own statement finds the row,
@@ -90,91 +227,6 @@ impl Owners {
         } else {
             Err(GatewayError::NotFound(format!("session {session}")))
         }
-    }
-}
-
-impl Actor for AdmissionActor {
-    type Context = Context<Self>;
-}
-
-impl Handler<Submit> for AdmissionActor {
-    type Result = ResponseFuture<Result<Receipt, GatewayError>>;
-
-    fn handle(&mut self, msg: Submit, _: &mut Context<Self>) -> Self::Result {
-        let deps = self.deps.clone();
-        let registry = self.registry.clone();
-        let owners = self.owners.clone();
-        Box::pin(async move {
-            // Any id of a rotated lineage admits into the lineage's one queue (SPEC R6.4).
-            let session = owners
-                .authorize(&deps.store, &msg.principal, msg.session)
-                .await?;
-            // Input that could only fail is refused rather than queued.
-            if deps.providers.is_empty() {
-                return Err(GatewayError::NoProvider);
-            }
-            let mut payload = normalize(&msg.principal, &msg.submission)?;
-            // Masked before it is stored (SPEC R13.8); the digest is of the masked text, so a
-            // retry with the same text is still the same request.
-            if let Some(text) = payload["text"].as_str() {
-                if let std::borrow::Cow::Owned(masked) = deps.redactor.redact(text) {
-                    payload["text"] = serde_json::Value::String(masked);
-                }
-            }
-            // A person's message names a session that has no title yet; the gateway's own
-            // inputs (reports, schedules) do not.
-            let title = (msg.submission.surface != crate::input::INTERNAL_SURFACE)
-                .then(|| crate::input::title_of(payload["text"].as_str().unwrap_or_default()))
-                .flatten();
-            let request_id = msg.submission.request_id.as_deref();
-            check_limits(
-                &deps,
-                &msg.principal,
-                session,
-                &msg.submission.surface,
-                request_id,
-            )
-            .await?;
-            let new = NewAdmission {
-                session_id: session,
-                request_id: msg
-                    .submission
-                    .request_id
-                    .clone()
-                    .unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
-                payload_digest: digest(&payload),
-                payload,
-                principal: msg.principal.id.clone(),
-                surface: msg.submission.surface.clone(),
-                retry_of: None,
-                title,
-            };
-            admit(&deps, &registry, new).await
-        })
-    }
-}
-
-impl Handler<RetryUnknown> for AdmissionActor {
-    type Result = ResponseFuture<Result<Receipt, GatewayError>>;
-
-    fn handle(&mut self, msg: RetryUnknown, _: &mut Context<Self>) -> Self::Result {
-        let deps = self.deps.clone();
-        let registry = self.registry.clone();
-        Box::pin(async move {
-            let a = msg.unknown;
-            // What the server understood the first time, byte for byte; only the link is new.
-            let new = NewAdmission {
-                session_id: a.session_id,
-                request_id: format!("{RETRY_REQUEST_PREFIX}{}", a.id),
-                payload_digest: a.payload_digest,
-                payload: a.payload,
-                principal: a.principal,
-                surface: a.surface,
-                retry_of: Some(a.id),
-                title: None,
-            };
-            admit(&deps, &registry, new).await
-        })
     }
 }
 
@@ -270,61 +322,6 @@ fn seconds_until(now: i64, at: i64) -> u64 {
 
 /// Request id of the admission that retries an unknown one: one retry per unknown admission.
 pub const RETRY_REQUEST_PREFIX: &str = "retry-of:";
-
-/// Makes `new` durable (or finds the earlier admission of its request id), announces it, and
-/// wakes the session's drain. `root` is the session's row if the caller has just read it.
-async fn admit(
-    deps: &Arc<Deps>,
-    registry: &SessionRegistry,
-    new: NewAdmission,
-) -> Result<Receipt, GatewayError> {
-    let session = new.session_id;
-    let admitted = timed(Stage::Admit, deps.store.admit(new)).await?;
-    admitted
-        .events
-        .into_iter()
-        .for_each(|e| deps.hub.publish(e));
-    crate::kill_point!("admission.after_commit");
-    if !admitted.duplicate {
-        // `steer` needs nothing here: the running turn takes queued input at its next model
-        // boundary (`turn::steer`); what it does not take runs as its own turn.
-        // The session's own policy as the admission's commit read it with the session's row.
-        let policy = pinned_policy(&admitted.admission.payload).unwrap_or_else(|| {
-            BusyPolicy::effective(
-                admitted.busy_policy.as_deref(),
-                deps.config.agent.busy_policy,
-            )
-        });
-        if policy == BusyPolicy::Interrupt {
-            const SUPERSEDED: &str = "superseded by a newer message";
-            if let Some(addr) = registry.get(session) {
-                addr.do_send(Interrupt {
-                    reason: StopReason::Interrupted(SUPERSEDED.into()),
-                });
-            }
-            // The running turn may be another replica's (SPEC R13.6): pass it on, off the
-            // admission's path.
-            let (deps, seq) = (deps.clone(), admitted.admission.seq);
-            actix::spawn(async move {
-                let forwarded =
-                    crate::remote_interrupt::forward(&deps, session, SUPERSEDED.into(), Some(seq));
-                if let Err(e) = forwarded.await {
-                    tracing::warn!(%session, error = %e, "busy policy interrupt not passed on");
-                }
-            });
-        }
-        registry.drain_admitted(session);
-    }
-    let a = admitted.admission;
-    Ok(Receipt {
-        admission_id: a.id,
-        session_id: a.session_id,
-        seq: a.seq,
-        status: a.status,
-        duplicate: admitted.duplicate,
-        retry_of: a.retry_of,
-    })
-}
 
 /// The session, if `principal` may act on it. Someone else's session is reported exactly like
 /// a missing one, so its existence is not revealed (API.md "Auth").

@@ -13,6 +13,8 @@ use turnkey_tools::SandboxMode;
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(default)]
 pub struct RuntimeConfig {
+    /// `[server] data_dir`: not a key of the runtime's own.
+    #[serde(skip)]
     pub data_dir: PathBuf,
     pub providers: Vec<ProviderConfig>,
     /// Whether each of `providers` sets `context_window` itself (an answer calls an unset one
@@ -39,7 +41,8 @@ pub struct RuntimeConfig {
     pub security: SecurityConfig,
     /// `[limits]`: per-principal rate limits and quotas (SPEC R13.8).
     pub limits: LimitsConfig,
-    /// Uploads and attachments (`[server] max_upload_bytes`).
+    /// Uploads and attachments (`[server] max_upload_bytes`): not a key of the runtime's own.
+    #[serde(skip)]
     pub files: FilesConfig,
     /// `[stt]`: voice notes transcribed by an OpenAI-compatible `/audio/transcriptions`.
     pub stt: SttConfig,

@@ -19,7 +19,7 @@ pub struct NewSessionRequest {
     pub chat_key: Option<String>,
 }
 
-/// One input as a door received it; the admission actor normalizes it before it is stored.
+/// One input as a door received it; the admission service normalizes it before it is stored.
 #[derive(Clone, Debug, Default)]
 pub struct Submission {
     pub text: String,

@@ -1,7 +1,7 @@
 //! `SchedulerActor` (SPEC R1.5): turns schedules into inputs. It sleeps until the earliest
 //! next due time of all schedules (at most `MAX_SLEEP`, so schedules made on another replica
 //! are seen too; a change through this process's API wakes it at once), then handles every
-//! schedule with `schedule::step`: a due time is admitted through the `AdmissionActor` like
+//! schedule with `schedule::step`: a due time is admitted through the admission service (`Admissions`) like
 //! any door's input (same FIFO, busy policy, limits), with surface `internal`, the session
 //! owner as principal and the request id `schedule:<schedule_id>:<due_ms>`. So a due time is
 //! admitted at most once, across crashes, replicas and retries. Only once the admission is
@@ -16,7 +16,7 @@
 //! firing is: a live scheduler that is late still fires. The cost is a narrow race with several
 //! replicas: one that starts just as another is about to fire a due time may record it as missed
 //! (`skip`) first, and then that due time may not run at all; it is still never admitted twice.
-use crate::admission::{AdmissionActor, Submit};
+use crate::admission::Admissions;
 use crate::deps::Deps;
 use crate::error::GatewayError;
 use crate::input::{Receipt, Submission};
@@ -46,7 +46,7 @@ pub struct SchedulesChanged;
 
 pub struct SchedulerActor {
     deps: Arc<Deps>,
-    admission: Addr<AdmissionActor>,
+    admission: Admissions,
     /// When this process began to run schedules: a due time at or before it fell due while no
     /// process of ours was watching, i.e. it was missed (SPEC R1.5 `missed`).
     watching_since: i64,
@@ -58,7 +58,7 @@ pub struct SchedulerActor {
 }
 
 impl SchedulerActor {
-    pub fn new(deps: Arc<Deps>, admission: Addr<AdmissionActor>) -> Self {
+    pub fn new(deps: Arc<Deps>, admission: Admissions) -> Self {
         Self {
             deps,
             admission,
@@ -126,11 +126,7 @@ impl Handler<SchedulesChanged> for SchedulerActor {
 }
 
 /// Handles every schedule once; answers the earliest time (ms) something is due next.
-async fn run_pass(
-    deps: Arc<Deps>,
-    admission: Addr<AdmissionActor>,
-    watching_since: i64,
-) -> Option<i64> {
+async fn run_pass(deps: Arc<Deps>, admission: Admissions, watching_since: i64) -> Option<i64> {
     let schedules = match deps.store.list_schedules(None).await {
         Ok(s) => s,
         Err(e) => {
@@ -155,7 +151,7 @@ async fn run_pass(
 /// Handles one schedule at the current time; answers when it wants to be looked at again.
 async fn handle_one(
     deps: &Deps,
-    admission: &Addr<AdmissionActor>,
+    admission: &Admissions,
     s: &Schedule,
     watching_since: i64,
 ) -> Option<i64> {
@@ -209,12 +205,7 @@ async fn handle_one(
 /// A one-shot schedule (`in_s` of the `schedule` tool): admitted once at `at` (late if the
 /// process was down then: a reminder is still wanted), then deleted. The admission's request
 /// id makes a second firing (a crash before the delete, another replica) the same input.
-async fn handle_once(
-    deps: &Deps,
-    admission: &Addr<AdmissionActor>,
-    s: &Schedule,
-    at: i64,
-) -> Option<i64> {
+async fn handle_once(deps: &Deps, admission: &Admissions, s: &Schedule, at: i64) -> Option<i64> {
     if s.last_due_at.is_none() {
         if now_ms() < at {
             return Some(at);
@@ -250,7 +241,7 @@ async fn handle_once(
 /// before a crash) is answered by its receipt: it is not admitted twice.
 async fn fire(
     deps: &Deps,
-    admission: &Addr<AdmissionActor>,
+    admission: &Admissions,
     s: &Schedule,
     due: i64,
 ) -> Result<Option<Receipt>, GatewayError> {
@@ -262,19 +253,13 @@ async fn fire(
         return Ok(None);
     }
     let principal = crate::admission::principal_of_owner(&deps.store, &s.owner).await?;
-    let submitted = admission
-        .send(Submit {
-            principal,
-            session: s.session_id,
-            submission: Submission {
-                text: s.text.clone(),
-                request_id: Some(schedule::request_id(s.id, due)),
-                surface: SURFACE.into(),
-                ..Default::default()
-            },
-        })
-        .await
-        .map_err(|_| GatewayError::ShuttingDown)?;
+    let submission = Submission {
+        text: s.text.clone(),
+        request_id: Some(schedule::request_id(s.id, due)),
+        surface: SURFACE.into(),
+        ..Default::default()
+    };
+    let submitted = admission.submit(principal, s.session_id, submission).await;
     submitted.map(Some)
 }
 
@@ -301,7 +286,7 @@ async fn record(deps: &Deps, s: &Schedule, due: i64, now: i64) -> Option<i64> {
 /// session that does not exist stops start-up with its key.
 pub async fn start(
     deps: Arc<Deps>,
-    admission: Addr<AdmissionActor>,
+    admission: Admissions,
 ) -> Result<Addr<SchedulerActor>, GatewayError> {
     let checked = schedule::check_config(&deps.config.schedules)
         .map_err(|(key, reason)| GatewayError::Config { key, reason })?;

@@ -3,18 +3,15 @@
 //! `TURNKEY__SECTION__KEY` → command-line flags. An invalid value is reported with its key;
 //! unknown keys and sections this build does not serve yet are refused, not ignored.
 mod messages;
+mod sections;
 
 use config::{Config, ConfigError, Environment, File, FileFormat, Map, Source, Value, ValueKind};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use turnkey_actors::config::{AgentConfig, CompressionConfig, LeaseConfig, ToolsConfig};
-use turnkey_actors::platforms::PlatformsConfig;
-use turnkey_actors::schedule::ScheduleConfig;
 use turnkey_actors::RuntimeConfig;
 use turnkey_providers::Secret;
-use turnkey_providers::{Price, ProviderConfig};
 
 /// The file read from the working directory when no `--config` is given.
 pub const DEFAULT_CONFIG_FILE: &str = "turnkey.toml";
@@ -23,41 +20,21 @@ const ENV_SEPARATOR: &str = "__";
 /// The model of the provider made from `OPENAI_*` variables when `OPENAI_MODEL` is unset.
 pub const DEFAULT_OPENAI_MODEL: &str = "gpt-4o-mini";
 
+/// The settings: the web crate's own sections, and the runtime's (`RuntimeConfig`: `[agent]`,
+/// `[tools]`, `[[providers]]` and the rest) read into it directly, at the top level of the same
+/// file (`sections`). Unknown keys and sections are refused.
 // Serialize only so that tests can list every key the build accepts (the example file).
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
-#[serde(default, deny_unknown_fields)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct Settings {
     pub server: ServerSettings,
     pub database: DatabaseSettings,
     pub auth: AuthSettings,
-    pub providers: Vec<ProviderConfig>,
-    pub agent: AgentConfig,
-    pub tools: ToolsConfig,
-    pub lease: LeaseConfig,
-    pub compression: CompressionConfig,
-    /// Overrides of the built-in price table, USD per million tokens, by model name.
-    pub pricing: BTreeMap<String, Price>,
-    /// `[[schedules]]`: inputs admitted into a session on a cron schedule (SPEC R1.5).
-    pub schedules: Vec<ScheduleConfig>,
-    pub platforms: PlatformsConfig,
-    /// `[memory]`: what the agent keeps per principal across sessions (SPEC R5.2).
-    pub memory: turnkey_actors::config::MemoryConfig,
-    /// `[skills]`: procedures the agent loads on demand, shared by all principals (SPEC R5.2).
-    pub skills: turnkey_actors::config::SkillsConfig,
-    /// `[delegation]`: sub-agents started by `delegate_task` (SPEC R1.5).
-    pub delegation: turnkey_actors::config::DelegationConfig,
-    /// `[security]`: the audit log's retention (SPEC R13.8).
-    pub security: turnkey_actors::config::SecurityConfig,
-    /// `[limits]`: per-principal rate limits and quotas (SPEC R13.8).
-    pub limits: turnkey_actors::config::LimitsConfig,
     /// `[telemetry]`: OpenTelemetry traces over OTLP/HTTP, off unless `otlp_endpoint` is set.
     pub telemetry: TelemetrySettings,
-    /// `[stt]`: voice notes transcribed, off unless `base_url` is set.
-    pub stt: turnkey_actors::config::SttConfig,
-    /// Whether each `[[providers]]` table sets `context_window` (else its 128,000 is the
-    /// default, and answers say so). Read from the tables, not a key.
-    #[serde(skip)]
-    pub provider_windows_set: Vec<bool>,
+    /// What the actors run on. Its `data_dir` and `files` are `[server]`'s (`runtime`), and
+    /// `provider_windows_set` is read from the `[[providers]]` tables.
+    #[serde(flatten)]
+    pub runtime: RuntimeConfig,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -202,29 +179,13 @@ impl TelemetrySettings {
 const NOT_IN_THIS_BUILD: &[(&str, &str)] = &[];
 
 impl Settings {
-    /// The part of the settings the actors run on.
+    /// The part of the settings the actors run on, with the two facts it takes from
+    /// `[server]`: the data directory and the largest upload.
     pub fn runtime(&self) -> RuntimeConfig {
-        RuntimeConfig {
-            data_dir: self.server.data_dir.clone(),
-            providers: self.providers.clone(),
-            provider_windows_set: self.provider_windows_set.clone(),
-            agent: self.agent.clone(),
-            tools: self.tools.clone(),
-            lease: self.lease.clone(),
-            compression: self.compression.clone(),
-            pricing: self.pricing.clone(),
-            schedules: self.schedules.clone(),
-            platforms: self.platforms.clone(),
-            memory: self.memory.clone(),
-            skills: self.skills.clone(),
-            delegation: self.delegation.clone(),
-            security: self.security.clone(),
-            limits: self.limits.clone(),
-            files: turnkey_actors::config::FilesConfig {
-                max_upload_bytes: self.server.max_upload_bytes,
-            },
-            stt: self.stt.clone(),
-        }
+        let mut runtime = self.runtime.clone();
+        runtime.data_dir = self.server.data_dir.clone();
+        runtime.files.max_upload_bytes = self.server.max_upload_bytes;
+        runtime
     }
 
     fn validate(&self) -> Result<(), InvalidConfig> {
@@ -234,8 +195,8 @@ impl Settings {
                 InvalidConfig::new(format!("server.cors_origins[{i}]"), reason)
             })?;
         }
-        if self.stt.on() {
-            let ok = reqwest::Url::parse(self.stt.base_url.trim())
+        if self.runtime.stt.on() {
+            let ok = reqwest::Url::parse(self.runtime.stt.base_url.trim())
                 .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
             if !ok {
                 return Err(InvalidConfig::new(
@@ -244,7 +205,7 @@ impl Settings {
                 ));
             }
         }
-        if self.stt.timeout_s == 0 {
+        if self.runtime.stt.timeout_s == 0 {
             return Err(InvalidConfig::new(
                 "stt.timeout_s",
                 "must be greater than 0",
@@ -379,7 +340,7 @@ fn settings_of(config: Config) -> Result<Settings, InvalidConfig> {
         })
         .collect();
     let mut settings: Settings = config.try_deserialize().map_err(InvalidConfig::from)?;
-    settings.provider_windows_set = windows_set;
+    settings.runtime.provider_windows_set = windows_set;
     Ok(settings)
 }
 
@@ -434,7 +395,7 @@ pub fn load_from(
     // The first pass only tells whether the file or TURNKEY__ variables configure providers;
     // conventional provider variables fill in only when nothing does.
     let first = settings_of(layered(file.as_deref(), None, env, overrides)?)?;
-    let conventional = Conventional::from_env(env, first.providers.is_empty());
+    let conventional = Conventional::from_env(env, first.runtime.providers.is_empty());
     let mut settings = settings_of(layered(
         file.as_deref(),
         Some(conventional),

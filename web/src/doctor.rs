@@ -75,16 +75,18 @@ pub async fn check(settings: &Settings) -> Vec<Finding> {
     )];
     let (store, connected) = check_store(&settings.database.url).await;
     findings.push(store);
-    findings.push(check_sandbox(&settings.tools));
+    findings.push(check_sandbox(&settings.runtime.tools));
     // The same order as serve's set (`turnkey_actors::provider_set`): the configured ones; with
     // none, the local server it would detect; then the ones connected at run time.
     // Each with where it comes from and how its context window is known.
     let mut providers: Vec<(ProviderConfig, Source, Window)> = settings
+        .runtime
         .providers
         .iter()
         .enumerate()
         .map(|(i, p)| {
             let set = settings
+                .runtime
                 .provider_windows_set
                 .get(i)
                 .copied()
@@ -93,7 +95,7 @@ pub async fn check(settings: &Settings) -> Vec<Finding> {
             (p.clone(), Source::Configured, window)
         })
         .collect();
-    if settings.providers.is_empty() {
+    if settings.runtime.providers.is_empty() {
         match crate::startup::detect_provider(settings).await {
             Some(mut found) => {
                 found.name = provider_set::detected_name(&found.name, |n| {

@@ -525,8 +525,8 @@ pub fn sandbox_warning(state: &turnkey_tools::SandboxState) -> String {
 
 /// `turnkey serve`: prints the one-time token line (if generated) and the listening line.
 pub async fn serve(settings: Settings) -> Result<(), StartupError> {
-    let configured = !settings.providers.is_empty();
-    let primary = settings.providers.first().cloned();
+    let configured = !settings.runtime.providers.is_empty();
+    let primary = settings.runtime.providers.first().cloned();
     let detect_from = settings.clone();
     let app = Application::build(settings).await?;
     let gateway = &app.state().gateway;

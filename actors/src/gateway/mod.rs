@@ -14,7 +14,7 @@ mod sessions;
 mod submissions;
 mod work;
 
-use crate::admission::AdmissionActor;
+use crate::admission::Admissions;
 use crate::compressor::CompressionActor;
 use crate::config::AgentWrites;
 use crate::config::RuntimeConfig;
@@ -51,7 +51,7 @@ pub struct Gateway {
     deps: Arc<Deps>,
     /// The tools' workspace, absolute (checkpoints are restored into it).
     workspace: std::path::PathBuf,
-    admission: Addr<AdmissionActor>,
+    admission: Admissions,
     registry: SessionRegistry,
     /// Admits scheduled inputs when they fall due (SPEC R1.5).
     scheduler: Addr<SchedulerActor>,
@@ -201,7 +201,7 @@ impl Gateway {
             redactor,
         });
         let registry = SessionRegistry::new(deps.clone());
-        let admission = AdmissionActor::new(deps.clone(), registry.clone()).start();
+        let admission = Admissions::new(deps.clone(), registry.clone());
         let notifier = Notifier::start(deps.clone(), registry.clone(), origin, notices);
         recovery::recover_at_start(&deps, &registry).await?;
         let scheduler = scheduler::start(deps.clone(), admission.clone()).await?;

@@ -1,7 +1,6 @@
 //! The gateway's admissions: a door's submission and a chat platform's message are admitted
-//! through the admission actor (SPEC R1, R2); an `unknown` admission is run again on request.
+//! through the admission service (SPEC R1, R2); an `unknown` admission is run again on request.
 use super::Gateway;
-use crate::admission::{RetryUnknown, Submit};
 use crate::error::GatewayError;
 use crate::input::{NewSessionRequest, Receipt, Submission};
 use crate::platforms::{self, ChatAdmission, ChatMessage};
@@ -32,13 +31,8 @@ impl Gateway {
             .await?;
         }
         self.admission
-            .send(Submit {
-                principal: principal.clone(),
-                session,
-                submission,
-            })
+            .submit(principal.clone(), session, submission)
             .await
-            .map_err(|_| GatewayError::ShuttingDown)?
     }
 
     /// Runs an `unknown` admission again on request (API.md `POST /v1/admissions/{id}/retry`):
@@ -68,10 +62,7 @@ impl Gateway {
             });
         }
         self.check_admitting()?;
-        self.admission
-            .send(RetryUnknown { unknown })
-            .await
-            .map_err(|_| GatewayError::ShuttingDown)?
+        self.admission.retry_unknown(unknown).await
     }
 
     /// Admits a message from a platform chat (SPEC R1.3): checks the sender against the

@@ -31,7 +31,7 @@ pub struct TurnContext {
     /// How this turn is shown (SPEC R3.1): which events it publishes, never what it stores.
     pub display: Display,
     /// The images of its transcript's attachments read so far, by file id, for a provider
-    /// that sees images (`turn::request::wire_messages`).
+    /// that sees images (`turn::wire::messages`).
     pub images: std::collections::HashMap<String, turnkey_providers::Image>,
     /// The text of its transcript's attached text files read so far (`turn::attached`).
     pub texts: super::attached::AttachedTexts,

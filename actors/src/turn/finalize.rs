@@ -10,22 +10,40 @@ use serde_json::{json, Value};
 use turnkey_providers::{estimate_tokens, Usage};
 use turnkey_storage::*;
 
+/// What the loop (`run::drive`) ended with: the final text or the failure, and the usage of
+/// every model call it made.
+#[derive(Default)]
+pub struct Outcome {
+    pub final_text: Option<String>,
+    /// How the final text ended (`stop_reason`).
+    pub stop: super::AnswerStop,
+    pub failure: Option<TurnFailure>,
+    pub usage: Usage,
+    pub usage_rows: Vec<NewUsage>,
+}
+
+impl Outcome {
+    /// A turn that ended with `failure` before its loop ran.
+    pub fn failed(failure: TurnFailure) -> Self {
+        Self {
+            failure: Some(failure),
+            ..Self::default()
+        }
+    }
+}
+
 /// How a turn left off, as finalize needs it.
 pub struct Closing {
     pub fence: Fence,
     pub session_id: SessionId,
     pub admission_id: AdmissionId,
     pub turn_id: TurnId,
-    pub final_text: Option<String>,
-    /// How the final text ended (`stop_reason`).
-    pub stop: super::AnswerStop,
+    /// What the loop ended with.
+    pub outcome: Outcome,
     /// Text already streamed to clients during the turn.
     pub streamed: String,
     /// The stream's last delta, not committed yet: it commits first in the turn's end.
     pub held_delta: Option<String>,
-    pub failure: Option<TurnFailure>,
-    pub usage: Usage,
-    pub usage_rows: Vec<NewUsage>,
     /// The session row the turn read (the lineage root) has no platform chat: there is no
     /// one to send a reply to. False when it is not known (the turn failed before reading it).
     pub no_chat: bool,
@@ -47,7 +65,7 @@ pub fn usage_json(u: &Usage) -> Value {
 /// Commits the turn's end. When nothing is queued behind it, the same commit gives the
 /// session's lease up; answers whether it did (the drain then has nothing left to release).
 pub async fn finalize(record: Record<'_>, delivery: &Addr<DeliveryActor>, mut c: Closing) -> bool {
-    match c.failure {
+    match c.outcome.failure {
         Some(TurnFailure::Stopped(super::StopReason::LeaseLost)) => {
             // Another process may own the session: every write would be fenced out anyway,
             // and the new holder settles this admission.
@@ -63,25 +81,29 @@ pub async fn finalize(record: Record<'_>, delivery: &Addr<DeliveryActor>, mut c:
         // A parked round where another call of the batch was cut short by the grace: a side
         // effect may have been under way, so the turn settles as interrupted.
         Some(TurnFailure::Parked) => {
-            c.failure = Some(TurnFailure::Stopped(super::StopReason::Shutdown));
+            c.outcome.failure = Some(TurnFailure::Stopped(super::StopReason::Shutdown));
         }
         _ => {}
     }
     // A fold from +0.0: `sum()` of no f64 is -0.0, which would render as "-0.0".
-    let cost = c.usage_rows.iter().fold(0.0_f64, |acc, u| acc + u.cost_usd);
+    let cost = c
+        .outcome
+        .usage_rows
+        .iter()
+        .fold(0.0_f64, |acc, u| acc + u.cost_usd);
     let (final_text, result, failure) = verdict(&c);
 
     // A grace-call summary (SPEC R7.3) is delivered although the turn failed.
     let delivers = failure.as_ref().is_none_or(|f| f.delivers_answer());
     let delivered = final_text.as_ref().filter(|_| delivers);
     // How the delivered answer ended: a cut-off or repeated answer is still the answer (R10.2).
-    let stop_reason = delivered.map(|_| c.stop.code());
+    let stop_reason = delivered.map(|_| c.outcome.stop.code());
 
     let mut messages = Vec::new();
     let mut events = Vec::new();
     let ids = (c.session_id, c.turn_id, c.admission_id);
     if let Some(text) = c.held_delta.clone() {
-        events.push(super::request::delta_event(ids, text));
+        events.push(event(ids, EventKind::MessageDelta, json!({ "text": text })));
     }
     let message_id = MessageId::new();
     let mut close_tail = None;
@@ -95,7 +117,7 @@ pub async fn finalize(record: Record<'_>, delivery: &Addr<DeliveryActor>, mut c:
                 "message_id": message_id,
                 "text": text,
                 "stop_reason": stop_reason,
-                "usage": usage_json(&c.usage),
+                "usage": usage_json(&c.outcome.usage),
                 "cost": cost,
             }),
         ));
@@ -132,7 +154,7 @@ pub async fn finalize(record: Record<'_>, delivery: &Addr<DeliveryActor>, mut c:
         turn_id: c.turn_id,
         messages,
         close_tail,
-        usage: c.usage_rows.clone(),
+        usage: c.outcome.usage_rows.clone(),
         outcome,
         events,
         reply,
@@ -164,13 +186,15 @@ async fn commit(record: Record<'_>, c: &Closing, end: &TurnEnd) -> bool {
 /// stream), how the turn ended, and why it did not complete.
 fn verdict(c: &Closing) -> (Option<String>, TurnResult, Option<TurnFailure>) {
     let final_text = c
+        .outcome
         .final_text
         .clone()
         .filter(|t| !t.trim().is_empty())
         .or_else(|| {
-            (c.failure.is_none() && !c.streamed.trim().is_empty()).then(|| c.streamed.clone())
+            (c.outcome.failure.is_none() && !c.streamed.trim().is_empty())
+                .then(|| c.streamed.clone())
         });
-    let (result, failure) = match (&final_text, &c.failure) {
+    let (result, failure) = match (&final_text, &c.outcome.failure) {
         (Some(_), None) => (TurnResult::Completed, None),
         (_, Some(f @ TurnFailure::Stopped(_))) => (TurnResult::Interrupted, Some(f.clone())),
         (_, Some(f)) => (TurnResult::Failed, Some(f.clone())),
@@ -194,11 +218,12 @@ fn receipts(
         "stop_reason": stop_reason,
         "failure_reason": failure.map(|f| f.code()),
         "failure_message": failure.map(|f| f.message()),
-        "usage": usage_json(&c.usage),
+        "usage": usage_json(&c.outcome.usage),
         "cost": cost,
         "attempts": c.attempt,
     });
-    let mut finished = json!({"result": result, "usage": usage_json(&c.usage), "cost": cost});
+    let usage = usage_json(&c.outcome.usage);
+    let mut finished = json!({"result": result, "usage": usage, "cost": cost});
     if let Some(stop) = stop_reason {
         finished["stop_reason"] = json!(stop);
     }

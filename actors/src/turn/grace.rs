@@ -4,9 +4,8 @@
 //! only in the wire copy of that call, never in the transcript, nor, echoed, in the answer.
 use super::context::TurnContext;
 use super::preflight::{self, GateState};
-use super::request::{self, CallOutcome, StreamedText};
-use super::{StopReason, TurnControl, TurnFailure};
-use crate::deps::Models;
+use super::request::{self, CallOutcome, Calls};
+use super::{StopReason, TurnFailure};
 use std::sync::Arc;
 use turnkey_providers::{ChatMessage, ChatResponse, Provider};
 
@@ -17,39 +16,28 @@ const SUMMARIZE: &str = "You have used this turn's whole iteration budget, so no
 /// Makes the grace call and returns the summary (if the model wrote one) with the failure the
 /// turn ends with: `BudgetExhausted`, or the stop that interrupted the call.
 pub async fn summarize(
-    models: Models<'_>,
+    c: Calls<'_>,
     ctx: &mut TurnContext,
-    control: &TurnControl,
     provider: &Arc<dyn Provider>,
     gate: &mut GateState,
-    streamed: &StreamedText,
     record: &mut (dyn FnMut(&ChatResponse) + Send),
 ) -> (Option<String>, TurnFailure) {
     tracing::info!(turn = %ctx.turn_id, "iteration budget spent; one grace call without tools");
-    control.touch();
-    let mut wire = match preflight::pass(models, ctx, provider, gate).await {
-        Ok(wire) => wire,
+    c.control.touch();
+    let mut req = match preflight::pass(c.models, ctx, provider, gate).await {
+        Ok(req) => req,
         Err(f) => {
             tracing::warn!(turn = %ctx.turn_id, failure = %f.code(), "no grace call: the request does not pass preflight");
             return (None, TurnFailure::BudgetExhausted);
         }
     };
-    wire.push(ChatMessage::user(SUMMARIZE));
-    let mut req = request::build_request(models, ctx, provider.as_ref(), wire, true);
+    // The instruction carries no tool call, so it goes on after the request was assembled.
+    req.messages.push(ChatMessage::user(SUMMARIZE));
     req.tools.clear();
-    match request::call_with_retries(
-        models,
-        ctx,
-        control,
-        provider.as_ref(),
-        req,
-        Some(&super::echo::Follow::instruction(SUMMARIZE)),
-        streamed,
-    )
-    .await
-    {
+    let asked = super::echo::Follow::instruction(SUMMARIZE);
+    let called = request::call(c, ctx, provider.as_ref(), req, Some(&asked), record).await;
+    match called {
         CallOutcome::Response(resp) => {
-            record(&resp);
             if !resp.tool_calls.is_empty() {
                 tracing::warn!(turn = %ctx.turn_id, "the grace call asked for tools; they are not run");
             }
@@ -62,7 +50,7 @@ pub async fn summarize(
         CallOutcome::Stopped => (
             None,
             TurnFailure::Stopped(
-                control
+                c.control
                     .stop_reason()
                     .unwrap_or(StopReason::Interrupted("stopped".into())),
             ),

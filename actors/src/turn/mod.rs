@@ -1,6 +1,8 @@
 //! The turn: one admission carried from prepared context to a closed, persisted tail. One file
-//! per phase, in lifecycle order: `context` and `prompt` (SPEC R5), `preflight` (R6),
-//! `request` (R8), `tool_round` (R9), `transcript` (the history a session actor keeps), `finalize` (R10), and `run`, the loop that drives them (R7).
+//! per phase, in lifecycle order: `context` and `prompt` (SPEC R5), `preflight` (R6), which
+//! assembles each call's request through `wire` (R5.4), `request`, the call (R8), `normalize`
+//! (R7.2), `tool_round` (R9), `transcript` (the history a session actor keeps), `finalize`
+//! (R10), and `run`, the loop that drives them (R7) and hands finalize its `Outcome`.
 pub mod attached;
 pub mod context;
 pub mod echo;
@@ -15,6 +17,7 @@ pub mod run;
 pub mod steer;
 pub mod tool_round;
 pub mod transcript;
+pub mod wire;
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};

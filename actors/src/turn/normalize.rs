@@ -11,13 +11,12 @@
 //! the provider refuses the prefill) an instruction asks for the rest. Every extra message
 //! lives only in the wire copy of that call: the transcript never sees it, and what a reply
 //! opens with by repeating it is dropped (from the stream and from the answer, `echo`).
-//! Continuations and recovery calls go through the same retrying call, so streamed text keeps
-//! flowing to clients as `message.delta`.
+//! Continuations and recovery calls go through the same retrying call (`request::call`), so
+//! streamed text keeps flowing to clients as `message.delta`.
 use super::context::TurnContext;
 use super::echo::Follow;
-use super::request::{self, CallOutcome, StreamedText};
-use super::{AnswerStop, TurnControl, TurnFailure};
-use crate::deps::Models;
+use super::request::{self, CallOutcome, Calls};
+use super::{AnswerStop, TurnFailure};
 use turnkey_providers::{
     ChatMessage, ChatRequest, ChatResponse, FinishReason, Provider, ProviderError,
 };
@@ -63,27 +62,15 @@ impl Normalized {
 /// `Err` is an answer recovery could not fix. `record` sees every response received, for the
 /// usage ledger (one row per call).
 pub async fn call(
-    models: Models<'_>,
+    c: Calls<'_>,
     ctx: &TurnContext,
-    control: &TurnControl,
     provider: &dyn Provider,
     req: ChatRequest,
-    streamed: &StreamedText,
     record: &mut (dyn FnMut(&ChatResponse) + Send),
 ) -> Result<Normalized, TurnFailure> {
     let previous = previous_answer(ctx);
     let base = req.messages.clone();
-    let first = send(
-        models,
-        ctx,
-        control,
-        provider,
-        req.clone(),
-        None,
-        streamed,
-        record,
-    )
-    .await;
+    let first = request::call(c, ctx, provider, req.clone(), None, record).await;
     let mut resp = match first {
         CallOutcome::Response(r) => r,
         other => return Ok(Normalized::other(other)),
@@ -103,7 +90,7 @@ pub async fn call(
             // A call through the `tools` index is the named tool's call (`toolbox::index`).
             resp.tool_calls = std::mem::take(&mut resp.tool_calls)
                 .into_iter()
-                .map(|c| models.tool_offer.resolve(c))
+                .map(|call| c.models.tool_offer.resolve(call))
                 .collect();
             resp.content = (!full.is_empty()).then_some(full);
             return Ok(Normalized::other(CallOutcome::Response(resp)));
@@ -120,7 +107,7 @@ pub async fn call(
             before = full;
             FollowUp::Continue
         } else if full.trim().is_empty() {
-            if !streamed.is_empty() {
+            if !c.streamed.is_empty() {
                 // Text was streamed but the response came back empty: finalize recovers the
                 // answer from the stream (SPEC R10.2).
                 resp.content = None;
@@ -152,17 +139,7 @@ pub async fn call(
         };
         loop {
             let (next_req, follow) = next.request(&req, &base, &before, prefill);
-            let called = send(
-                models,
-                ctx,
-                control,
-                provider,
-                next_req,
-                Some(&follow),
-                streamed,
-                record,
-            )
-            .await;
+            let called = request::call(c, ctx, provider, next_req, Some(&follow), record).await;
             asked = Some(follow);
             match called {
                 CallOutcome::Response(r) => {
@@ -231,26 +208,6 @@ fn stop_of(cut: bool) -> AnswerStop {
     } else {
         AnswerStop::Stop
     }
-}
-
-/// One call with retries; `asked` is what this call adds, whose echo the stream drops.
-#[allow(clippy::too_many_arguments)]
-async fn send(
-    models: Models<'_>,
-    ctx: &TurnContext,
-    control: &TurnControl,
-    provider: &dyn Provider,
-    req: ChatRequest,
-    asked: Option<&Follow>,
-    streamed: &StreamedText,
-    record: &mut (dyn FnMut(&ChatResponse) + Send),
-) -> CallOutcome {
-    let outcome =
-        request::call_with_retries(models, ctx, control, provider, req, asked, streamed).await;
-    if let CallOutcome::Response(r) = &outcome {
-        record(r);
-    }
-    outcome
 }
 
 /// The previous assistant text of this turn, which a new answer must not repeat word for word:

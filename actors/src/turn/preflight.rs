@@ -1,16 +1,17 @@
 //! The preflight gate before every model call (SPEC R6.1, R6.5): measure request pressure
 //! against the window and say whether to send, compress first, or fail closed. Pressure
 //! starts from the provider's last real prompt size and adds an estimate of what was added
-//! since; without one it is an estimate of the whole request, tool schemas included.
+//! since; without one it is an estimate of the whole request, tool schemas included. The
+//! gate is where a model call's request is assembled (`wire`): what it measures is what goes.
 use super::context::TurnContext;
-use super::{request, TurnFailure};
+use super::{wire, TurnFailure};
 use crate::compressor::{Compress, CompressFailure};
 use crate::config::CompressionConfig;
 use crate::deps::Models;
 use std::sync::Arc;
 use turnkey_providers::{
-    estimate_messages_for_model, estimate_tokens, estimate_tokens_for_model, ChatMessage, Provider,
-    ToolSchema,
+    estimate_messages_for_model, estimate_tokens, estimate_tokens_for_model, ChatMessage,
+    ChatRequest, Provider, ToolSchema,
 };
 use turnkey_storage::Message;
 
@@ -50,20 +51,31 @@ impl GateState {
     }
 }
 
-/// The gate before one model call: the wire copy to send, after compressing when the pressure
-/// asks for it; or the failure that stops the turn.
+/// The gate before one model call: the request to send, assembled from the wire copy after
+/// compressing when the pressure asks for it; or the failure that stops the turn.
 pub async fn pass(
+    models: Models<'_>,
+    ctx: &mut TurnContext,
+    provider: &Arc<dyn Provider>,
+    state: &mut GateState,
+) -> Result<ChatRequest, TurnFailure> {
+    let messages = gate_wire(models, ctx, provider, state).await?;
+    Ok(wire::request(models, ctx, provider.as_ref(), messages))
+}
+
+/// The wire copy that may be sent, compressed first when the pressure asks for it.
+async fn gate_wire(
     models: Models<'_>,
     ctx: &mut TurnContext,
     provider: &Arc<dyn Provider>,
     state: &mut GateState,
 ) -> Result<Vec<ChatMessage>, TurnFailure> {
     let window = provider.context_window();
-    let model = request::model_for(models, ctx, provider.as_ref());
+    let model = wire::model_for(models, ctx, provider.as_ref());
     let cfg = &models.config.compression.for_model(&model);
     let vision = provider.sees_images();
     super::attached::load(models, ctx, vision).await;
-    let wire = request::wire_messages(ctx, vision);
+    let wire = wire::messages(ctx, vision);
     let pressure_tokens = pressure(&model, ctx, &wire, models.tool_schemas, state.carried);
     let force = std::mem::take(&mut state.force_compress);
     let must_fit = match gate(
@@ -157,7 +169,7 @@ fn fitting(
     window: u32,
     vision: bool,
 ) -> Result<Vec<ChatMessage>, TurnFailure> {
-    let wire = request::wire_messages(ctx, vision);
+    let wire = wire::messages(ctx, vision);
     let after = estimate(model, &wire).saturating_add(schema_tokens(tool_schemas));
     if after > u64::from(window) {
         return Err(TurnFailure::ContextOverflow(format!(

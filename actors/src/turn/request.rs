@@ -1,6 +1,8 @@
-//! The provider call (SPEC R8): build the wire copy from the transcript (never the other way),
-//! call with per-attempt retries that respect interrupts, and stream text to clients through
-//! a coalescing delta publisher.
+//! The call (SPEC R8): one model call with per-attempt retries that respect interrupts, its
+//! text streamed to clients through a coalescing delta publisher. Entered from one place per
+//! call, `call`: by `normalize` for the loop's calls and their follow-ups, and by `grace` for
+//! the budget's last one. What it sends was assembled by `wire` (through preflight). The
+//! stream's last delta is held back for the turn's end, which commits it (`deliver`).
 use super::context::TurnContext;
 use super::echo::{EchoFilter, Follow};
 use super::TurnControl;
@@ -10,208 +12,46 @@ use crate::stages::{timed, Stage, TURNS};
 use actix::Addr;
 use serde_json::json;
 use std::borrow::Cow;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use turnkey_providers::activity::BytesSeen;
-use turnkey_providers::{
-    ChatMessage, ChatRequest, ChatResponse, Provider, ProviderError, Role, ToolCall,
-};
-use turnkey_storage::{AdmissionId, EventKind, Message, MessageRole, NewEvent, SessionId, TurnId};
+use turnkey_providers::{ChatRequest, ChatResponse, Provider, ProviderError};
+use turnkey_storage::{AdmissionId, EventKind, NewEvent, SessionId, TurnId};
 
 /// Largest coalesced `message.delta` payload, in bytes.
 const MAX_DELTA_BYTES: usize = 8 * 1024;
 
-/// The wire copy (SPEC R5.4): the stored system prompt, then each row as it was sent
-/// (`api_content` when recorded), stripped of bookkeeping fields. Tool results follow their
-/// call in call order (they are stored in the order they finished), and a call without a
-/// result row, or a result without its call, is repaired rather than sent broken (R6.3).
-///
-/// A user row's attachments (SPEC R8.1, only the wire copy changes) go on as
-/// `turn::attached` shows them: image parts when `vision`, notes and text otherwise.
-pub fn wire_messages(ctx: &TurnContext, vision: bool) -> Vec<ChatMessage> {
-    let rows = ctx.live_rows();
-    let mut out = Vec::with_capacity(rows.len() + 1);
-    out.push(ChatMessage::system(ctx.system_prompt.clone()));
-    let mut summary_at = None;
-    let mut i = 0;
-    while i < rows.len() {
-        let m = rows[i];
-        i += 1;
-        match m.role {
-            // A result is sent right after its call (below), never on its own.
-            MessageRole::Tool => continue,
-            MessageRole::Assistant if m.tool_calls.is_some() => {
-                let call = wire_row(m);
-                let mut results: HashMap<&str, &Message> = HashMap::new();
-                while let Some(r) = rows.get(i).filter(|r| r.role == MessageRole::Tool) {
-                    if let Some(id) = r.tool_call_id.as_deref() {
-                        results.insert(id, r);
-                    }
-                    i += 1;
-                }
-                let ordered: Vec<ChatMessage> = call
-                    .tool_calls
-                    .iter()
-                    .map(|c| match results.get(c.id.as_str()) {
-                        Some(r) => wire_row(r),
-                        None => ChatMessage {
-                            images: Vec::new(),
-                            role: Role::Tool,
-                            content: Some(
-                                json!({"error": "no result was recorded for this call"})
-                                    .to_string(),
-                            ),
-                            tool_calls: Vec::new(),
-                            tool_call_id: Some(c.id.clone()),
-                            name: Some(c.name.clone()),
-                        },
-                    })
-                    .collect();
-                out.push(call);
-                out.extend(ordered);
-            }
-            _ if m.summary_epoch.is_some() => {
-                summary_at = Some(out.len());
-                out.push(wire_row(m));
-            }
-            MessageRole::User if m.attachments.is_some() => {
-                out.push(super::attached::with_attachments(
-                    wire_row(m),
-                    m,
-                    ctx,
-                    vision,
-                ));
-            }
-            _ => out.push(wire_row(m)),
-        }
-    }
-    if let Some(at) = summary_at {
-        place_summary(&mut out, at);
-    }
-    out
+/// What every model call of one turn shares.
+#[derive(Clone, Copy)]
+pub struct Calls<'a> {
+    pub models: Models<'a>,
+    pub control: &'a TurnControl,
+    pub streamed: &'a StreamedText,
 }
 
-/// A compression summary is stored as a system row; on the wire it takes the role that keeps
-/// user and assistant turns alternating with its neighbours (SPEC R6.3). When neither role
-/// can (a user message before it, an assistant message after it), it joins the user message.
-fn place_summary(out: &mut Vec<ChatMessage>, at: usize) {
-    let role_at = |i: usize| out.get(i).map(|m| m.role);
-    let prev = at
-        .checked_sub(1)
-        .and_then(role_at)
-        .filter(|r| *r != Role::System);
-    let next = role_at(at + 1);
-    let clashes = |r: Role| prev == Some(r) || next == Some(r);
-    if !clashes(Role::User) {
-        out[at].role = Role::User;
-    } else if !clashes(Role::Assistant) {
-        out[at].role = Role::Assistant;
-    } else {
-        // One neighbour is a user message and the other an assistant one: join the user's.
-        let summary = out.remove(at).content.unwrap_or_default();
-        let (user, before) = if prev == Some(Role::User) {
-            (at - 1, false)
-        } else {
-            (at, true)
-        };
-        let user = &mut out[user];
-        user.content = Some(match user.content.take() {
-            Some(c) if !c.is_empty() && before => format!("{summary}\n\n{c}"),
-            Some(c) if !c.is_empty() => format!("{c}\n\n{summary}"),
-            _ => summary,
-        });
-    }
-}
-
-fn wire_row(m: &Message) -> ChatMessage {
-    let role = match m.role {
-        MessageRole::System => Role::System,
-        MessageRole::User => Role::User,
-        MessageRole::Assistant => Role::Assistant,
-        MessageRole::Tool => Role::Tool,
-    };
-    let tool_calls: Vec<ToolCall> = m
-        .tool_calls
-        .as_ref()
-        .and_then(|v| serde_json::from_value(v.clone()).ok())
-        .unwrap_or_default();
-    ChatMessage {
-        images: Vec::new(),
-        role,
-        content: m.api_content.clone().or_else(|| m.content.clone()),
-        tool_calls,
-        tool_call_id: m.tool_call_id.clone(),
-        name: m.name.clone(),
-    }
-}
-
-/// The tool schemas offered to this turn's model: the always-on ones and the index of the
-/// rest (`toolbox::index`), but for a sub-agent's session without the ones children do not get
-/// (SPEC R1.5).
-fn offered(models: Models<'_>, ctx: &TurnContext) -> Vec<turnkey_providers::ToolSchema> {
-    if !crate::delegation::is_child(&ctx.session) {
-        return models.tool_schemas.to_vec();
-    }
-    models
-        .tool_offer
-        .schemas_without(crate::delegation::withheld(models.config))
-}
-
-/// The model a request to `provider` names: the chosen one (the session's or the input's) on
-/// the provider serving it; the provider's own on any other one the chain falls back to. A
-/// chosen name no provider serves goes as given to the primary only (the name of another model
-/// of the same server).
-pub fn model_for(models: Models<'_>, ctx: &TurnContext, provider: &dyn Provider) -> String {
-    let own = provider.model();
-    match ctx.model_override.as_deref() {
-        None => own.to_owned(),
-        Some(m) if m == own => own.to_owned(),
-        Some(m) => {
-            let served = models.set.serving(m).is_some();
-            let primary = models
-                .set
-                .primary()
-                .is_some_and(|p| std::ptr::addr_eq(Arc::as_ptr(p), provider));
-            if !served && primary {
-                m.to_owned()
-            } else {
-                own.to_owned()
-            }
-        }
-    }
-}
-
-/// The request for `messages`. A call of a tool listed behind the `tools` index goes on the
-/// wire as the index call the model made: a request names only the tools it offers.
-pub fn build_request(
-    models: Models<'_>,
-    ctx: &TurnContext,
-    provider: &dyn Provider,
-    mut messages: Vec<ChatMessage>,
-    stream: bool,
-) -> ChatRequest {
-    for call in messages.iter_mut().flat_map(|m| m.tool_calls.iter_mut()) {
-        if let Some(wired) = models.tool_offer.wrap(call) {
-            *call = wired;
-        }
-    }
-    ChatRequest {
-        model: model_for(models, ctx, provider),
-        messages,
-        tools: offered(models, ctx),
-        stream: stream && models.config.agent.streaming,
-        max_tokens: None,
-        temperature: None,
-        prefill: false,
-    }
-}
-
+/// How one call ended.
 pub enum CallOutcome {
     Response(ChatResponse),
     Stopped,
     Failed(ProviderError),
+}
+
+/// One model call: `req` to `provider`, with retries; `record` sees the response received,
+/// for the usage ledger (one row per call).
+pub async fn call(
+    c: Calls<'_>,
+    ctx: &TurnContext,
+    provider: &dyn Provider,
+    req: ChatRequest,
+    asked: Option<&Follow>,
+    record: &mut (dyn FnMut(&ChatResponse) + Send),
+) -> CallOutcome {
+    let outcome = with_retries(c, ctx, provider, req, asked).await;
+    if let CallOutcome::Response(r) = &outcome {
+        record(r);
+    }
+    outcome
 }
 
 /// Calls `provider` with retries for retryable errors. Text already streamed is never
@@ -220,15 +60,18 @@ pub enum CallOutcome {
 /// added at the end of this request (a prefill, an instruction to continue, a recovery
 /// nudge): a reply that opens by echoing it streams without the echo, joined at a word
 /// boundary to the text before it (`echo`).
-pub async fn call_with_retries(
-    models: Models<'_>,
+async fn with_retries(
+    c: Calls<'_>,
     ctx: &TurnContext,
-    control: &TurnControl,
     provider: &dyn Provider,
     mut req: ChatRequest,
     asked: Option<&Follow>,
-    streamed: &StreamedText,
 ) -> CallOutcome {
+    let Calls {
+        models,
+        control,
+        streamed,
+    } = c;
     let policy = provider.retry_policy();
     let mut attempt = 0;
     loop {
@@ -289,21 +132,7 @@ pub async fn call_with_retries(
             return CallOutcome::Stopped;
         };
         match result {
-            Ok(mut resp) => {
-                // The model's text and its calls' arguments are masked like any text that
-                // reaches the transcript: a call runs with the arguments its row keeps.
-                if let Some(t) = &resp.content {
-                    if let Cow::Owned(masked) = models.redactor.redact(t) {
-                        resp.content = Some(masked);
-                    }
-                }
-                for call in &mut resp.tool_calls {
-                    if let Cow::Owned(masked) = models.redactor.redact(&call.arguments) {
-                        call.arguments = masked;
-                    }
-                }
-                return CallOutcome::Response(resp);
-            }
+            Ok(resp) => return CallOutcome::Response(masked(models, resp)),
             Err(e) if e.is_retryable() && attempt < policy.max_attempts => {
                 let wait = policy.delay_for(attempt, &e);
                 tracing::warn!(turn = %ctx.turn_id, attempt, error = %e, ?wait, "provider call failed; retrying");
@@ -318,6 +147,22 @@ pub async fn call_with_retries(
             Err(e) => return CallOutcome::Failed(e),
         }
     }
+}
+
+/// The model's text and its calls' arguments are masked like any text that reaches the
+/// transcript: a call runs with the arguments its row keeps.
+fn masked(models: Models<'_>, mut resp: ChatResponse) -> ChatResponse {
+    if let Some(t) = &resp.content {
+        if let Cow::Owned(masked) = models.redactor.redact(t) {
+            resp.content = Some(masked);
+        }
+    }
+    for call in &mut resp.tool_calls {
+        if let Cow::Owned(masked) = models.redactor.redact(&call.arguments) {
+            call.arguments = masked;
+        }
+    }
+    resp
 }
 
 /// Everything streamed during the turn, for recovering a final answer that the provider's
@@ -360,7 +205,7 @@ impl StreamedText {
 }
 
 /// A `message.delta` event of `text` for the turn `ids` names (session, turn, admission).
-pub fn delta_event(ids: (SessionId, TurnId, AdmissionId), text: String) -> NewEvent {
+fn delta_event(ids: (SessionId, TurnId, AdmissionId), text: String) -> NewEvent {
     NewEvent {
         session_id: ids.0,
         kind: EventKind::MessageDelta,

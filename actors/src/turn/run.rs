@@ -1,6 +1,7 @@
-//! The loop (SPEC R7): begin (count, budget, interrupt) → assemble the wire request →
-//! preflight gate → call with retries → normalize → tool round or final text, until a stop
-//! condition; then finalize. Each phase answers continue or break.
+//! The loop (SPEC R7): begin (count, budget, interrupt) → preflight gate, which assembles the
+//! wire request → call with retries → normalize → tool round or final text, until a stop
+//! condition; then finalize, which takes the loop's `Outcome` whole. Each phase answers
+//! continue or break.
 //!
 //! Timeouts: `agent.turn_timeout_s` interrupts a turn as `turn_timeout`. With `lease.watchdog_s`
 //! set (or its older name `agent.liveness_timeout_s`; the smaller when both are), a watchdog
@@ -10,9 +11,9 @@
 //! response, tool progress or an iteration. Lease loss stops the turn without writing: every
 //! write would be fenced anyway.
 use super::context::{self, LastPrompt, TurnContext};
-use super::finalize::{self, Closing};
+use super::finalize::{self, Closing, Outcome};
 use super::preflight::{self, Carried, GateState};
-use super::request::{self, CallOutcome, StreamedText};
+use super::request::{CallOutcome, Calls, StreamedText};
 use super::transcript::TranscriptCache;
 use super::{
     fallback, grace, normalize, tool_round, AnswerStop, StopReason, TurnControl, TurnFailure,
@@ -22,31 +23,8 @@ use crate::stages::{timed, Stage};
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::{info_span, Instrument};
-use turnkey_providers::{ChatResponse, Pricing, Provider, ProviderError, Usage};
+use turnkey_providers::{ChatResponse, Pricing, Provider, ProviderError};
 use turnkey_storage::{Admission, Fence, NewUsage, TurnId};
-
-struct Loop {
-    final_text: Option<String>,
-    /// How `final_text` ended.
-    stop: AnswerStop,
-    failure: Option<TurnFailure>,
-    usage: Usage,
-    usage_rows: Vec<NewUsage>,
-    pricing: Pricing,
-}
-
-impl Loop {
-    fn new(pricing: Pricing) -> Self {
-        Self {
-            final_text: None,
-            stop: AnswerStop::Stop,
-            failure: None,
-            usage: Usage::default(),
-            usage_rows: Vec::new(),
-            pricing,
-        }
-    }
-}
 
 /// How a turn begins: fresh from a claimed admission, or resumed from the rows a crashed
 /// owner left in its tool round (SPEC R13.1).
@@ -84,161 +62,167 @@ pub async fn run_turn(
     };
     let watchdog = spawn_watchdog(deps, control);
     let streamed = StreamedText::default();
-    let mut closing = Closing {
-        fence: fence.clone(),
-        session_id: admission.session_id,
-        admission_id: admission.id,
-        turn_id,
-        final_text: None,
-        stop: AnswerStop::Stop,
-        streamed: String::new(),
-        held_delta: None,
-        failure: None,
-        usage: Usage::default(),
-        usage_rows: Vec::new(),
-        no_chat: false,
-        attempt: admission.attempt,
-        stopped_at: None,
-    };
-    let prepared = match start {
-        Start::Fresh(claimed) => {
-            let known = claimed.map(|s| *s);
-            let prepare = context::prepare(
-                &deps.store,
-                &deps.config,
-                transcript,
-                fence,
-                admission,
-                turn_id,
-                known,
-            );
-            timed(Stage::Context, prepare.instrument(info_span!("context"))).await
-        }
-        Start::Resume => {
-            let resume = context::resume(
-                &deps.store,
-                &deps.config,
-                transcript,
-                fence,
-                admission,
-                turn_id,
-            );
-            timed(
-                Stage::Context,
-                resume.instrument(info_span!("context", resumed = true)),
-            )
-            .await
-        }
-    };
-    match prepared {
+    let prepared = prepare(deps, transcript, fence, admission, turn_id, start).await;
+    let (outcome, no_chat) = match prepared {
         Ok(mut ctx) => {
             // A session's chat is fixed when the session is made: a row without one never
             // gets one, so the turn's end need not look for it.
-            closing.no_chat =
-                ctx.session.id == admission.session_id && ctx.session.chat_key.is_none();
-            let out = iterate(deps, control, &mut ctx, &streamed).await;
-            closing.final_text = out.final_text;
-            closing.stop = out.stop;
-            closing.failure = out.failure;
-            closing.usage = out.usage;
-            closing.usage_rows = out.usage_rows;
+            let no_chat = ctx.session.id == admission.session_id && ctx.session.chat_key.is_none();
+            (drive(deps, control, &mut ctx, &streamed).await, no_chat)
         }
-        Err(f) => closing.failure = Some(f),
-    }
+        Err(f) => (Outcome::failed(f), false),
+    };
     timer.abort();
     if let Some(w) = watchdog {
         w.abort();
     }
-    closing.stopped_at = control.stopped_at();
-    closing.held_delta = streamed.take_held();
-    closing.streamed = deps.redactor.redact(&streamed.take()).into_owned();
+    let closing = Closing {
+        fence: fence.clone(),
+        session_id: admission.session_id,
+        admission_id: admission.id,
+        turn_id,
+        outcome,
+        held_delta: streamed.take_held(),
+        streamed: deps.redactor.redact(&streamed.take()).into_owned(),
+        no_chat,
+        attempt: admission.attempt,
+        stopped_at: control.stopped_at(),
+    };
     finalize::finalize(deps.record(), &deps.delivery, closing)
         .instrument(info_span!("finalize"))
         .await
 }
 
-async fn iterate(
+/// The turn's context: prepared fresh from the claim, or read back for a resumed round.
+async fn prepare(
     deps: &Deps,
-    control: &TurnControl,
-    ctx: &mut TurnContext,
-    streamed: &StreamedText,
-) -> Loop {
-    let mut out = Loop::new(deps.config.pricing());
-    if let Err(f) = drive(deps, control, ctx, streamed, &mut out).await {
-        out.failure = Some(f);
+    transcript: &TranscriptCache,
+    fence: &Fence,
+    admission: &Admission,
+    turn_id: TurnId,
+    start: Start,
+) -> Result<TurnContext, TurnFailure> {
+    let (store, config) = (&deps.store, &deps.config);
+    match start {
+        Start::Fresh(claimed) => {
+            let known = claimed.map(|s| *s);
+            let prepare =
+                context::prepare(store, config, transcript, fence, admission, turn_id, known);
+            timed(Stage::Context, prepare.instrument(info_span!("context"))).await
+        }
+        Start::Resume => {
+            let resume = context::resume(store, config, transcript, fence, admission, turn_id);
+            let span = info_span!("context", resumed = true);
+            timed(Stage::Context, resume.instrument(span)).await
+        }
     }
-    out
 }
 
-/// The loop itself: answers the failure that ended it, else the final text is in `out`.
+/// The loop, run to its end: the outcome finalize commits.
 async fn drive(
     deps: &Deps,
     control: &TurnControl,
     ctx: &mut TurnContext,
     streamed: &StreamedText,
-    out: &mut Loop,
+) -> Outcome {
+    let mut out = Outcome::default();
+    let pricing = deps.config.pricing();
+    let mut ledger = Ledger {
+        out: &mut out,
+        pricing: &pricing,
+    };
+    if let Err(f) = iterate(deps, control, ctx, streamed, &mut ledger).await {
+        out.failure = Some(f);
+    }
+    out
+}
+
+/// The loop's counters (SPEC R7.3): model calls made, calls left in the iteration budget, and
+/// the most calls the turn may make.
+struct Counters {
+    iterations: u32,
+    budget: u32,
+    max_iterations: u32,
+}
+
+impl Counters {
+    fn new(deps: &Deps, ctx: &TurnContext) -> Self {
+        let cfg = &deps.config;
+        // A resumed turn has spent one model call per assistant row it already wrote.
+        let iterations = u32::try_from(ctx.assistant_rows()).unwrap_or(u32::MAX);
+        Self {
+            iterations,
+            budget: cfg.agent.iteration_budget.saturating_sub(iterations),
+            // A sub-agent's turn has its own, usually lower, limit (SPEC R1.5).
+            max_iterations: if crate::delegation::is_child(&ctx.session) {
+                cfg.delegation.child_max_iterations
+            } else {
+                cfg.agent.max_iterations
+            },
+        }
+    }
+
+    /// Takes one call from the budget.
+    fn spend(&mut self) {
+        self.iterations += 1;
+        self.budget -= 1;
+    }
+
+    /// Gives the budget back a call that is made again after compression.
+    fn retry(&mut self) {
+        self.budget += 1;
+    }
+
+    /// Undoes the call entirely: the iteration starts over on the next provider.
+    fn restart(&mut self) {
+        self.iterations -= 1;
+        self.budget += 1;
+    }
+}
+
+/// The loop itself: answers the failure that ended it, else the final text is in `ledger`.
+async fn iterate(
+    deps: &Deps,
+    control: &TurnControl,
+    ctx: &mut TurnContext,
+    streamed: &StreamedText,
+    ledger: &mut Ledger<'_>,
 ) -> Result<(), TurnFailure> {
     // The provider set as it is now: providers connected meanwhile serve the next turn.
     let set = deps.providers.snapshot();
     let models = deps.models(&set);
-    let tools = tool_round::Tools {
-        record: deps.record(),
-        executor: &deps.tools,
-        repeat_guard: deps.config.agent.repeat_guard,
-        withheld: if crate::delegation::is_child(&ctx.session) {
-            crate::delegation::withheld(&deps.config)
-        } else {
-            &[]
-        },
-    };
+    let tools = tools_of(deps, ctx);
     // The primary, or the first healthy fallback (SPEC R8.4).
     let mut chain = fallback::Chain::new(models, ctx.model_override.as_deref());
     let mut provider = chain.current().ok_or(TurnFailure::NoProvider)?;
-    let cfg = &deps.config;
-    // A resumed turn has spent one model call per assistant row it already wrote.
-    let mut iterations = u32::try_from(ctx.assistant_rows()).unwrap_or(u32::MAX);
-    let mut budget = cfg.agent.iteration_budget.saturating_sub(iterations);
-    finish_open_round(tools, ctx, control, iterations > 0).await?;
+    let mut n = Counters::new(deps, ctx);
+    finish_open_round(tools, ctx, control, n.iterations > 0).await?;
     let mut gate = GateState::new(carried_prompt(ctx));
     let calls = Calls {
         models,
         control,
         streamed,
     };
-    // A sub-agent's turn has its own, usually lower, limit (SPEC R1.5).
-    let max_iterations = if crate::delegation::is_child(&ctx.session) {
-        cfg.delegation.child_max_iterations
-    } else {
-        cfg.agent.max_iterations
-    };
     loop {
         // begin_iteration
         if let Some(r) = control.stop_reason() {
             return Err(TurnFailure::Stopped(r));
         }
-        if iterations >= max_iterations {
+        if n.iterations >= n.max_iterations {
             return Err(TurnFailure::MaxIterations);
         }
-        if budget == 0 {
+        if n.budget == 0 {
             // One grace call without tools summarizes where the work stopped (SPEC R7.3).
-            let (text, failure) = grace::summarize(
-                models,
-                ctx,
-                control,
-                &provider,
-                &mut gate,
-                streamed,
-                &mut |r| out.record_usage(provider.as_ref(), r),
-            )
-            .instrument(info_span!("request", grace = true))
-            .await;
-            out.final_text = text;
+            let record = &mut |r: &ChatResponse| ledger.record(provider.as_ref(), r);
+            let (text, failure) = grace::summarize(calls, ctx, &provider, &mut gate, record)
+                .instrument(info_span!("request", grace = true))
+                .await;
+            ledger.out.final_text = text;
             return Err(failure);
         }
-        iterations += 1;
-        budget -= 1;
+        n.spend();
         control.touch();
-        let called = call_model(calls, ctx, &provider, &mut gate, out, iterations).await;
+        let called = call_model(calls, ctx, &provider, &mut gate, ledger, n.iterations).await;
         let (resp, stop, wire_len) =
             match called.map(|(o, stop, len)| (judge(o, control, &mut chain, models), stop, len)) {
                 Ok((Next::Answer(resp), stop, len)) => (resp, stop, len),
@@ -246,7 +230,7 @@ async fn drive(
                     // Back to preflight: compress and retry once; a second overflow is proven
                     // and the gate fails closed instead of re-sending (SPEC R6.5).
                     gate.on_overflow();
-                    budget += 1;
+                    n.retry();
                     continue;
                 }
                 Ok((Next::Fallback(next), ..)) => {
@@ -255,8 +239,7 @@ async fn drive(
                     provider = next;
                     ctx.last_prompt = None;
                     gate.carried = None;
-                    iterations -= 1;
-                    budget += 1;
+                    n.restart();
                     continue;
                 }
                 Ok((Next::Fail(f), ..)) | Err(f) => return Err(f),
@@ -271,59 +254,73 @@ async fn drive(
             tool_round_then_steer(deps, tools, ctx, control, &resp, streamed)
                 .instrument(info_span!(
                     "tool_round",
-                    iteration = iterations,
+                    iteration = n.iterations,
                     calls = resp.tool_calls.len()
                 ))
                 .await?;
             continue;
         }
-        out.final_text = resp.content.filter(|t| !t.trim().is_empty());
-        out.stop = stop;
+        ledger.out.final_text = resp.content.filter(|t| !t.trim().is_empty());
+        ledger.out.stop = stop;
         return Ok(());
     }
 }
 
-/// What every model call of one turn shares.
-#[derive(Clone, Copy)]
-struct Calls<'a> {
-    models: Models<'a>,
-    control: &'a TurnControl,
-    streamed: &'a StreamedText,
+/// What the tool round runs with: for a sub-agent's session, without the tools children do
+/// not get (SPEC R1.5).
+fn tools_of<'a>(deps: &'a Deps, ctx: &TurnContext) -> tool_round::Tools<'a> {
+    tool_round::Tools {
+        record: deps.record(),
+        executor: &deps.tools,
+        repeat_guard: deps.config.agent.repeat_guard,
+        withheld: if crate::delegation::is_child(&ctx.session) {
+            crate::delegation::withheld(&deps.config)
+        } else {
+            &[]
+        },
+    }
 }
 
-/// One model call: the preflight gate (compressing when the pressure asks), the request, the
-/// call with retries, and the normalization of its response (continue a truncated answer,
-/// recover an empty or repeated one once, and take what is left of a still truncated or
-/// repeated one as the answer). Each call is recorded in the usage ledger. Answers the
-/// outcome, how the answer ended and how many messages were sent.
+/// The outcome the loop fills in, and the prices its model calls are charged at.
+struct Ledger<'a> {
+    out: &'a mut Outcome,
+    pricing: &'a Pricing,
+}
+
+impl Ledger<'_> {
+    /// Counts one model call's usage and adds its row to the usage ledger.
+    fn record(&mut self, provider: &dyn Provider, resp: &ChatResponse) {
+        self.out.usage.add(&resp.usage);
+        let row = usage_row(self.pricing, provider, resp);
+        self.out.usage_rows.push(row);
+    }
+}
+
+/// One model call: the preflight gate (compressing when the pressure asks) assembles the
+/// request, the call with retries, and the normalization of its response (continue a
+/// truncated answer, recover an empty or repeated one once, and take what is left of a still
+/// truncated or repeated one as the answer). Each call is recorded in the usage ledger.
+/// Answers the outcome, how the answer ended and how many messages were sent.
 async fn call_model(
     c: Calls<'_>,
     ctx: &mut TurnContext,
     provider: &Arc<dyn Provider>,
     gate: &mut GateState,
-    out: &mut Loop,
+    ledger: &mut Ledger<'_>,
     iteration: u32,
 ) -> Result<(CallOutcome, AnswerStop, usize), TurnFailure> {
-    let wire = preflight::pass(c.models, ctx, provider, gate)
+    let req = preflight::pass(c.models, ctx, provider, gate)
         .instrument(info_span!("preflight", iteration))
         .await?;
-    let wire_len = wire.len();
-    let req = request::build_request(c.models, ctx, provider.as_ref(), wire, true);
-    let called = normalize::call(
-        c.models,
-        ctx,
-        c.control,
-        provider.as_ref(),
-        req,
-        c.streamed,
-        &mut |r| out.record_usage(provider.as_ref(), r),
-    )
-    .instrument(info_span!(
-        "request",
-        iteration,
-        provider = %provider.name(),
-    ))
-    .await?;
+    let wire_len = req.messages.len();
+    let record = &mut |r: &ChatResponse| ledger.record(provider.as_ref(), r);
+    let called = normalize::call(c, ctx, provider.as_ref(), req, record)
+        .instrument(info_span!(
+            "request",
+            iteration,
+            provider = %provider.name(),
+        ))
+        .await?;
     Ok((called.outcome, called.stop, wire_len))
 }
 
@@ -429,14 +426,6 @@ fn spawn_watchdog(deps: &Deps, control: &TurnControl) -> Option<tokio::task::Joi
             }
         }
     }))
-}
-
-impl Loop {
-    fn record_usage(&mut self, provider: &dyn Provider, resp: &ChatResponse) {
-        self.usage.add(&resp.usage);
-        self.usage_rows
-            .push(usage_row(&self.pricing, provider, resp));
-    }
 }
 
 /// The usage ledger's row for one model call (the model the answer names, else the

@@ -10,7 +10,7 @@
 //! `process.exited`), in a commit that happens once. The recovery sweep finds what a dead
 //! gateway left between those steps and finishes it; what cannot be known is reported as
 //! `unknown`, once, and never run again.
-use crate::admission::AdmissionActor;
+use crate::admission::Admissions;
 use crate::deps::Deps;
 use crate::scheduler::SchedulerActor;
 use crate::session::registry::SessionRegistry;
@@ -29,7 +29,7 @@ pub mod subagent;
 #[derive(Clone)]
 pub struct Wired {
     pub deps: Arc<Deps>,
-    pub admission: Addr<AdmissionActor>,
+    pub admission: Admissions,
     pub registry: SessionRegistry,
     pub scheduler: Addr<SchedulerActor>,
     pub processes: process::Watched,

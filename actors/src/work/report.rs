@@ -7,7 +7,6 @@
 //! The model sees a report as a clearly marked message from the gateway: a header line naming
 //! what reports, the report, and a closing line saying that the user did not write it.
 use super::Wired;
-use crate::admission::Submit;
 use crate::config::BusyPolicy;
 use crate::error::GatewayError;
 use crate::input::{Receipt, Submission};
@@ -36,20 +35,16 @@ pub struct Report {
 /// Admits `report` (or finds it admitted already: then its receipt has `duplicate`).
 pub async fn admit(w: &Wired, report: Report) -> Result<Receipt, GatewayError> {
     let principal = crate::admission::principal_of_owner(&w.deps.store, &report.owner).await?;
+    let submission = Submission {
+        text: report.text,
+        request_id: Some(report.request_id),
+        surface: SURFACE.into(),
+        busy_policy: Some(BusyPolicy::Queue),
+        ..Default::default()
+    };
     w.admission
-        .send(Submit {
-            principal,
-            session: report.session,
-            submission: Submission {
-                text: report.text,
-                request_id: Some(report.request_id),
-                surface: SURFACE.into(),
-                busy_policy: Some(BusyPolicy::Queue),
-                ..Default::default()
-            },
-        })
+        .submit(principal, report.session, submission)
         .await
-        .map_err(|_| GatewayError::ShuttingDown)?
 }
 
 /// `text` within [`REPORT_CHARS`]: a longer one is written whole to

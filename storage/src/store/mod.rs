@@ -493,15 +493,16 @@ mod tests {
     use crate::model::EventKind;
     use crate::status::AdmissionStatus;
 
-    /// The one-statement writes spell the statuses and event kinds as the rest of the store
-    /// does.
+    /// The one-statement writes spell the statuses they count and the event kinds as the rest
+    /// of the store does, and set no status of their own: a move's statuses are bound from a
+    /// `StatusMove` (`admissions::status`).
     #[test]
     fn one_statement_writes_name_statuses_and_kinds_as_the_store_does() {
         use AdmissionStatus::*;
         for (sql, names) in [
             (
                 super::admissions::ADMIT,
-                [
+                vec![
                     Queued.as_str(),
                     Started.as_str(),
                     EventKind::AdmissionQueued.as_str(),
@@ -509,7 +510,7 @@ mod tests {
             ),
             (
                 super::leases::TAKE_AND_CLAIM,
-                [
+                vec![
                     Queued.as_str(),
                     Started.as_str(),
                     EventKind::TurnStarted.as_str(),
@@ -517,12 +518,27 @@ mod tests {
             ),
             (
                 super::turn_end::TURN_END,
-                [Queued.as_str(), Started.as_str(), Terminal.as_str()],
+                vec![Queued.as_str(), Started.as_str()],
             ),
         ] {
             for name in names.into_iter().chain([EventKind::Status.as_str()]) {
                 assert!(sql.contains(&format!("'{name}'")), "{name}");
             }
+            assert!(!sql.contains("SET status = '"), "a move's status is bound");
         }
+    }
+
+    /// What the one-statement writes bind for their moves: the status set, then the status
+    /// the row must still have; a move the status machine does not know is refused.
+    #[test]
+    fn r2_4_one_statement_moves_are_the_machines() {
+        use super::admissions::StatusMove;
+        use AdmissionStatus::*;
+        let claim = StatusMove::checked(Queued, Started).map(StatusMove::values);
+        let ended = StatusMove::checked(Started, Terminal).map(StatusMove::values);
+        assert_eq!(claim.ok(), Some(["started".into(), "queued".into()]));
+        assert_eq!(ended.ok(), Some(["terminal".into(), "started".into()]));
+        assert!(StatusMove::checked(Terminal, Started).is_err());
+        assert!(StatusMove::checked(Unknown, Terminal).is_err());
     }
 }

@@ -49,9 +49,9 @@ fn defaults_match_api_md() {
     assert_eq!(s.server.max_body_bytes, 1024 * 1024);
     assert_eq!(s.database.url, "sqlite://./data/turnkey.db?mode=rwc");
     assert_eq!(s.auth.operator_token, None);
-    assert!(s.providers.is_empty());
-    assert_eq!(s.lease.ttl_s, 300);
-    assert_eq!(s.agent.max_iterations, 90);
+    assert!(s.runtime.providers.is_empty());
+    assert_eq!(s.runtime.lease.ttl_s, 300);
+    assert_eq!(s.runtime.agent.max_iterations, 90);
 }
 
 #[test]
@@ -69,7 +69,11 @@ fn r4_1_lease_timings_come_from_the_file_and_env_wins() {
     let d = dir_with_file(Some("[lease]\nttl_s = 100\nrefresh_s = 20\nwait_s = 50\n"));
     let s = ok(&d, &[]);
     assert_eq!(
-        (s.lease.ttl_s, s.lease.refresh_s, s.lease.wait_s),
+        (
+            s.runtime.lease.ttl_s,
+            s.runtime.lease.refresh_s,
+            s.runtime.lease.wait_s
+        ),
         (100, 20, 50)
     );
     let s = ok(
@@ -80,7 +84,11 @@ fn r4_1_lease_timings_come_from_the_file_and_env_wins() {
         ],
     );
     assert_eq!(
-        (s.lease.ttl_s, s.lease.refresh_s, s.lease.wait_s),
+        (
+            s.runtime.lease.ttl_s,
+            s.runtime.lease.refresh_s,
+            s.runtime.lease.wait_s
+        ),
         (10, 3, 50)
     );
 }
@@ -208,7 +216,7 @@ fn unknown_keys_are_refused() {
 fn tools_enabled_is_a_comma_list_in_the_environment() {
     let d = dir_with_file(None);
     let s = ok(&d, &[("TURNKEY__TOOLS__ENABLED", "read_file, terminal")]);
-    assert_eq!(s.tools.enabled, vec!["read_file", "terminal"]);
+    assert_eq!(s.runtime.tools.enabled, vec!["read_file", "terminal"]);
 }
 
 #[test]
@@ -231,8 +239,8 @@ fn openai_variables_synthesize_a_provider_when_none_is_configured() {
             ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1"),
         ],
     );
-    assert_eq!(s.providers.len(), 1);
-    let p = serde_json::to_value(&s.providers[0]).expect("provider json");
+    assert_eq!(s.runtime.providers.len(), 1);
+    let p = serde_json::to_value(&s.runtime.providers[0]).expect("provider json");
     assert_eq!(p["name"], "openai");
     assert_eq!(p["kind"], "openai");
     assert_eq!(p["base_url"], "http://127.0.0.1:9/v1");
@@ -245,7 +253,7 @@ fn openai_variables_synthesize_a_provider_when_none_is_configured() {
         &d,
         &[("ANTHROPIC_API_KEY", "k"), ("ANTHROPIC_MODEL", "claude-x")],
     );
-    assert!(s.providers.is_empty());
+    assert!(s.runtime.providers.is_empty());
 }
 
 #[test]
@@ -254,8 +262,8 @@ fn an_anthropic_provider_is_accepted() {
         "[[providers]]\nname = \"claude\"\nkind = \"anthropic\"\nbase_url = \"https://api.anthropic.com/v1\"\napi_key_env = \"ANTHROPIC_API_KEY\"\nmodel = \"claude-sonnet-4-5\"\ncontext_window = 200000\n",
     ));
     let s = ok(&d, &[]);
-    assert_eq!(s.providers.len(), 1);
-    let p = serde_json::to_value(&s.providers[0]).expect("provider json");
+    assert_eq!(s.runtime.providers.len(), 1);
+    let p = serde_json::to_value(&s.runtime.providers[0]).expect("provider json");
     assert_eq!(p["kind"], "anthropic");
     assert_eq!(p["api_key_env"], "ANTHROPIC_API_KEY");
 }
@@ -266,8 +274,8 @@ fn configured_providers_are_not_replaced_by_conventional_variables() {
         "[[providers]]\nname = \"main\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:8/v1\"\nmodel = \"m\"\n",
     ));
     let s = ok(&d, &[("OPENAI_API_KEY", "sk-x")]);
-    assert_eq!(s.providers.len(), 1);
-    let p = serde_json::to_value(&s.providers[0]).expect("provider json");
+    assert_eq!(s.runtime.providers.len(), 1);
+    let p = serde_json::to_value(&s.runtime.providers[0]).expect("provider json");
     assert_eq!(p["name"], "main");
     assert_eq!(p["base_url"], "http://127.0.0.1:8/v1");
 }
@@ -333,12 +341,15 @@ fn key_paths_are_dotted_inside_lists() {
 fn r8_5_max_output_tokens_loads_and_is_checked() {
     let provider = "[[providers]]\nname = \"m\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"x\"\ncontext_window = 8192\n";
     let s = ok(&dir_with_file(Some(provider)), &[]);
-    assert_eq!(s.providers[0].max_output_tokens, None, "unset by default");
+    assert_eq!(
+        s.runtime.providers[0].max_output_tokens, None,
+        "unset by default"
+    );
     let s = ok(
         &dir_with_file(Some(&format!("{provider}max_output_tokens = 1024\n"))),
         &[],
     );
-    assert_eq!(s.providers[0].max_output_tokens, Some(1024));
+    assert_eq!(s.runtime.providers[0].max_output_tokens, Some(1024));
     for bad in ["0", "8192", "100000"] {
         let e = refused(&format!("{provider}max_output_tokens = {bad}\n"));
         assert_eq!(e.key, "providers[0].max_output_tokens", "{e}");
@@ -426,9 +437,15 @@ fn sections_this_build_serves_keep_accepting_their_keys() {
         "[tools]\napproval = \"always\"\nmax_workers = 2\n[compression]\nmode = \"in_place\"\nthreshold = 0.7\ntimeout_s = 30\ncooldown_s = 0\n",
     ));
     let s = ok(&d, &[]);
-    assert_eq!(s.tools.max_workers, 2);
-    assert_eq!(s.compression.threshold, 0.7);
-    assert_eq!((s.compression.timeout_s, s.compression.cooldown_s), (30, 0));
+    assert_eq!(s.runtime.tools.max_workers, 2);
+    assert_eq!(s.runtime.compression.threshold, 0.7);
+    assert_eq!(
+        (
+            s.runtime.compression.timeout_s,
+            s.runtime.compression.cooldown_s
+        ),
+        (30, 0)
+    );
 }
 
 #[test]
@@ -437,7 +454,7 @@ fn r6_2_per_model_overrides_load_and_are_checked() {
         "[compression]\nmodels = { \"m-1\" = { threshold = 0.6, protect_last_n = 8 } }\n",
     ));
     let s = ok(&d, &[]);
-    let m = s.compression.for_model("m-1");
+    let m = s.runtime.compression.for_model("m-1");
     assert_eq!((m.threshold, m.protect_last_n), (0.6, 8));
     let e = refused("[compression.models.\"m-1\"]\nthreshold = 1.5\n");
     assert_eq!(e.key, "compression.models.\"m-1\".threshold", "{e}");
@@ -450,7 +467,7 @@ fn r6_4_rotate_mode_is_accepted_and_a_zero_timeout_is_not() {
     let d = dir_with_file(Some("[compression]\nmode = \"rotate\"\n"));
     let s = ok(&d, &[]);
     assert_eq!(
-        s.compression.mode,
+        s.runtime.compression.mode,
         turnkey_actors::config::CompressionMode::Rotate
     );
     let e = refused("[compression]\ntimeout_s = 0\n");
@@ -567,17 +584,21 @@ fn the_example_file_loads_and_shows_the_defaults() {
     let mut on = ok(&dir_with_file(Some(&example_uncommented())), &[]);
     assert!(on.auth.operator_token.take().is_some());
     // The speech-to-text key and its variable have no default either.
-    assert!(on.stt.api_key.take().is_some());
-    assert!(on.stt.api_key_env.take().is_some());
-    assert_eq!(on.providers.len(), 1, "the example shows one provider");
-    let provider = serde_json::to_value(on.providers.remove(0)).expect("provider json");
+    assert!(on.runtime.stt.api_key.take().is_some());
+    assert!(on.runtime.stt.api_key_env.take().is_some());
     assert_eq!(
-        std::mem::take(&mut on.provider_windows_set),
+        on.runtime.providers.len(),
+        1,
+        "the example shows one provider"
+    );
+    let provider = serde_json::to_value(on.runtime.providers.remove(0)).expect("provider json");
+    assert_eq!(
+        std::mem::take(&mut on.runtime.provider_windows_set),
         [true],
         "the example's provider sets its context_window"
     );
-    let mcp = std::mem::take(&mut on.tools.mcp);
-    let schedules = std::mem::take(&mut on.schedules);
+    let mcp = std::mem::take(&mut on.runtime.tools.mcp);
+    let schedules = std::mem::take(&mut on.runtime.schedules);
     assert_eq!(schedules.len(), 1, "the example shows one schedule");
     let required = serde_json::json!({
         "session_id": schedules[0].session_id,
@@ -590,10 +611,10 @@ fn the_example_file_loads_and_shows_the_defaults() {
         with_defaults, schedules[0],
         "a schedule key in the example does not show its default"
     );
-    let pricing = std::mem::take(&mut on.pricing);
+    let pricing = std::mem::take(&mut on.runtime.pricing);
     assert_eq!(pricing.len(), 1, "the example shows one price");
-    let models = std::mem::take(&mut on.compression.models);
-    let platforms = std::mem::take(&mut on.platforms);
+    let models = std::mem::take(&mut on.runtime.compression.models);
+    let platforms = std::mem::take(&mut on.runtime.platforms);
     let shown = [
         platforms.telegram.is_some(),
         platforms.slack.is_some(),
@@ -679,12 +700,16 @@ fn the_example_file_shows_every_key_the_build_accepts() {
             }
         }
     }
-    let provider = ok(&dir_with_file(Some(&example_uncommented())), &[]).providers;
+    let provider = ok(&dir_with_file(Some(&example_uncommented())), &[])
+        .runtime
+        .providers;
     let provider = serde_json::to_value(&provider[0]).expect("provider json");
     for key in provider.as_object().expect("a table").keys() {
         accepted.insert(format!("providers.{key}"));
     }
-    let schedule = ok(&dir_with_file(Some(&example_uncommented())), &[]).schedules;
+    let schedule = ok(&dir_with_file(Some(&example_uncommented())), &[])
+        .runtime
+        .schedules;
     let schedule = serde_json::to_value(&schedule[0]).expect("schedule json");
     for key in schedule.as_object().expect("a table").keys() {
         accepted.insert(format!("schedules.{key}"));
@@ -710,7 +735,7 @@ fn r9_mcp_servers_load_with_their_args_and_env() {
         )),
         &[],
     );
-    let mcp = &s.tools.mcp;
+    let mcp = &s.runtime.tools.mcp;
     assert_eq!(mcp.len(), 2);
     assert_eq!((mcp[0].name.as_str(), mcp[0].args.len()), ("time", 0));
     assert!(mcp[0].env.is_empty());
@@ -832,13 +857,16 @@ fn r1_5_schedules_load_with_their_default_and_bad_ones_are_named_by_key() {
         ))),
         &[],
     );
-    assert_eq!(s.schedules.len(), 2);
+    assert_eq!(s.runtime.schedules.len(), 2);
     assert_eq!(
-        s.schedules[0].missed,
+        s.runtime.schedules[0].missed,
         turnkey_storage::MissedPolicy::RunOnce
     );
-    assert_eq!(s.schedules[1].missed, turnkey_storage::MissedPolicy::Skip);
-    assert_eq!(s.runtime().schedules, s.schedules);
+    assert_eq!(
+        s.runtime.schedules[1].missed,
+        turnkey_storage::MissedPolicy::Skip
+    );
+    assert_eq!(s.runtime().schedules, s.runtime.schedules);
 
     let table = |body: &str| format!("[[schedules]]\n{body}\n");
     for (body, key, says) in [
@@ -896,17 +924,17 @@ fn r1_3_platform_tables_load_with_their_defaults_and_are_checked() {
          [platforms.webhook]\nsecret = \"k\"\nreply_url = \"http://127.0.0.1:9/r\"\n",
     ));
     let s = ok(&d, &[]);
-    let t = s.platforms.telegram.expect("telegram on");
+    let t = s.runtime.platforms.telegram.expect("telegram on");
     assert_eq!(t.api_base, "https://api.telegram.org");
     assert_eq!(
         (t.stream, t.edit_interval_ms, t.resend_unknown),
         (false, 1000, false)
     );
     assert!(
-        s.platforms.slack.is_none(),
+        s.runtime.platforms.slack.is_none(),
         "a platform is off unless configured"
     );
-    assert!(s.platforms.webhook.is_some());
+    assert!(s.runtime.platforms.webhook.is_some());
     for (toml, key) in [
         ("[platforms.telegram]\nbot_token = \"1:x\"\nsecret_token = \"bad token!\"\n", "platforms.telegram.secret_token"),
         ("[platforms.telegram]\nsecret_token = \"s\"\n", "platforms.telegram.bot_token"),
@@ -939,6 +967,6 @@ fn secrets_in_the_configuration_never_print() {
         s.auth.operator_token.as_ref().map(Secret::expose),
         Some("tk_op_SECRET1")
     );
-    let telegram = s.platforms.telegram.as_ref().expect("telegram");
+    let telegram = s.runtime.platforms.telegram.as_ref().expect("telegram");
     assert_eq!(telegram.bot_token.expose(), "1:SECRET3");
 }

@@ -321,10 +321,10 @@ fn the_dockerfile_builds_on_rust_and_runs_as_non_root_on_slim_debian() {
         volume
             .iter()
             .any(|v| settings.server.data_dir.starts_with(v)
-                && settings.tools.workspace.starts_with(v)),
+                && settings.runtime.tools.workspace.starts_with(v)),
         "data_dir {:?} and workspace {:?} must be in the volume {volume:?}",
         settings.server.data_dir,
-        settings.tools.workspace
+        settings.runtime.tools.workspace
     );
     assert_eq!(runtime.last("WORKDIR"), volume[0]);
 }
@@ -504,7 +504,7 @@ fn compose_runs_migrate_once_then_two_replicas_on_postgres_behind_nginx() {
             "{name}: the replicas share the operator token"
         );
         assert_eq!(
-            settings.providers.len(),
+            settings.runtime.providers.len(),
             1,
             "{name}: OPENAI_* make a provider"
         );
@@ -522,7 +522,7 @@ fn compose_runs_migrate_once_then_two_replicas_on_postgres_behind_nginx() {
         assert!(volumes
             .iter()
             .any(|v| v == &format!("{name}-data:/var/lib/turnkey")));
-        let shared = format!("workspace:{}", settings.tools.workspace.display());
+        let shared = format!("workspace:{}", settings.runtime.tools.workspace.display());
         assert!(
             volumes.contains(&shared),
             "{name}: {volumes:?} lacks {shared}"
@@ -674,7 +674,10 @@ fn the_systemd_unit_runs_real_flags_hardened_and_waits_out_the_drain() {
     // Its state lives in the StateDirectory systemd creates and hands to the dynamic user.
     let state = Path::new("/var/lib").join(one("StateDirectory"));
     assert!(settings.server.data_dir.starts_with(&state), "data_dir");
-    assert!(settings.tools.workspace.starts_with(&state), "workspace");
+    assert!(
+        settings.runtime.tools.workspace.starts_with(&state),
+        "workspace"
+    );
     assert!(
         settings.database.url.contains(&*state.to_string_lossy()),
         "the default SQLite file is in the state directory: {}",
@@ -838,9 +841,9 @@ async fn the_kubernetes_manifests_probe_the_real_endpoints_and_outlast_the_drain
         settings.auth.operator_token.as_ref().map(Secret::expose),
         Some("tk_k8s_test")
     );
-    assert_eq!(settings.providers.len(), 1);
+    assert_eq!(settings.runtime.providers.len(), 1);
     // The provider reads its key from the variable the Secret fills.
-    let key_env = settings.providers[0]
+    let key_env = settings.runtime.providers[0]
         .api_key_env
         .clone()
         .expect("api_key_env");
@@ -939,7 +942,7 @@ async fn the_kubernetes_manifests_probe_the_real_endpoints_and_outlast_the_drain
         .iter()
         .map(|m| str_at(m, &["mountPath"]))
         .collect();
-    for dir in [&settings.server.data_dir, &settings.tools.workspace] {
+    for dir in [&settings.server.data_dir, &settings.runtime.tools.workspace] {
         assert!(
             mounted.iter().any(|m| dir.starts_with(m)),
             "{dir:?} is not on a volume"

@@ -25,7 +25,7 @@ use sea_orm::{
 };
 use serde_json::json;
 use status::queue_counts;
-pub(super) use status::{head_and_counts, move_status, status_event, status_of};
+pub(super) use status::{head_and_counts, move_status, status_event, status_of, StatusMove};
 
 impl Store {
     /// Makes `new` durable, or returns the earlier admission of the same request id. The same

@@ -1,6 +1,13 @@
 //! The `status` event (`{state, queue_depth}`) and the queue counts it is made of, the FIFO
-//! head with its counts in one statement, and `move_status`, the one update that changes an
-//! admission's status.
+//! head with its counts in one statement, and `StatusMove`, the one check every change of an
+//! admission's status passes: `move_status` (the ORM's update) and the PostgreSQL
+//! one-statement writes (`leases::one_statement`, `turn_end::one_statement`) alike.
+//!
+//! The rule: a write that changes an admission's status names no status of its own. It takes
+//! a `StatusMove` (`from → to`), which exists only when `AdmissionStatus::can_become` allows
+//! it, and sets `to` only on a row that is still `from` (a compare-and-set). The one-statement
+//! writes bind the two as parameters (`StatusMove::values`); their queue counts (`queued`,
+//! `started`) are reads, not moves, and name what they count.
 use crate::entity::admission;
 use crate::ids::*;
 use crate::model::*;
@@ -134,21 +141,43 @@ pub(in crate::store) async fn head_and_counts<C: ConnectionTrait>(
     Ok(Some((admission, queued, started)))
 }
 
+/// A change of an admission's status that the status machine allows (SPEC R2.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::store) struct StatusMove {
+    pub from: AdmissionStatus,
+    pub to: AdmissionStatus,
+}
+
+impl StatusMove {
+    /// `from → to`, if `AdmissionStatus::can_become` allows it; a move it does not know is
+    /// refused before any SQL runs.
+    pub fn checked(from: AdmissionStatus, to: AdmissionStatus) -> Result<Self> {
+        if from.can_become(to) {
+            Ok(Self { from, to })
+        } else {
+            Err(StoreError::WrongState(format!(
+                "an admission does not go from {} to {}",
+                from.as_str(),
+                to.as_str()
+            )))
+        }
+    }
+
+    /// The move's statuses as a one-statement write binds them: the status it sets, then the
+    /// status the row must still have.
+    pub fn values(self) -> [sea_orm::Value; 2] {
+        [self.to.as_str().into(), self.from.as_str().into()]
+    }
+}
+
 /// The one update that moves an admission's status (SPEC R2.4): a compare-and-set from `from`
-/// to `to`, which `AdmissionStatus::can_become` must allow; a move it does not know is refused
-/// before any SQL runs. The caller adds which row and what else the move sets, and reads
+/// to `to`, a `StatusMove`. The caller adds which row and what else the move sets, and reads
 /// `rows_affected` (0: the admission was no longer `from`).
 pub(in crate::store) fn move_status(
     from: AdmissionStatus,
     to: AdmissionStatus,
 ) -> Result<UpdateMany<admission::Entity>> {
-    if !from.can_become(to) {
-        return Err(StoreError::WrongState(format!(
-            "an admission does not go from {} to {}",
-            from.as_str(),
-            to.as_str()
-        )));
-    }
+    let StatusMove { from, to } = StatusMove::checked(from, to)?;
     Ok(admission::Entity::update_many()
         .col_expr(admission::Column::Status, Expr::value(to.as_str()))
         .filter(admission::Column::Status.eq(from.as_str())))

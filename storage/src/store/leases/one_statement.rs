@@ -18,13 +18,19 @@
 //! undoes all of it, and it runs again. Whatever the statement does not handle (the lease
 //! held or never taken, nothing queued, a turn still `started`, a rotated transcript) it
 //! leaves untouched, and the transaction runs.
+//!
+//! The claim is a `StatusMove` (`admissions::status`): the status it sets and the status the
+//! head must still have (which is also the status the head is the first of) are bound from it,
+//! as `AdmissionStatus::can_become` allowed them; the statement names only the statuses its
+//! queue counts read.
 use super::{ClaimAs, LeaseClaim};
 use crate::entity::session;
 use crate::ids::*;
 use crate::metrics::STORE;
 use crate::model::*;
 use crate::notify::{Notice, NoticeKind};
-use crate::store::admissions::{first_queued, status_of};
+use crate::status::AdmissionStatus;
+use crate::store::admissions::{first_queued, status_of, StatusMove};
 use crate::store::{committed, convert, Result, Store, StoreError, ONE_STATEMENT_ATTEMPTS};
 use sea_orm::FromQueryResult;
 use serde_json::json;
@@ -32,7 +38,8 @@ use std::sync::atomic::Ordering;
 
 /// `$1` session, `$2`–`$4` the owner (instance, pid, host), `$5` turn, `$6` platform, `$7`
 /// now, `$8` the lease's expiry, `$9` the head read before, `$10`–`$24` the user row, `$25`
-/// notice payloads, `$26` the notice channel.
+/// notice payloads, `$26` the notice channel, `$27` the status the claimed admission takes and
+/// `$28` the status it must still have (`StatusMove::values`).
 pub(in crate::store) const TAKE_AND_CLAIM: &str = r#"
 WITH snap AS MATERIALIZED (
     SELECT last_event_seq, transcript_id FROM sessions WHERE id = $1
@@ -45,7 +52,7 @@ counts AS MATERIALIZED (
 ),
 head AS MATERIALIZED (
     SELECT id FROM session_admissions
-    WHERE session_id = $1 AND status = 'queued'
+    WHERE session_id = $1 AND status = $28
     ORDER BY seq LIMIT 1
 ),
 ready AS MATERIALIZED (
@@ -61,9 +68,9 @@ taken AS (
 ),
 claimed AS (
     UPDATE session_admissions
-    SET status = 'started', owner_instance = $2, owner_pid = $3, owner_host = $4,
+    SET status = $27, owner_instance = $2, owner_pid = $3, owner_host = $4,
         turn_id = $5, started_at = $7
-    WHERE id = $9 AND session_id = $1 AND status = 'queued' AND EXISTS (SELECT 1 FROM taken)
+    WHERE id = $9 AND session_id = $1 AND status = $28 AND EXISTS (SELECT 1 FROM taken)
     RETURNING id
 ),
 bumped AS (
@@ -167,7 +174,8 @@ impl Store {
         };
         let payloads = crate::notify::payloads(self.peers(), &[notice]);
         let notified = !payloads.is_empty();
-        let values = vec![
+        let claim = StatusMove::checked(AdmissionStatus::Queued, AdmissionStatus::Started)?;
+        let mut values = vec![
             c.session.to_string().into(),
             c.owner.instance.to_string().into(),
             c.owner.pid.into(),
@@ -195,6 +203,7 @@ impl Store {
             payloads.into(),
             crate::notify::CHANNEL.into(),
         ];
+        values.extend(claim.values());
         let Some(row) = self
             .one_statement("a lease's claim", TAKE_AND_CLAIM, values)
             .await?

@@ -17,10 +17,16 @@
 //! takes over and says what is wrong. A turn end the statement does not handle (one that
 //! closes a tail, a reply to a platform chat, a rotated transcript) or a lost lease writes
 //! nothing, and the transaction runs.
+//!
+//! The admission's move to `terminal` is a `StatusMove` (`admissions::status`): the statuses
+//! it sets and requires are bound from it, as `AdmissionStatus::can_become` allowed them; the
+//! statement names only the statuses its queue counts read.
 use crate::ids::*;
 use crate::metrics::STORE;
 use crate::model::*;
 use crate::notify::{Notice, NoticeKind};
+use crate::status::AdmissionStatus;
+use crate::store::admissions::StatusMove;
 use crate::store::quotas::{day_of, usage_shard};
 use crate::store::{committed, Result, Store, StoreError, ONE_STATEMENT_ATTEMPTS};
 use serde_json::{json, Value};
@@ -32,7 +38,8 @@ use std::sync::atomic::Ordering;
 /// events before `status`, `$12` its usage rows (JSON arrays), `$13`–`$16` the usage sums
 /// (input, output, cache read, cost), `$17` the last call's prompt size (NULL without
 /// calls), `$18` the owner's counter's day, `$19` its shard, `$20` notices of the events,
-/// `$21` of the release, `$22` the notice channel.
+/// `$21` of the release, `$22` the notice channel, `$23` the status the admission takes and
+/// `$24` the status it must still have (`StatusMove::values`).
 pub(in crate::store) const TURN_END: &str = r#"
 WITH snap AS MATERIALIZED (
     SELECT last_event_seq, transcript_id, chat_key, root_id FROM sessions WHERE id = $1
@@ -62,8 +69,8 @@ fenced AS (
 ),
 moved AS (
     UPDATE session_admissions
-    SET status = 'terminal', outcome = $6, finished_at = $7
-    WHERE id = $4 AND session_id = $1 AND status = 'started'
+    SET status = $23, outcome = $6, finished_at = $7
+    WHERE id = $4 AND session_id = $1 AND status = $24
       AND EXISTS (SELECT 1 FROM fenced)
     RETURNING id
 ),
@@ -202,80 +209,12 @@ impl Store {
         end: &TurnEnd,
         release_when_idle: bool,
     ) -> Result<Ran> {
-        let sid = fence.session_id.to_string();
         let now = now_ms();
-        let rows = end
-            .messages
-            .iter()
-            .zip(1i64..)
-            .map(|(m, i)| message_json(m, i))
-            .collect::<Result<Vec<_>>>()?;
-        let events: Vec<Value> = end
-            .events
-            .iter()
-            .zip(1i64..)
-            .map(|(e, i)| {
-                json!({
-                    "i": i,
-                    "turn_id": e.turn_id.map(|t| t.to_string()),
-                    "admission_id": e.admission_id.map(|a| a.to_string()),
-                    "kind": e.kind.as_str(),
-                    "payload": e.data.to_string(),
-                })
-            })
-            .collect();
-        let usage: Vec<Value> = end
-            .usage
-            .iter()
-            .map(|u| {
-                json!({
-                    "id": uuid::Uuid::now_v7().to_string(),
-                    "provider": u.provider,
-                    "model": u.model,
-                    "input_tokens": u.input_tokens,
-                    "output_tokens": u.output_tokens,
-                    "cache_read_tokens": u.cache_read_tokens,
-                    "cache_write_tokens": u.cache_write_tokens,
-                    "cost_usd": u.cost_usd,
-                })
-            })
-            .collect();
-        let sum = |f: fn(&NewUsage) -> i64| end.usage.iter().map(f).sum::<i64>();
-        let cost: f64 = end.usage.iter().map(|u| u.cost_usd).sum();
-        let notice = |kind| Notice {
-            kind,
-            origin: crate::notify::origin(),
-            session: fence.session_id,
-            turn: None,
-        };
-        let on_events = crate::notify::payloads(self.peers(), &[notice(NoticeKind::Events)]);
-        let on_release = crate::notify::payloads(self.peers(), &[notice(NoticeKind::Released)]);
-        let notified = (!on_events.is_empty(), !on_release.is_empty());
-        let values = vec![
-            sid.clone().into(),
-            fence.instance.to_string().into(),
-            fence.generation.0.into(),
-            end.admission_id.to_string().into(),
-            end.turn_id.to_string().into(),
-            end.outcome.to_string().into(),
-            now.into(),
-            release_when_idle.into(),
-            end.reply.is_some().into(),
-            Value::Array(rows).to_string().into(),
-            Value::Array(events).to_string().into(),
-            Value::Array(usage).to_string().into(),
-            sum(|u| u.input_tokens).into(),
-            sum(|u| u.output_tokens).into(),
-            sum(|u| u.cache_read_tokens).into(),
-            cost.into(),
-            end.usage.last().map(|u| u.input_tokens).into(),
-            day_of(now).into(),
-            usage_shard(&sid).into(),
-            on_events.into(),
-            on_release.into(),
-            crate::notify::CHANNEL.into(),
-        ];
-        let Some(row) = self.one_statement("a turn end", TURN_END, values).await? else {
+        let bound = self.turn_end_values(fence, end, release_when_idle, now)?;
+        let Some(row) = self
+            .one_statement("a turn end", TURN_END, bound.values)
+            .await?
+        else {
             return Ok(Ran::Undone);
         };
         let Some(last_event) = row.try_get::<Option<i64>>("", "tk_last_event")? else {
@@ -299,9 +238,9 @@ impl Store {
                 end.turn_id
             )));
         }
-        crate::notify::count(1, notified.0);
+        crate::notify::count(1, bound.notified.0);
         if released {
-            crate::notify::count(1, notified.1);
+            crate::notify::count(1, bound.notified.1);
         }
         let queued: i64 = row.try_get("", "tk_queued")?;
         let started: i64 = row.try_get("", "tk_started")?;
@@ -316,6 +255,95 @@ impl Store {
         events.push(committed(&status, last_event, now));
         Ok(Ran::Ended(events, released))
     }
+
+    /// [`TURN_END`]'s parameters for `end` at `now`, and whether each notice (the events, the
+    /// release) goes to peers.
+    fn turn_end_values(
+        &self,
+        fence: &Fence,
+        end: &TurnEnd,
+        release_when_idle: bool,
+        now: i64,
+    ) -> Result<Bound> {
+        let sid = fence.session_id.to_string();
+        let ended = StatusMove::checked(AdmissionStatus::Started, AdmissionStatus::Terminal)?;
+        let rows = end
+            .messages
+            .iter()
+            .zip(1i64..)
+            .map(|(m, i)| message_json(m, i))
+            .collect::<Result<Vec<_>>>()?;
+        let events: Vec<Value> = end.events.iter().zip(1i64..).map(event_json).collect();
+        let usage: Vec<Value> = end.usage.iter().map(usage_json).collect();
+        let sum = |f: fn(&NewUsage) -> i64| end.usage.iter().map(f).sum::<i64>();
+        let cost: f64 = end.usage.iter().map(|u| u.cost_usd).sum();
+        let notice = |kind| Notice {
+            kind,
+            origin: crate::notify::origin(),
+            session: fence.session_id,
+            turn: None,
+        };
+        let on_events = crate::notify::payloads(self.peers(), &[notice(NoticeKind::Events)]);
+        let on_release = crate::notify::payloads(self.peers(), &[notice(NoticeKind::Released)]);
+        let notified = (!on_events.is_empty(), !on_release.is_empty());
+        let mut values = vec![
+            sid.clone().into(),
+            fence.instance.to_string().into(),
+            fence.generation.0.into(),
+            end.admission_id.to_string().into(),
+            end.turn_id.to_string().into(),
+            end.outcome.to_string().into(),
+            now.into(),
+            release_when_idle.into(),
+            end.reply.is_some().into(),
+            Value::Array(rows).to_string().into(),
+            Value::Array(events).to_string().into(),
+            Value::Array(usage).to_string().into(),
+            sum(|u| u.input_tokens).into(),
+            sum(|u| u.output_tokens).into(),
+            sum(|u| u.cache_read_tokens).into(),
+            cost.into(),
+            end.usage.last().map(|u| u.input_tokens).into(),
+            day_of(now).into(),
+            usage_shard(&sid).into(),
+            on_events.into(),
+            on_release.into(),
+            crate::notify::CHANNEL.into(),
+        ];
+        values.extend(ended.values());
+        Ok(Bound { values, notified })
+    }
+}
+
+/// [`TURN_END`]'s parameters, and whether each of its notices (events, release) goes out.
+struct Bound {
+    values: Vec<sea_orm::Value>,
+    notified: (bool, bool),
+}
+
+/// A turn event as [`TURN_END`] reads it, `i` its place among the turn's events (from 1).
+fn event_json((e, i): (&NewEvent, i64)) -> Value {
+    json!({
+        "i": i,
+        "turn_id": e.turn_id.map(|t| t.to_string()),
+        "admission_id": e.admission_id.map(|a| a.to_string()),
+        "kind": e.kind.as_str(),
+        "payload": e.data.to_string(),
+    })
+}
+
+/// A usage row as [`TURN_END`] reads it, with a new id.
+fn usage_json(u: &NewUsage) -> Value {
+    json!({
+        "id": uuid::Uuid::now_v7().to_string(),
+        "provider": u.provider,
+        "model": u.model,
+        "input_tokens": u.input_tokens,
+        "output_tokens": u.output_tokens,
+        "cache_read_tokens": u.cache_read_tokens,
+        "cache_write_tokens": u.cache_write_tokens,
+        "cost_usd": u.cost_usd,
+    })
 }
 
 /// A turn row as [`TURN_END`] reads it, `i` its place among the turn's rows (from 1).
