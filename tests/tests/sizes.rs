@@ -46,16 +46,6 @@ const EXCEPTIONS: &[Exception] = &[
               the same steps, so they are never edited or split",
     },
     Exception {
-        path: "actors/src/config.rs",
-        item: Item::File,
-        why: BEING_SPLIT,
-    },
-    Exception {
-        path: "actors/src/config.rs",
-        item: Item::Fn("validate"),
-        why: BEING_SPLIT,
-    },
-    Exception {
         path: "web/src/startup.rs",
         item: Item::File,
         why: BEING_SPLIT,
@@ -68,21 +58,6 @@ const EXCEPTIONS: &[Exception] = &[
     Exception {
         path: "web/src/routes/mod.rs",
         item: Item::Fn("table"),
-        why: BEING_SPLIT,
-    },
-    Exception {
-        path: "actors/src/turn/run.rs",
-        item: Item::Fn("drive"),
-        why: BEING_SPLIT,
-    },
-    Exception {
-        path: "actors/src/turn/normalize.rs",
-        item: Item::Fn("call"),
-        why: BEING_SPLIT,
-    },
-    Exception {
-        path: "storage/src/store/turn_end/one_statement.rs",
-        item: Item::Fn("run_turn_end"),
         why: BEING_SPLIT,
     },
 ];
