@@ -25,8 +25,9 @@
 //! each distinct one once, sent in one statement just before its `COMMIT`, or not at all while
 //! no other replica listens.
 use super::sqlite;
+use crate::ids::{SessionId, TurnId};
 use crate::metrics::STORE;
-use crate::notify::{Notice, Peers, Pending};
+use crate::notify::{Notice, NoticeKind, Peers, Pending};
 use sea_orm::{
     ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, ExecResult,
     QueryResult, SqliteTransactionMode, Statement, TransactionOptions, TransactionTrait,
@@ -349,6 +350,21 @@ impl WriteTx {
                 "a write transaction is open until it is committed or rolled back".into(),
             )),
         }
+    }
+
+    /// Announces `kind` for `session` with this transaction's commit (PostgreSQL delivers it
+    /// at commit, and not at all on rollback). A no-op on SQLite, whose readers poll
+    /// `data_version` instead.
+    pub(crate) fn send_notice(&self, kind: NoticeKind, session: SessionId, turn: Option<TurnId>) {
+        if self.get_database_backend() != DbBackend::Postgres {
+            return;
+        }
+        self.announce(Notice {
+            kind,
+            origin: crate::notify::origin(),
+            session,
+            turn,
+        });
     }
 
     /// Announces `notice` with this transaction's commit (PostgreSQL), once however often it
