@@ -16,7 +16,7 @@ use super::events::{keepalive_timer, sse_response, KEEPALIVE_FRAME};
 use super::submissions::{admit, idempotency_header, SubmitBody};
 use super::{parse_id, read_body, reject_privileged_fields};
 use crate::auth::{authenticate_request, AuthPrincipal};
-use crate::startup::AppState;
+use crate::state::AppState;
 use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse};
 use bytes::Bytes;
@@ -351,7 +351,7 @@ async fn image_attachments(state: &AppState, urls: &[String]) -> Result<Vec<Valu
             _ => {
                 return Err(invalid(format!(
                     "{:?} is neither a data: URL nor an http(s) URL",
-                    super::truncated(url, 64)
+                    crate::error::truncated(url, 64)
                 )))
             }
         }
@@ -374,7 +374,7 @@ fn last_user_input(body: &ChatRequest) -> Result<(String, Vec<String>), OpenAiEr
             format!(
                 "the last message must have role \"user\"; got {:?} (only the last user message \
                  is submitted, the session keeps its own history)",
-                super::truncated(&last.role, 32)
+                crate::error::truncated(&last.role, 32)
             ),
             Some(format!("messages[{i}].role")),
         ));
