@@ -3,9 +3,9 @@
 //!
 //! ## Floors
 //!
-//! A module uses only its own floor and the floors below it: every `crate::`, `super::` and
-//! `self::` path outside tests is checked by `tests/layers.rs`, and `docs/architecture.md`
-//! shows the same list. A floor names modules; a file belongs to the longest name that is a
+//! A module uses only its own floor and the floors below it, and no two modules use each other:
+//! every path outside tests that names a module of the crate is checked by `tests/layers.rs`
+//! (the checker every crate shares), and `docs/architecture.md` shows the same list. A floor names modules; a file belongs to the longest name that is a
 //! prefix of its path.
 //!
 //! 1. leaves: `error`, `display`, `stages`, `instance`, `wakeups`, `failpoints`, `provider_health`, `memory::scan`, `skills::document`, `platforms::chat`, `platforms::client`, `platforms::config`, `platforms::format`, `platforms::split`

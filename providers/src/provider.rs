@@ -1,14 +1,11 @@
-//! The `Provider` trait every model client implements, its configuration, and the factory
-//! that turns one configured `[[providers]]` entry into a client.
-use crate::anthropic::AnthropicProvider;
+//! The `Provider` trait every model client implements and its configuration; the factory
+//! that turns one configured entry into a client stands above the clients, in `build.rs`.
 use crate::error::ProviderError;
-use crate::openai::OpenAiProvider;
 use crate::retry::RetryPolicy;
 use crate::secret::Secret;
 use crate::wire::{ChatRequest, ChatResponse};
 use serde::{Deserialize, Serialize};
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
@@ -241,14 +238,6 @@ pub trait Provider: Send + Sync {
     ) -> Result<ChatResponse, ProviderError>;
 }
 
-/// Builds the client for one configured provider.
-pub fn build_provider(cfg: &ProviderConfig) -> Result<Arc<dyn Provider>, ProviderError> {
-    match cfg.kind {
-        ProviderKind::Openai => Ok(Arc::new(OpenAiProvider::new(cfg)?)),
-        ProviderKind::Anthropic => Ok(Arc::new(AnthropicProvider::new(cfg)?)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -290,33 +279,6 @@ mod tests {
         assert_eq!(c.resolved_api_key(), None);
         c.api_key = Some(Secret::default());
         assert_eq!(c.resolved_api_key(), None);
-    }
-
-    #[test]
-    fn factory_builds_openai_and_anthropic() {
-        let p = build_provider(&cfg("openai")).unwrap();
-        assert_eq!(p.name(), "main");
-        assert_eq!(p.model(), "gpt-4o");
-        assert_eq!(p.context_window(), 128_000);
-        let mut c = cfg("anthropic");
-        c.model = "claude-sonnet-4-5".into();
-        c.max_retries = 5;
-        let p = build_provider(&c).unwrap();
-        assert_eq!(p.name(), "main");
-        assert_eq!(p.model(), "claude-sonnet-4-5");
-        assert_eq!(p.retry_policy().max_attempts, 6);
-    }
-
-    #[test]
-    fn a_bad_base_url_is_refused_at_build_time() {
-        for kind in ["openai", "anthropic"] {
-            let mut c = cfg(kind);
-            c.base_url = "not a url".into();
-            assert!(matches!(
-                build_provider(&c),
-                Err(ProviderError::Unsupported(_))
-            ));
-        }
     }
 
     #[test]

@@ -120,9 +120,12 @@ impl fmt::Display for LeaseGeneration {
     }
 }
 
-pub(crate) fn parse_id<T: FromStr>(s: &str, what: &'static str) -> Result<T, crate::StoreError> {
+pub(crate) fn parse_id<T: FromStr>(
+    s: &str,
+    what: &'static str,
+) -> Result<T, crate::error::StoreError> {
     s.parse()
-        .map_err(|_| crate::StoreError::Corrupt(format!("{what} is not a valid id: {s:?}")))
+        .map_err(|_| crate::error::StoreError::Corrupt(format!("{what} is not a valid id: {s:?}")))
 }
 
 /// Milliseconds since the Unix epoch, the unit of every stored time.

@@ -1,7 +1,18 @@
 //! turnkey's durable facts. SeaORM entities, typed domain records and the `Store`: one typed
 //! function per durable fact (admit, claim, settle, mark unknown, fenced lease, transcript,
 //! events). SQL dialect differences stay inside this crate.
+//!
+//! ## Floors
+//!
+//! A module uses only its own floor and the floors below it, and no two modules use each other
+//! (`tests/layers.rs`; `docs/architecture.md` shows the same list):
+//!
+//! 1. leaves: `error`, `ids`, `metrics`, `entity`, `status`
+//! 2. records: `model`, `notify`
+//! 3. connections: `store::sqlite`, `store::writer`, `store::reader`, `store::convert`
+//! 4. store: `store`
 pub mod entity;
+mod error;
 pub mod ids;
 pub mod metrics;
 pub mod model;

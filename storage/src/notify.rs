@@ -22,11 +22,11 @@
 //!   transaction commits a `COMMIT` round trip later. The listener therefore yields one
 //!   [`Wake::Resync`] [`RESYNC_AFTER_LISTEN`] after each (re)connection of its `LISTEN`
 //!   connection: whatever such a commit wrote, the consumer re-reads.
+use crate::error::{Result, StoreError};
 use crate::ids::{InstanceId, SessionId, TurnId};
 use crate::metrics::STORE;
-use crate::store::{Result, Store, StoreError};
 use sea_orm::sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
-use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend, Statement};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, Statement};
 use std::fmt;
 use std::str::FromStr;
 use std::sync::atomic::Ordering;
@@ -168,25 +168,6 @@ pub fn set_origin(instance: InstanceId) -> InstanceId {
 /// This process's origin in the notices it sends.
 pub fn origin() -> InstanceId {
     *ORIGIN.get_or_init(InstanceId::new)
-}
-
-/// Announces `kind` for `session` with `tx`'s commit (PostgreSQL delivers it at commit, and
-/// not at all on rollback). A no-op on SQLite, whose readers poll `data_version` instead.
-pub(crate) fn send(
-    tx: &crate::store::WriteTx,
-    kind: NoticeKind,
-    session: SessionId,
-    turn: Option<TurnId>,
-) {
-    if tx.get_database_backend() != DbBackend::Postgres {
-        return;
-    }
-    tx.announce(Notice {
-        kind,
-        origin: origin(),
-        session,
-        turn,
-    });
 }
 
 /// The payloads of `notices` for a statement that sends them (`pg_notify` over the array),
@@ -391,45 +372,43 @@ impl Sink {
     }
 }
 
-impl Store {
-    /// Starts listening: on PostgreSQL `LISTEN turnkey` on a connection of its own (the first
-    /// connect must succeed; later losses reconnect and say `Resync`), on SQLite a poll of
-    /// `PRAGMA data_version` on one dedicated connection.
-    pub async fn notices(&self) -> Result<Notices> {
-        let (tx, rx) = mpsc::channel(QUEUE);
-        let sink = Sink {
-            tx,
-            owe_resync: false,
-        };
-        match self.backend() {
-            DbBackend::Postgres => {
-                let pool = self.connection().get_postgres_connection_pool();
-                // A pool of one connection of its own, named for the other replicas' watch
-                // (every reconnect too), closed with the store's pool.
-                let name = self.peers().name();
-                let options = (*pool.connect_options()).clone().application_name(name);
-                let own = PgPoolOptions::new()
-                    .max_connections(1)
-                    .min_connections(0)
-                    .max_lifetime(None)
-                    .idle_timeout(None)
-                    .connect_lazy_with(options);
-                let mut listener = PgListener::connect_with(&own).await.map_err(unavailable)?;
-                listener.listen(CHANNEL).await.map_err(unavailable)?;
-                tracing::debug!(listener = %name, "listening for notices");
-                tokio::spawn(listen_pg(listener, own, pool.clone(), sink));
-            }
-            DbBackend::Sqlite => {
-                let pool = self.connection().get_sqlite_connection_pool();
-                let mut conn = pool.acquire().await.map_err(unavailable)?.detach();
-                // Read before returning: any commit after this call is seen as a change.
-                let seen = data_version(&mut conn).await.map_err(unavailable)?;
-                tokio::spawn(poll_sqlite(conn, seen, sink));
-            }
-            other => return Err(StoreError::Unavailable(format!("no notices on {other:?}"))),
+/// Starts listening on `db` (`Store::notices`): on PostgreSQL `LISTEN turnkey` on a
+/// connection of its own (the first connect must succeed; later losses reconnect and say
+/// `Resync`), on SQLite a poll of `PRAGMA data_version` on one dedicated connection.
+pub(crate) async fn listen(db: &DatabaseConnection, peers: &Peers) -> Result<Notices> {
+    let (tx, rx) = mpsc::channel(QUEUE);
+    let sink = Sink {
+        tx,
+        owe_resync: false,
+    };
+    match db.get_database_backend() {
+        DbBackend::Postgres => {
+            let pool = db.get_postgres_connection_pool();
+            // A pool of one connection of its own, named for the other replicas' watch
+            // (every reconnect too), closed with the store's pool.
+            let name = peers.name();
+            let options = (*pool.connect_options()).clone().application_name(name);
+            let own = PgPoolOptions::new()
+                .max_connections(1)
+                .min_connections(0)
+                .max_lifetime(None)
+                .idle_timeout(None)
+                .connect_lazy_with(options);
+            let mut listener = PgListener::connect_with(&own).await.map_err(unavailable)?;
+            listener.listen(CHANNEL).await.map_err(unavailable)?;
+            tracing::debug!(listener = %name, "listening for notices");
+            tokio::spawn(listen_pg(listener, own, pool.clone(), sink));
         }
-        Ok(Notices { rx })
+        DbBackend::Sqlite => {
+            let pool = db.get_sqlite_connection_pool();
+            let mut conn = pool.acquire().await.map_err(unavailable)?.detach();
+            // Read before returning: any commit after this call is seen as a change.
+            let seen = data_version(&mut conn).await.map_err(unavailable)?;
+            tokio::spawn(poll_sqlite(conn, seen, sink));
+        }
+        other => return Err(StoreError::Unavailable(format!("no notices on {other:?}"))),
     }
+    Ok(Notices { rx })
 }
 
 fn unavailable(e: sea_orm::sqlx::Error) -> StoreError {

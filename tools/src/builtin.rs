@@ -4,20 +4,11 @@ use crate::edit::{Patch, WriteFile};
 use crate::net_guard::FetchAllow;
 use crate::read::ReadFile;
 use crate::search::SearchFiles;
+pub use crate::setup::{ToolSetupError, BUILTIN_TOOLS};
 use crate::terminal::Terminal;
 use crate::web_fetch::WebFetch;
 use crate::{Registry, Tool};
 use std::sync::Arc;
-
-/// Every built-in tool name, in the order API.md lists them.
-pub const BUILTIN_TOOLS: [&str; 6] = [
-    "terminal",
-    "read_file",
-    "write_file",
-    "patch",
-    "search_files",
-    "web_fetch",
-];
 
 /// The `[tools]` settings the built-in tools need.
 #[derive(Clone, Debug, Default)]
@@ -29,14 +20,6 @@ pub struct BuiltinConfig {
     pub fetch_allow: Vec<String>,
     /// What confines `terminal`'s commands (`tools.sandbox`); off by default.
     pub sandbox: crate::confine::Sandbox,
-}
-
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum ToolSetupError {
-    #[error("tools.enabled: unknown tool {name:?}; built-in tools are {}", BUILTIN_TOOLS.join(", "))]
-    UnknownTool { name: String },
-    #[error("tools.fetch_allow: {entry:?} is not a host name, IP address or CIDR: {reason}")]
-    FetchAllow { entry: String, reason: String },
 }
 
 /// The registry of the enabled built-in tools. Unknown names and malformed `fetch_allow`

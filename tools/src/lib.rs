@@ -1,6 +1,18 @@
 //! Tools the model may call: the `Tool` trait, the context a call runs in, and the `Registry`
 //! a turn looks calls up in. The actors crate decides when a call runs (order, approval,
 //! durability); this crate decides what a call does and keeps it inside its sandbox.
+//!
+//! ## Floors
+//!
+//! A module uses only its own floor and the floors below it, and no two modules use each other
+//! (`tests/layers.rs`; `docs/architecture.md` shows the same list). The items of this file
+//! (`Tool`, `ToolContext`, `Registry`) stand under every floor.
+//!
+//! 1. leaves: `args`, `setup`, `spill`, `sandbox`, `confine`, `mcp::config`
+//! 2. guards: `checkpoint`, `net_guard`
+//! 3. tools: `read`, `edit`, `search`, `terminal`, `web_fetch`
+//! 4. servers: `background`, `mcp::process`, `mcp::server`, `mcp::tool`
+//! 5. registries: `builtin`, `mcp`
 use async_trait::async_trait;
 
 mod args;
@@ -14,6 +26,7 @@ mod net_guard;
 mod read;
 mod sandbox;
 mod search;
+mod setup;
 pub mod spill;
 mod terminal;
 mod web_fetch;

@@ -1,7 +1,7 @@
 //! The address guard of `web_fetch`: which IP addresses are not public (loopback, private,
 //! link-local, unique-local, multicast, unspecified, reserved …, IPv4 and IPv6, including
 //! IPv4 carried inside IPv6) and the `tools.fetch_allow` list that lets some through.
-use crate::builtin::ToolSetupError;
+use crate::setup::ToolSetupError;
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 

@@ -7,7 +7,7 @@
 //! broadcasts revocations made here, so event streams of a revoked token end at once; they also
 //! ask the store again every keep-alive interval (a revocation on another replica, an expiry).
 use crate::error::ApiError;
-use crate::startup::AppState;
+use crate::state::AppState;
 use actix_web::dev::Payload;
 use actix_web::http::{header, Method};
 use actix_web::{web, FromRequest, HttpRequest};
@@ -63,7 +63,7 @@ pub struct Grant {
 
 impl Grant {
     /// Whether an open stream of this token must end now (expired); revocation is told by
-    /// [`TokenWatch`].
+    /// [`crate::state::TokenWatch`].
     pub fn expired(&self, now_ms: i64) -> bool {
         self.expires_at.is_some_and(|at| at <= now_ms)
     }
@@ -95,61 +95,6 @@ pub fn read_only_refusal() -> ApiError {
         "read_only",
         "this token is read-only",
     )
-}
-
-/// Tokens seen in this process: when each was last noted as used (so `last_used_at` is written
-/// at most once a minute per token), and a channel that tells open streams a token was revoked
-/// here (a stream also asks the store again at each keep-alive, for revocations on other
-/// replicas and expiry).
-#[derive(Debug)]
-pub struct TokenWatch {
-    touched: dashmap::DashMap<String, i64>,
-    revoked: tokio::sync::broadcast::Sender<String>,
-}
-
-impl Default for TokenWatch {
-    fn default() -> Self {
-        Self {
-            touched: dashmap::DashMap::new(),
-            revoked: tokio::sync::broadcast::channel(64).0,
-        }
-    }
-}
-
-impl TokenWatch {
-    /// Tells every open stream of this process that token `id` was revoked.
-    pub fn revoked(&self, id: &str) {
-        self.touched.remove(id);
-        // No receiver: no stream is open.
-        if self.revoked.send(id.to_owned()).is_err() {
-            tracing::debug!(token = %id, "no open stream to end");
-        }
-    }
-
-    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<String> {
-        self.revoked.subscribe()
-    }
-
-    /// Notes a use of token `id` now; the store is written (in the background) only when the
-    /// last note is older than [`turnkey_storage::LAST_USED_GRAIN_MS`].
-    fn used(&self, state: &AppState, id: &str) {
-        let now = turnkey_storage::now_ms();
-        let due = match self.touched.get(id) {
-            Some(at) => now - *at >= turnkey_storage::LAST_USED_GRAIN_MS,
-            None => true,
-        };
-        if !due {
-            return;
-        }
-        self.touched.insert(id.to_owned(), now);
-        let store = state.gateway.store().clone();
-        let id = id.to_owned();
-        actix_web::rt::spawn(async move {
-            if let Err(e) = store.touch_token(&id, now).await {
-                tracing::warn!(token = %id, error = %e, "cannot note when a token was last used");
-            }
-        });
-    }
 }
 
 /// Whether the token behind `grant` still works: not expired, and (asked of the store)
@@ -228,7 +173,7 @@ pub async fn authenticate(state: &AppState, token: &str) -> Result<(Principal, G
     }
     match state.gateway.store().principal_for_token(token).await {
         Ok(Some(g)) => {
-            state.tokens.used(state, &g.token_id);
+            state.tokens.used(state.gateway.store(), &g.token_id);
             Ok((
                 g.principal,
                 Grant {

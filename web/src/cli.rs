@@ -3,6 +3,7 @@
 //! key), 1 other failure.
 use crate::chat::ChatError;
 use crate::configuration::{self, InvalidConfig, Overrides, Settings};
+use crate::doctor::redact_url;
 use crate::startup::{self, StartupError};
 use clap::{Args, Parser, Subcommand};
 use std::io::Write;
@@ -214,32 +215,9 @@ async fn doctor(settings: Settings) -> Result<(), Failure> {
     }
 }
 
-/// The URL without its password, for printing.
-pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let Some((creds, host)) = rest.split_once('@') else {
-        return url.to_owned();
-    };
-    match creds.split_once(':') {
-        Some((user, _password)) => format!("{scheme}://{user}:***@{host}"),
-        None => url.to_owned(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn passwords_are_redacted() {
-        assert_eq!(
-            redact_url("postgres://me:secret@db/turnkey"),
-            "postgres://me:***@db/turnkey"
-        );
-        assert_eq!(redact_url("sqlite://./data/t.db"), "sqlite://./data/t.db");
-    }
 
     #[test]
     fn cli_parses_every_command() {

@@ -2,21 +2,17 @@
 //! It changes nothing: no directory, no database file, no table is created (a SQLite file is
 //! opened read-only), so it is safe to run against a live deployment. Any problem means exit 1;
 //! a warning (an OS sandbox `auto` cannot put in force) does not.
-use crate::cli::redact_url;
 use crate::configuration::Settings;
+use crate::provider_probe::CHECK_TIMEOUT;
 use migration::sea_orm::{ConnectOptions, Database, EntityTrait};
 use migration::{Migrator, MigratorTrait};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 use turnkey_actors::config::ToolsConfig;
 use turnkey_actors::provider_set::{self, Role, Source};
 use turnkey_providers::ProviderConfig;
 use turnkey_storage::entity::connected_provider;
 use turnkey_storage::ConnectedProvider;
 use turnkey_tools::Sandbox;
-
-/// How long a store or a provider gets to answer before doctor calls it a problem.
-pub const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One line of the report: what was checked and whether it is fine.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -323,6 +319,20 @@ async fn check_store(url: &str) -> (Finding, Vec<ConnectedProvider>) {
     (finding, connected)
 }
 
+/// The URL without its password, for printing.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let Some((creds, host)) = rest.split_once('@') else {
+        return url.to_owned();
+    };
+    match creds.split_once(':') {
+        Some((user, _password)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -354,5 +364,14 @@ mod tests {
         assert!(read_only_url(&db).ends_with("?mode=ro&immutable=true"));
         std::fs::write(d.path().join("t.db-wal"), b"").expect("write wal");
         assert!(read_only_url(&db).ends_with("?mode=ro"));
+    }
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(
+            redact_url("postgres://me:secret@db/turnkey"),
+            "postgres://me:***@db/turnkey"
+        );
+        assert_eq!(redact_url("sqlite://./data/t.db"), "sqlite://./data/t.db");
     }
 }

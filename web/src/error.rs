@@ -221,15 +221,32 @@ pub fn json_config(limit: usize) -> web::JsonConfig {
         .error_handler(move |err, _req: &HttpRequest| json_error(err, limit).into())
 }
 
+/// How the message of a segment that is not an id ends: the path error handler answers
+/// `invalid_id` for it (any other path error is `invalid_path`).
+pub const NOT_AN_ID: &str = " is not a UUID";
+
+/// Why `raw` is not an id of `what`, in the words every `invalid_id` answer uses.
+pub fn not_an_id(what: &str, raw: &str) -> String {
+    format!("the {what} id {:?}{NOT_AN_ID}", truncated(raw, 64))
+}
+
+/// At most `max` characters of `s`, for echoing client input in an error message.
+pub fn truncated(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &s[..cut]),
+        None => s.to_owned(),
+    }
+}
+
 /// A path that does not fit its route: 400 `invalid_id` for a segment that is not an id
-/// (`routes::id::Id`), else `invalid_path`.
+/// (`routes::id::Id`, whose message ends with [`NOT_AN_ID`]), else `invalid_path`.
 pub fn path_config() -> web::PathConfig {
     web::PathConfig::default().error_handler(|err: PathError, _req: &HttpRequest| {
         let PathError::Deserialize(inner) = &err else {
             return ApiError::bad_request("invalid_path", err.to_string()).into();
         };
         let message = inner.to_string();
-        match message.ends_with(crate::routes::id::NOT_AN_ID) {
+        match message.ends_with(NOT_AN_ID) {
             true => ApiError::bad_request("invalid_id", message).into(),
             false => ApiError::bad_request("invalid_path", err.to_string()).into(),
         }

@@ -7,7 +7,7 @@
 //! reading the store after the last seq handed out. Events committed by another process on the
 //! same database (a replica, SPEC R13.6) wake the follower through the notifier: a PostgreSQL
 //! notice, or a change SQLite's `data_version` shows. There is no timed re-read.
-use crate::startup::AppState;
+use crate::state::AppState;
 use actix_web::web;
 use std::time::Duration;
 use tokio::sync::{broadcast, watch};

@@ -1,6 +1,6 @@
 //! `GET /v1/openapi.json`: the OpenAPI 3.1 document of every route the server mounts, generated
 //! from the handlers' `#[utoipa::path]` annotations and the `ToSchema` types they answer with.
-//! A test holds it to the route table (`routes::mounted`), both ways.
+//! A test holds it to the routes the server mounts (`startup::mounted`), both ways.
 //!
 //! Types of the lower crates (the receipt, an event, the status enums) are described in
 //! `openapi/mirrors.rs` rather than teaching storage and actors about HTTP documents; the enums'
@@ -148,7 +148,7 @@ pub async fn openapi_json() -> HttpResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::routes::mounted;
+    use crate::startup::mounted;
     use std::collections::BTreeSet;
     use utoipa::openapi::{RefOr, Schema};
 

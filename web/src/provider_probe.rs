@@ -14,6 +14,10 @@ pub const LOCAL_SERVERS: [(&str, &str); 4] = [
     ("vllm", "http://127.0.0.1:8000/v1"),
 ];
 
+/// How long a provider gets to answer a check before it is called a problem: `doctor`'s (which
+/// gives the store as long), and the one `serve` makes of the primary at start-up.
+pub const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// How long one local server gets to answer `/models` during detection. They are asked at
 /// once, so a start with nothing listening waits this long at most.
 pub const DETECT_TIMEOUT: Duration = Duration::from_millis(800);

@@ -6,20 +6,20 @@
 //!   files (no inline script or style, nothing from elsewhere);
 //! - everything else (the API, health, metrics, errors): `Cache-Control: no-store` and
 //!   `Content-Security-Policy: default-src 'none'; frame-ancestors 'none'`;
-//! - CORS for the exact origins of `server.cors_origins`: a preflight from one of them is
-//!   answered here (204) without reaching a route, one from any other origin is refused (403
+//! - CORS for the exact origins of `server.cors_origins` (the policy is `cors::CorsPolicy`): a
+//!   preflight from one of them is answered here (204) without reaching a route, one from any other origin is refused (403
 //!   `cors_origin_not_allowed`, `cors_method_not_allowed`, `cors_header_not_allowed`), and a
 //!   real request from a listed origin gets `Access-Control-Allow-Origin`. A real request from
 //!   another origin is served without CORS headers, so the browser keeps the answer from the
 //!   page; it is not refused, because the UI's own same-origin requests carry `Origin` too.
-use crate::error::ApiError;
-use crate::startup::AppState;
+use crate::cors::CORS_EXPOSED;
+use crate::state::AppState;
 use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use actix_web::http::{Method, StatusCode};
+use actix_web::http::Method;
 use actix_web::middleware::Next;
-use actix_web::{web, HttpResponse, ResponseError};
+use actix_web::{web, ResponseError};
 
 /// The policy of the UI's pages and files: only its own script, style and images (and `data:`
 /// images, and `blob:` ones: the thumbnails of files the page read itself with the token),
@@ -30,100 +30,9 @@ pub const UI_CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self
 /// The policy of every other answer: JSON and event streams load nothing and are never framed.
 pub const API_CSP: &str = "default-src 'none'; frame-ancestors 'none'";
 
-/// Methods a cross-origin page may use (the API's own).
-pub const CORS_METHODS: &[Method] = &[Method::GET, Method::POST, Method::PATCH, Method::DELETE];
-/// Request headers a cross-origin page may send, beyond the CORS-safelisted ones.
-pub const CORS_HEADERS: &[&str] = &[
-    "authorization",
-    "content-type",
-    "idempotency-key",
-    "last-event-id",
-    "x-turnkey-session",
-];
-/// Response headers a cross-origin page may read, beyond the CORS-safelisted ones.
-const CORS_EXPOSED: &str = "Retry-After, WWW-Authenticate";
-/// How long a browser may cache a preflight answer, in seconds.
-const CORS_MAX_AGE_S: &str = "600";
-
 /// Whether a path is the web UI's (its page and its files) rather than the API's.
 pub fn is_ui_path(path: &str) -> bool {
     path == "/" || path.starts_with("/ui/")
-}
-
-/// The exact origins of `server.cors_origins` (checked at start-up by the configuration).
-#[derive(Clone, Debug, Default)]
-pub struct CorsPolicy {
-    origins: Vec<String>,
-}
-
-impl CorsPolicy {
-    pub fn new(origins: Vec<String>) -> Self {
-        Self { origins }
-    }
-
-    pub fn enabled(&self) -> bool {
-        !self.origins.is_empty()
-    }
-
-    fn allows(&self, origin: &str) -> bool {
-        self.origins.iter().any(|o| o == origin)
-    }
-
-    /// Judges a preflight from `origin`: the headers of a 204, or the refusal.
-    fn preflight(&self, origin: &str, headers: &HeaderMap) -> Result<HttpResponse, ApiError> {
-        let refused = |code, message: String| ApiError::new(StatusCode::FORBIDDEN, code, message);
-        if !self.allows(origin) {
-            return Err(refused(
-                "cors_origin_not_allowed",
-                format!("the origin {origin:?} is not in server.cors_origins"),
-            ));
-        }
-        let method = headers
-            .get(header::ACCESS_CONTROL_REQUEST_METHOD)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default();
-        if !CORS_METHODS.iter().any(|m| m.as_str() == method) {
-            return Err(refused(
-                "cors_method_not_allowed",
-                format!(
-                    "the method {:?} is not allowed across origins",
-                    crate::routes::truncated(method, 32)
-                ),
-            ));
-        }
-        let requested = headers
-            .get_all(header::ACCESS_CONTROL_REQUEST_HEADERS)
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .map(|h| h.trim().to_ascii_lowercase())
-            .filter(|h| !h.is_empty());
-        for name in requested {
-            if !CORS_HEADERS.contains(&name.as_str()) {
-                return Err(refused(
-                    "cors_header_not_allowed",
-                    format!(
-                        "the header {:?} is not allowed across origins; allowed: {}",
-                        crate::routes::truncated(&name, 64),
-                        CORS_HEADERS.join(", ")
-                    ),
-                ));
-            }
-        }
-        let methods = CORS_METHODS
-            .iter()
-            .map(Method::as_str)
-            .collect::<Vec<_>>()
-            .join(", ");
-        Ok(HttpResponse::NoContent()
-            .insert_header((header::ACCESS_CONTROL_ALLOW_ORIGIN, origin))
-            .insert_header((header::ACCESS_CONTROL_ALLOW_METHODS, methods))
-            .insert_header((
-                header::ACCESS_CONTROL_ALLOW_HEADERS,
-                CORS_HEADERS.join(", "),
-            ))
-            .insert_header((header::ACCESS_CONTROL_MAX_AGE, CORS_MAX_AGE_S))
-            .finish())
-    }
 }
 
 /// The request's `Origin`, when it has a readable one.
@@ -219,25 +128,6 @@ fn vary_on_origin(headers: &mut HeaderMap) {
 mod tests {
     use super::*;
 
-    fn preflight_headers(method: &str, headers: &str) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        map.insert(
-            header::ACCESS_CONTROL_REQUEST_METHOD,
-            HeaderValue::from_str(method).unwrap_or_else(|_| HeaderValue::from_static("")),
-        );
-        if !headers.is_empty() {
-            map.insert(
-                header::ACCESS_CONTROL_REQUEST_HEADERS,
-                HeaderValue::from_str(headers).unwrap_or_else(|_| HeaderValue::from_static("")),
-            );
-        }
-        map
-    }
-
-    fn code(r: Result<HttpResponse, ApiError>) -> Option<&'static str> {
-        r.err().map(|e| e.code)
-    }
-
     #[test]
     fn ui_paths_are_the_page_and_its_files() {
         assert!(is_ui_path("/"));
@@ -245,37 +135,6 @@ mod tests {
         assert!(!is_ui_path("/v1/sessions"));
         assert!(!is_ui_path("/uix"));
         assert!(!is_ui_path("/healthz"));
-    }
-
-    #[test]
-    fn a_preflight_is_judged_by_origin_method_and_headers() {
-        let cors = CorsPolicy::new(vec!["https://ui.example.com".into()]);
-        let ok = cors.preflight(
-            "https://ui.example.com",
-            &preflight_headers("POST", "Authorization, Content-Type, Idempotency-Key"),
-        );
-        assert_eq!(ok.map(|r| r.status()).ok(), Some(StatusCode::NO_CONTENT));
-        let h = preflight_headers("POST", "authorization");
-        assert_eq!(
-            code(cors.preflight("https://evil.example.com", &h)),
-            Some("cors_origin_not_allowed")
-        );
-        assert_eq!(
-            code(cors.preflight("https://ui.example.com/", &h)),
-            Some("cors_origin_not_allowed"),
-            "origins match exactly"
-        );
-        assert_eq!(
-            code(cors.preflight("https://ui.example.com", &preflight_headers("PUT", ""))),
-            Some("cors_method_not_allowed")
-        );
-        assert_eq!(
-            code(cors.preflight(
-                "https://ui.example.com",
-                &preflight_headers("GET", "authorization, x-secret")
-            )),
-            Some("cors_header_not_allowed")
-        );
     }
 
     #[test]

@@ -4,27 +4,22 @@
 use crate::auth::{self, OPERATOR_ID, OPERATOR_KIND};
 use crate::configuration::{InvalidConfig, ServerSettings, Settings};
 use crate::error;
-use crate::routes::{self, metrics::Metrics};
-use crate::security::{self, CorsPolicy};
+use crate::openapi;
+use crate::routes::{self, Mount};
+use crate::security;
+use crate::state::{AppState, OperatorToken, OperatorUse, OPERATOR_TOKEN_FILE};
 use actix_web::body::MessageBody;
 use actix_web::dev::{Server, Service, ServiceFactory, ServiceRequest, ServiceResponse};
+use actix_web::http::Method;
 use actix_web::{web, App, HttpServer};
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::watch;
 use tracing::Instrument;
 use turnkey_actors::{Gateway, GatewayError};
 use turnkey_storage::{Store, StoreError};
-
-const OPERATOR_TOKEN_FILE: &str = "operator.token";
-/// Written in the data directory the first time the operator token from `operator.token` is
-/// used: until then every start says where the token is.
-const OPERATOR_TOKEN_USED_FILE: &str = "operator.token.used";
-/// `server.sse_keepalive_s` by default.
-const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(15);
 
 /// The longest `turnkey serve` takes from SIGTERM/SIGINT to its exit (SPEC R2.4): running turns
 /// get `server.shutdown_grace_s`; then interrupted turns get
@@ -81,117 +76,6 @@ fn bind_failed(bind: &str, source: std::io::Error) -> StartupError {
 fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> StartupError {
     let context = context.into();
     move |source| StartupError::Io { context, source }
-}
-
-/// What every handler shares.
-pub struct AppState {
-    pub gateway: Gateway,
-    pub operator_token: String,
-    pub metrics: Arc<Metrics>,
-    pub max_body_bytes: usize,
-    /// `server.sse_keepalive_s`: an idle event stream's comment, a WebSocket's ping interval.
-    pub keepalive: Duration,
-    /// `server.cors_origins`, read by the security middleware.
-    pub cors: Arc<CorsPolicy>,
-    /// API tokens' last use and revocations, for open streams.
-    pub tokens: Arc<crate::auth::TokenWatch>,
-    /// Notes the first use of a generated operator token (see [`OperatorToken::file`]).
-    pub operator_used: Arc<OperatorUse>,
-    shutdown: watch::Sender<bool>,
-}
-
-impl AppState {
-    pub fn new(gateway: Gateway, operator_token: String, max_body_bytes: usize) -> Self {
-        Self {
-            gateway,
-            operator_token,
-            metrics: Arc::new(Metrics::new()),
-            max_body_bytes,
-            keepalive: DEFAULT_KEEPALIVE,
-            cors: Arc::new(CorsPolicy::default()),
-            tokens: Arc::new(crate::auth::TokenWatch::default()),
-            operator_used: Arc::new(OperatorUse::default()),
-            shutdown: watch::channel(false).0,
-        }
-    }
-
-    /// With another keep-alive interval (`server.sse_keepalive_s`).
-    pub fn with_keepalive(mut self, keepalive: Duration) -> Self {
-        self.keepalive = keepalive;
-        self
-    }
-
-    /// Lets pages of these exact origins call the API from a browser (CORS).
-    pub fn with_cors_origins(mut self, origins: Vec<String>) -> Self {
-        self.cors = Arc::new(CorsPolicy::new(origins));
-        self
-    }
-
-    /// From now on `/readyz` answers 503 and event streams end.
-    pub fn begin_shutdown(&self) {
-        self.shutdown.send_replace(true);
-    }
-
-    pub fn shutting_down(&self) -> bool {
-        *self.shutdown.borrow()
-    }
-
-    /// Resolves once shutdown has begun; long-lived responses select on it.
-    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
-        self.shutdown.subscribe()
-    }
-}
-
-/// The operator's bearer token and whether this start generated it (then it is printed once).
-#[derive(Clone, Debug)]
-pub struct OperatorToken {
-    pub value: String,
-    pub generated: bool,
-    /// The file it was generated into (`None` when `auth.operator_token` configures it).
-    pub file: Option<PathBuf>,
-}
-
-impl OperatorToken {
-    /// Whether the token of the file has been used since it was generated.
-    pub fn used(&self) -> bool {
-        self.file
-            .as_ref()
-            .is_none_or(|f| f.with_file_name(OPERATOR_TOKEN_USED_FILE).exists())
-    }
-}
-
-/// The first use of the operator token read from `operator.token`: it writes
-/// `operator.token.used` beside it, once, so that later starts stop saying where it is.
-#[derive(Debug, Default)]
-pub struct OperatorUse {
-    marker: Option<PathBuf>,
-    noted: std::sync::atomic::AtomicBool,
-}
-
-impl OperatorUse {
-    fn for_token(token: &OperatorToken) -> Self {
-        Self {
-            marker: token
-                .file
-                .as_ref()
-                .map(|f| f.with_file_name(OPERATOR_TOKEN_USED_FILE))
-                .filter(|m| !m.exists()),
-            noted: std::sync::atomic::AtomicBool::new(false),
-        }
-    }
-
-    /// The operator token was just accepted.
-    pub fn note(&self) {
-        let Some(marker) = &self.marker else { return };
-        if self.noted.swap(true, std::sync::atomic::Ordering::Relaxed) {
-            return;
-        }
-        // A hint for the next start, not a record of anything: a failure only means the
-        // next start says once more where the token is.
-        if let Err(e) = std::fs::write(marker, b"") {
-            tracing::warn!(path = %marker.display(), error = %e, "cannot note the operator token's first use");
-        }
-    }
 }
 
 /// Creates the data directory (spills, checkpoints, the SQLite file, the operator token).
@@ -290,6 +174,25 @@ pub async fn prepare(settings: &Settings) -> Result<(AppState, OperatorToken), S
     Ok((state, token))
 }
 
+/// Every route the server serves: the route modules' table, and the OpenAPI document of them
+/// (which reads those modules, so it is mounted here rather than in their table).
+pub fn mounts() -> Vec<Mount> {
+    let mut all = routes::table();
+    all.push(Mount::api(
+        "/v1/openapi.json",
+        vec![(Method::GET, web::to(openapi::openapi_json))],
+    ));
+    all
+}
+
+/// Every (method, path template) the server mounts, in mounting order.
+pub fn mounted() -> Vec<(Method, &'static str)> {
+    mounts()
+        .iter()
+        .flat_map(|m| m.methods().map(|method| (method.clone(), m.path)))
+        .collect()
+}
+
 /// The actix-web application: routes, extractor error shapes, security headers and CORS,
 /// request metrics.
 pub fn build_app(
@@ -311,7 +214,7 @@ pub fn build_app(
         .app_data(error::path_config())
         .app_data(error::query_config())
         .app_data(web::PayloadConfig::new(limit))
-        .configure(routes::configure)
+        .configure(|cfg| routes::configure(cfg, mounts()))
         .default_service(web::to(routes::not_found))
         .wrap(actix_web::middleware::from_fn(security::secure))
         .wrap_fn(move |req, srv| {
@@ -556,7 +459,9 @@ pub async fn serve(settings: Settings) -> Result<(), StartupError> {
     // name is said at once, not at the first message.
     if let Some(p) = primary.filter(|_| !detected) {
         actix_web::rt::spawn(async move {
-            if let Err(why) = crate::provider_probe::check(&p, crate::doctor::CHECK_TIMEOUT).await {
+            if let Err(why) =
+                crate::provider_probe::check(&p, crate::provider_probe::CHECK_TIMEOUT).await
+            {
                 let line = format!(
                     "warning: provider {} may not answer: {why} (turnkey doctor checks every provider)\n",
                     p.name

@@ -43,7 +43,7 @@ pub struct RuntimeConfig {
     /// `[[schedules]]`: inputs admitted on a cron schedule (SPEC R1.5).
     pub schedules: Vec<crate::schedule::ScheduleConfig>,
     /// `[platforms.*]`: the chat platforms served; each is off unless configured.
-    pub platforms: crate::platforms::PlatformsConfig,
+    pub platforms: crate::platforms::config::PlatformsConfig,
     /// `[memory]`: what the agent keeps per principal across sessions (SPEC R5.2).
     pub memory: MemoryConfig,
     /// `[skills]`: procedures the agent can load on demand (SPEC R5.2).

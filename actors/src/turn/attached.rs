@@ -65,15 +65,6 @@ pub fn with_attachments(
     msg
 }
 
-/// The text of the attached text files a turn shows its model, read once a turn by [`load`].
-#[derive(Debug, Default)]
-pub struct AttachedTexts {
-    /// `tools.inline_text_bytes` when they were read; `None` before (every file is named).
-    bound: Option<u64>,
-    /// By file id.
-    read: HashMap<String, String>,
-}
-
 /// Reads what the live rows' attachments show the model, once a turn: the text of every text
 /// file within `tools.inline_text_bytes` into `ctx.texts`, and, for a provider that sees images
 /// (`vision`), the bytes of the latest images (at most [`MAX_IMAGES_PER_REQUEST`]) into

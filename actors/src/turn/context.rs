@@ -34,7 +34,18 @@ pub struct TurnContext {
     /// that sees images (`turn::wire::messages`).
     pub images: std::collections::HashMap<String, turnkey_providers::Image>,
     /// The text of its transcript's attached text files read so far (`turn::attached`).
-    pub texts: super::attached::AttachedTexts,
+    pub texts: AttachedTexts,
+}
+
+/// The text of the attached text files a turn shows its model, read once a turn by
+/// `turn::attached::load` (here, beside the context that holds it, so that `attached` stays
+/// above `context`).
+#[derive(Debug, Default)]
+pub struct AttachedTexts {
+    /// `tools.inline_text_bytes` when they were read; `None` before (every file is named).
+    pub(super) bound: Option<u64>,
+    /// By file id.
+    pub(super) read: std::collections::HashMap<String, String>,
 }
 
 #[derive(Clone, Copy, Debug)]

@@ -207,7 +207,7 @@ impl Store {
             )
             .await?;
         }
-        crate::notify::send(&tx, crate::notify::NoticeKind::Decision, session, None);
+        tx.send_notice(crate::notify::NoticeKind::Decision, session, None);
         tx.commit().await?;
         Ok((a, events))
     }

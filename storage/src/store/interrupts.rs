@@ -89,7 +89,7 @@ impl Store {
         })
         .exec_without_returning(&tx)
         .await?;
-        notify::send(&tx, NoticeKind::Interrupt, session, Some(turn));
+        tx.send_notice(NoticeKind::Interrupt, session, Some(turn));
         let row = interrupt_request::Entity::find_by_id(id.clone())
             .one(&tx)
             .await?
@@ -162,7 +162,7 @@ impl Store {
             .exec(&tx)
             .await?;
         if res.rows_affected > 0 {
-            notify::send(&tx, NoticeKind::Interrupted, session, Some(turn));
+            tx.send_notice(NoticeKind::Interrupted, session, Some(turn));
         }
         tx.commit().await?;
         Ok(res.rows_affected)

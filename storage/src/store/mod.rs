@@ -78,6 +78,7 @@ pub(crate) use writer::WriteTx;
 pub(crate) use writer::Writer;
 
 use crate::entity::{event, lease, session};
+pub use crate::error::{Result, StoreError};
 use crate::ids::{now_ms, Seq};
 use crate::metrics::STORE;
 use crate::model::{Event, Fence, NewEvent};
@@ -91,27 +92,6 @@ use std::time::Duration;
 
 /// The PostgreSQL advisory lock key `migrate` takes ("turnkey" in ASCII).
 const MIGRATION_LOCK: i64 = 0x0074_7572_6e6b_6579;
-
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("database error: {0}")]
-    Db(#[from] DbErr),
-    /// The write belonged to a lease generation that no longer holds the session.
-    #[error("fenced out: the turn lease for session {0} is held by another generation")]
-    Fenced(String),
-    #[error("{0} not found")]
-    NotFound(String),
-    #[error("request id {request_id} was already used with a different payload")]
-    IdempotencyConflict { request_id: String },
-    #[error("admission {0} is not in the state this change needs")]
-    WrongState(String),
-    #[error("store unavailable: {0}")]
-    Unavailable(String),
-    #[error("stored data is corrupt: {0}")]
-    Corrupt(String),
-}
-
-pub type Result<T> = std::result::Result<T, StoreError>;
 
 /// Handle to the database; cheap to clone (the pools are shared).
 #[derive(Clone, Debug)]
@@ -232,6 +212,11 @@ impl Store {
     }
 
     /// The connection pool (for a caller outside the store: a test, a migration).
+    /// Starts listening for the notices of other writers (see [`crate::notify`]).
+    pub async fn notices(&self) -> Result<crate::notify::Notices> {
+        crate::notify::listen(self.connection(), self.peers()).await
+    }
+
     pub fn connection(&self) -> &DatabaseConnection {
         &self.db
     }
@@ -411,7 +396,7 @@ pub(crate) async fn write_event_rows(
     }
     // Readers of the session on other replicas (PostgreSQL): one notice per session,
     // delivered at commit.
-    crate::notify::send(db, crate::notify::NoticeKind::Events, session_id, None);
+    db.send_notice(crate::notify::NoticeKind::Events, session_id, None);
     Ok(out)
 }
 

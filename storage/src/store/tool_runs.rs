@@ -217,7 +217,7 @@ impl Store {
             },
         )
         .await?;
-        crate::notify::send(&tx, crate::notify::NoticeKind::Decision, session, None);
+        tx.send_notice(crate::notify::NoticeKind::Decision, session, None);
         tx.commit().await?;
         convert::tool_run(row)
     }

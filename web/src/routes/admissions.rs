@@ -5,7 +5,7 @@ use super::id::Id;
 use crate::auth::AuthPrincipal;
 use crate::error::{ApiError, ErrorBody};
 use crate::openapi::mirrors::{AdmissionStatusName, ReceiptSchema};
-use crate::startup::AppState;
+use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use serde::Serialize;
 use serde_json::Value;

@@ -3,7 +3,7 @@
 //! only. Entries are kept `security.audit_retention_days`.
 use crate::auth::AuthPrincipal;
 use crate::error::{ApiError, ErrorBody};
-use crate::startup::AppState;
+use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -5,7 +5,7 @@ use crate::auth::{still_live, AuthPrincipal, Grant};
 use crate::error::{ApiError, ErrorBody};
 use crate::follow::{EventFollower, PAGE};
 use crate::openapi::mirrors::EventSchema;
-use crate::startup::AppState;
+use crate::state::AppState;
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use bytes::Bytes;

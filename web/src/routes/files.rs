@@ -6,7 +6,7 @@
 //! Files live in the database, so every replica serves every file.
 use crate::auth::AuthPrincipal;
 use crate::error::{ApiError, ErrorBody};
-use crate::startup::AppState;
+use crate::state::AppState;
 use actix_multipart::Multipart;
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};

@@ -1,7 +1,7 @@
 //! Liveness and readiness: `/healthz` answers while the process lives, `/readyz` only while the
 //! store is reachable and migrated and the server is not shutting down, and says what the OS
 //! sandbox confines (SPEC R13.7).
-use crate::startup::AppState;
+use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use serde::Serialize;
 use utoipa::ToSchema;

@@ -2,17 +2,13 @@
 //! of them). A segment that does not parse answers 400 `invalid_id` naming what it should have
 //! been (`the session id "x" is not a UUID`), through the one `PathConfig` error handler
 //! (`error::path_config`), so no handler parses ids by hand.
-use super::truncated;
+use crate::error::not_an_id;
 use serde::{de, Deserialize, Deserializer};
 use std::str::FromStr;
 use turnkey_storage::{
     AdmissionId, ApprovalId, MemoryEntryId, MemoryPendingId, ScheduleId, SessionId,
     SkillProposalId, TurnId,
 };
-
-/// How the message of a segment that is not an id ends: the path error handler answers
-/// `invalid_id` for it (any other path error is `invalid_path`).
-pub const NOT_AN_ID: &str = " is not a UUID";
 
 /// An id of kind `T` from the path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,14 +74,10 @@ impl<'de, T: IdKind> Deserialize<'de> for Id<T> {
     }
 }
 
-/// Why `raw` is not an id of `what`, in the words every `invalid_id` answer uses.
-pub fn not_an_id(what: &str, raw: &str) -> String {
-    format!("the {what} id {:?}{NOT_AN_ID}", truncated(raw, 64))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::NOT_AN_ID;
 
     #[test]
     fn r2_2_an_id_parses_or_says_what_it_should_have_been() {

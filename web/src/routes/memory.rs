@@ -7,7 +7,7 @@ use super::id::Id;
 use super::reject_privileged_fields;
 use crate::auth::AuthPrincipal;
 use crate::error::{ApiError, ErrorBody};
-use crate::startup::AppState;
+use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

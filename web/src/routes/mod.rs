@@ -22,7 +22,7 @@ pub mod webhooks;
 pub mod work;
 pub mod ws;
 
-use crate::error::ApiError;
+use crate::error::{not_an_id, ApiError};
 use actix_web::http::{Method, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse, ResponseError, Route};
 use futures::StreamExt;
@@ -47,7 +47,7 @@ pub struct Mount {
 }
 
 impl Mount {
-    fn api(path: &'static str, routes: Vec<(Method, Route)>) -> Self {
+    pub fn api(path: &'static str, routes: Vec<(Method, Route)>) -> Self {
         Self {
             path,
             refusal: Refusal::Api,
@@ -68,8 +68,9 @@ impl Mount {
     }
 }
 
-/// Every route the server serves, in one table: [`configure`] mounts exactly this, and
-/// [`mounted`] lists it, so a test can hold the OpenAPI document (`crate::openapi`) to it.
+/// Every route of the route modules, in one table. `startup` adds the OpenAPI document's
+/// (`crate::openapi` reads these modules, so it stands above them), mounts the whole with
+/// [`configure`] and lists it, so a test can hold the document to what is served.
 pub fn table() -> Vec<Mount> {
     use Method as M;
     vec![
@@ -78,10 +79,6 @@ pub fn table() -> Vec<Mount> {
         Mount::api("/healthz", vec![(M::GET, web::to(health::healthz))]),
         Mount::api("/readyz", vec![(M::GET, web::to(health::readyz))]),
         Mount::api("/metrics", vec![(M::GET, web::to(metrics::metrics))]),
-        Mount::api(
-            "/v1/openapi.json",
-            vec![(M::GET, web::to(crate::openapi::openapi_json))],
-        ),
         Mount::api(
             "/v1/sessions",
             vec![
@@ -251,9 +248,10 @@ pub fn table() -> Vec<Mount> {
     ]
 }
 
-/// Mounts [`table`]: each path with its methods; any other method on it answers 405.
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    for mount in table() {
+/// Mounts `mounts` (the [`table`] and what `startup` adds): each path with its methods; any
+/// other method on it answers 405.
+pub fn configure(cfg: &mut web::ServiceConfig, mounts: Vec<Mount>) {
+    for mount in mounts {
         let mut resource = web::resource(mount.path);
         for (method, route) in mount.routes {
             resource = resource.route(route.method(method));
@@ -263,14 +261,6 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             Refusal::OpenAi => resource.default_service(web::to(openai::method_not_allowed)),
         });
     }
-}
-
-/// Every (method, path template) [`configure`] mounts, in mounting order.
-pub fn mounted() -> Vec<(Method, &'static str)> {
-    table()
-        .iter()
-        .flat_map(|m| m.methods().map(|method| (method.clone(), m.path)))
-        .collect()
 }
 
 pub async fn not_found(req: HttpRequest) -> HttpResponse {
@@ -296,15 +286,7 @@ async fn method_not_allowed(req: HttpRequest) -> HttpResponse {
 /// else's is answered 404 by the handler.
 pub fn parse_id<T: FromStr>(raw: &str, what: &str) -> Result<T, ApiError> {
     raw.parse()
-        .map_err(|_| ApiError::bad_request("invalid_id", id::not_an_id(what, raw)))
-}
-
-/// At most `max` characters of `s`, for echoing client input in an error message.
-pub fn truncated(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((cut, _)) => format!("{}…", &s[..cut]),
-        None => s.to_owned(),
-    }
+        .map_err(|_| ApiError::bad_request("invalid_id", not_an_id(what, raw)))
 }
 
 /// Body fields that might look like they grant rights. They never do (SPEC R2.1): rights come

@@ -7,7 +7,7 @@ use super::id::{Id, OutboxRowId};
 use crate::auth::AuthPrincipal;
 use crate::error::{ApiError, ErrorBody};
 use crate::openapi::mirrors::OutboxStatusName;
-use crate::startup::AppState;
+use crate::state::AppState;
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
@@ -122,7 +122,7 @@ pub async fn list(
                 "invalid_status",
                 format!(
                     "status {:?} is not one of pending, sending, sent, failed, unknown",
-                    super::truncated(s, 32)
+                    crate::error::truncated(s, 32)
                 ),
             )
         })?),

@@ -7,7 +7,7 @@
 use super::reject_privileged_fields;
 use crate::auth::AuthPrincipal;
 use crate::error::{ApiError, ErrorBody};
-use crate::startup::AppState;
+use crate::state::AppState;
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};

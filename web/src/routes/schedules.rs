@@ -7,7 +7,7 @@ use super::id::Id;
 use super::{parse_id, reject_privileged_fields};
 use crate::auth::AuthPrincipal;
 use crate::error::{ApiError, ErrorBody};
-use crate::startup::AppState;
+use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -208,7 +208,7 @@ fn request(body: &Map<String, Value>) -> Result<ScheduleRequest, ApiError> {
                 format!(
                     "missed must be one of {}; got {:?}",
                     MissedPolicy::NAMES,
-                    super::truncated(m, 64)
+                    crate::error::truncated(m, 64)
                 ),
             )
         })?,

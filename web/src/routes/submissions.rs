@@ -5,7 +5,7 @@ use super::{read_optional_json, reject_privileged_fields};
 use crate::auth::AuthPrincipal;
 use crate::error::{ApiError, ErrorBody};
 use crate::openapi::mirrors::ReceiptSchema;
-use crate::startup::AppState;
+use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

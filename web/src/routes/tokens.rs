@@ -6,7 +6,7 @@
 use super::reject_privileged_fields;
 use crate::auth::{generate_token, AuthPrincipal};
 use crate::error::{ApiError, ErrorBody};
-use crate::startup::AppState;
+use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -219,7 +219,7 @@ pub async fn revoke(
     if id.len() > 64 || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
         return Err(ApiError::not_found(format!(
             "token {}",
-            super::truncated(&id, 64)
+            crate::error::truncated(&id, 64)
         )));
     }
     if !state.gateway.store().revoke_token(&id, &who.0.id).await? {

@@ -7,7 +7,7 @@ use crate::error::{ApiError, ErrorBody};
 use crate::openapi::mirrors::{
     ApprovalDecisionName, ApprovalStatusName, ToolRunDecisionName, ToolRunStatusName,
 };
-use crate::startup::AppState;
+use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
 use turnkey_storage::{

@@ -171,7 +171,7 @@ fn missing(req: &HttpRequest) -> HttpResponse {
     ApiError::new(
         StatusCode::NOT_FOUND,
         "not_found",
-        format!("no UI file at {}", super::truncated(req.path(), 128)),
+        format!("no UI file at {}", crate::error::truncated(req.path(), 128)),
     )
     .error_response()
 }

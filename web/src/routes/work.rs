@@ -4,7 +4,7 @@
 use super::id::Id;
 use crate::auth::AuthPrincipal;
 use crate::error::{ApiError, ErrorBody};
-use crate::startup::AppState;
+use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use serde::Serialize;
 use turnkey_storage::{rfc3339, BackgroundProcess, ProcessId, SessionId, SubagentTask, TaskId};

@@ -149,7 +149,7 @@ impl Store {
         let announced: Vec<&NewEvent> = announced.iter().collect();
         let first = last_event - ANNOUNCED + 1;
         let events = write_event_rows(&tx, new.session_id, first, &announced, now).await?;
-        crate::notify::send(&tx, NoticeKind::Admitted, new.session_id, None);
+        tx.send_notice(NoticeKind::Admitted, new.session_id, None);
         tx.commit().await?;
         Ok(Admitted {
             admission: convert::admission(row)?,

@@ -9,8 +9,10 @@
 //! that takes a lease writes the turn it claims into the lease row (cleared when there is no head
 //! to claim), so the take is the claim's fence check.
 mod one_statement;
+mod release;
 #[cfg(test)]
 pub(super) use one_statement::TAKE_AND_CLAIM;
+pub(super) use release::{fence_out, release_in};
 
 use super::admissions::{claim_admission_in, head_and_counts, status_of};
 use super::{convert, is_unique_violation, Result, Store, StoreError};
@@ -281,53 +283,4 @@ fn with_holder(
     .col_expr(lease::Column::Platform, Expr::value(c.platform.to_owned()))
     .col_expr(lease::Column::AcquiredAt, Expr::value(now))
     .col_expr(lease::Column::ExpiresAt, Expr::value(now + c.ttl_ms))
-}
-
-/// A lease update that clears the holder (the generation stays unless the caller moves it).
-fn without_holder(q: UpdateMany<lease::Entity>) -> UpdateMany<lease::Entity> {
-    q.col_expr(
-        lease::Column::HolderInstance,
-        Expr::value(Option::<String>::None),
-    )
-    .col_expr(lease::Column::HolderPid, Expr::value(Option::<i64>::None))
-    .col_expr(lease::Column::Host, Expr::value(Option::<String>::None))
-    .col_expr(lease::Column::TurnId, Expr::value(Option::<String>::None))
-    .col_expr(lease::Column::ExpiresAt, Expr::value(0i64))
-}
-
-/// Gives the lease up inside `db`'s transaction; false when `fence` no longer held it.
-pub(super) async fn release_in(db: &super::WriteTx, fence: &Fence) -> Result<bool> {
-    let res = without_holder(lease::Entity::update_many())
-        .filter(lease::Column::SessionId.eq(fence.session_id.to_string()))
-        .filter(lease::Column::HolderInstance.eq(fence.instance.to_string()))
-        .filter(lease::Column::Generation.eq(fence.generation.0))
-        .exec(db)
-        .await?;
-    let released = res.rows_affected == 1;
-    if released {
-        // A replica waiting for this lease tries at once (PostgreSQL; delivered at commit).
-        let kind = crate::notify::NoticeKind::Released;
-        crate::notify::send(db, kind, fence.session_id, None);
-    }
-    Ok(released)
-}
-
-/// Takes the lease of `session` away from `owner`, who is judged dead: clears the holder and
-/// moves the generation on, so every fenced write `owner` may still attempt fails. A lease held
-/// by anyone else is left alone.
-pub(super) async fn fence_out<C: ConnectionTrait>(
-    db: &C,
-    session: SessionId,
-    owner: &Owner,
-) -> Result<()> {
-    without_holder(lease::Entity::update_many())
-        .col_expr(
-            lease::Column::Generation,
-            Expr::col(lease::Column::Generation).add(1),
-        )
-        .filter(lease::Column::SessionId.eq(session.to_string()))
-        .filter(lease::Column::HolderInstance.eq(owner.instance.to_string()))
-        .exec(db)
-        .await?;
-    Ok(())
 }

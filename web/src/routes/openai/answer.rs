@@ -4,7 +4,7 @@ use super::turn::{TurnEnd, TurnNews, TurnWatch};
 use super::wire::{usage, Completion, OpenAiError, DONE};
 use super::SESSION_HEADER;
 use crate::routes::events::{keepalive_timer, sse_response, KEEPALIVE_FRAME};
-use crate::startup::AppState;
+use crate::state::AppState;
 use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpResponse};
 use bytes::Bytes;

@@ -17,7 +17,7 @@ pub mod wire;
 
 use super::submissions::{admit, idempotency_header, SubmitBody};
 use crate::auth::authenticate_request;
-use crate::startup::AppState;
+use crate::state::AppState;
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 use request::{image_attachments, last_user_input, read_request};

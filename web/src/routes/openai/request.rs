@@ -2,7 +2,7 @@
 //! and images, and those images as attachments (fetched first when given by URL).
 use super::wire::{ChatRequest, OpenAiError};
 use crate::routes::{read_body, reject_privileged_fields};
-use crate::startup::AppState;
+use crate::state::AppState;
 use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpRequest};
 use serde_json::{json, Value};
@@ -113,7 +113,7 @@ pub(super) async fn image_attachments(
             _ => {
                 return Err(invalid(format!(
                     "{:?} is neither a data: URL nor an http(s) URL",
-                    crate::routes::truncated(url, 64)
+                    crate::error::truncated(url, 64)
                 )))
             }
         }
@@ -136,7 +136,7 @@ pub(super) fn last_user_input(body: &ChatRequest) -> Result<(String, Vec<String>
             format!(
                 "the last message must have role \"user\"; got {:?} (only the last user message \
                  is submitted, the session keeps its own history)",
-                crate::routes::truncated(&last.role, 32)
+                crate::error::truncated(&last.role, 32)
             ),
             Some(format!("messages[{i}].role")),
         ));

@@ -4,7 +4,7 @@ use super::wire::{ChatRequest, OpenAiError};
 use super::SESSION_HEADER;
 use crate::auth::AuthPrincipal;
 use crate::routes::parse_id;
-use crate::startup::AppState;
+use crate::state::AppState;
 use actix_web::HttpRequest;
 use turnkey_actors::NewSessionRequest;
 use turnkey_storage::{Session, SessionId};

@@ -4,7 +4,7 @@
 //! is running, long finished (an idempotent replay), or run by another process.
 use crate::error::ApiError;
 use crate::follow::EventFollower;
-use crate::startup::AppState;
+use crate::state::AppState;
 use actix_web::web;
 use serde_json::Value;
 use std::collections::VecDeque;

@@ -6,7 +6,7 @@
 //! admission through the `web_fetch` guard (public addresses unless `tools.fetch_allow`).
 use super::{body, configured, handle, parse, verify};
 use crate::error::{ApiError, ErrorBody};
-use crate::startup::AppState;
+use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 use serde_json::Value;

@@ -17,7 +17,7 @@ pub mod verify;
 use super::read_body;
 use crate::error::ApiError;
 use crate::openapi::mirrors::ReceiptSchema;
-use crate::startup::AppState;
+use crate::state::AppState;
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 use serde::Serialize;

@@ -12,7 +12,7 @@
 //! as the message `/command text`, deduped by their `trigger_id`.
 use super::{body, clean, configured, handle, now_s, parse, verify, WebhookAck};
 use crate::error::{ApiError, ErrorBody};
-use crate::startup::AppState;
+use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
 use turnkey_actors::gateway::commands;

@@ -8,7 +8,7 @@
 //! update's `update_id` is its id for dedupe: a redelivery is admitted once.
 use super::{body, clean, configured, handle, parse, verify, WebhookAck};
 use crate::error::{ApiError, ErrorBody};
-use crate::startup::AppState;
+use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
 use turnkey_actors::gateway::commands;

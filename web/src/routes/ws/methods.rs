@@ -5,7 +5,7 @@ use super::rpc::{params, RpcError};
 use crate::routes::sessions::{create_view, CreateSession, SessionView};
 use crate::routes::submissions::{admit, SubmitBody};
 use crate::routes::{events, parse_id, tools};
-use crate::startup::AppState;
+use crate::state::AppState;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use turnkey_storage::{rfc3339, ApprovalDecision, ApprovalId, Principal, Seq, SessionId};

@@ -16,7 +16,7 @@ mod rpc;
 use crate::auth::authenticate;
 use crate::error::{ApiError, ErrorBody};
 use crate::follow::EventFollower;
-use crate::startup::AppState;
+use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use actix_ws::{AggregatedMessage, CloseCode, CloseReason};
 use rpc::{RpcError, APPLICATION_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND};
@@ -361,7 +361,7 @@ impl Connection {
                     "no method {:?}; the methods are session.create, prompt.submit, \
                      session.subscribe, session.unsubscribe, session.events.since, \
                      session.resume, approval.respond, turn.interrupt",
-                    crate::routes::truncated(other, 64)
+                    crate::error::truncated(other, 64)
                 ),
                 "method_not_found",
             )),

@@ -5,7 +5,8 @@ use actix_web::web;
 use std::collections::HashMap;
 use tempfile::TempDir;
 use turnkey_web::configuration::{load_from, Overrides, Settings};
-use turnkey_web::startup::{prepare, AppState};
+use turnkey_web::startup::prepare;
+use turnkey_web::state::AppState;
 
 pub const OPERATOR: &str = "tk_test_operator";
 pub const MAX_BODY: usize = 4096;
