@@ -186,6 +186,19 @@ fn the_checker_catches_a_planted_long_function_and_a_long_file() {
         ..migration
     };
     assert!(!EXCEPTIONS.iter().any(|e| e.covers(&other)));
+    // A file exception covers the file's size, not a function in it.
+    let whole_file = Exception {
+        path: "web/src/*.rs",
+        item: Item::File,
+        why: "a planted exception",
+    };
+    let long_file = Offender {
+        path: "web/src/big.rs".into(),
+        item: Offence::File,
+        lines: 700,
+    };
+    assert!(whole_file.covers(&long_file));
+    assert!(!whole_file.covers(&other));
 }
 
 impl Exception {
