@@ -1,11 +1,10 @@
 //! `delegate_task`: the tool that starts sub-agents, one child session per task, within
 //! `delegation.max_depth` and `max_children`; each child's goal is its first admission.
 use super::reporting::watch_child;
-use super::{request_id, PLATFORM};
+use super::{admit_goal, title_of, PLATFORM};
 use crate::error::GatewayError;
 use crate::input::NewSessionRequest;
 use crate::turn::prompt;
-use crate::work::report::{self, Report};
 use crate::work::Wired;
 use async_trait::async_trait;
 use serde_json::{json, Value};
@@ -245,34 +244,6 @@ async fn start_one(
     tracing::info!(task = %task.task_id, %parent, child = %task.child_session_id, depth, "sub-agent started");
     admit_goal(w, &task).await?;
     Ok(task)
-}
-
-pub(super) fn title_of(goal: &str) -> String {
-    let first = goal.lines().next().unwrap_or(goal);
-    let mut t: String = first.chars().take(80).collect();
-    if first.chars().count() > 80 {
-        t.push('…');
-    }
-    t
-}
-
-/// The child's first input: its goal and context.
-fn goal_text(task: &SubagentTask) -> String {
-    match &task.context {
-        Some(c) => format!("{}\n\nContext:\n{c}", task.goal),
-        None => task.goal.clone(),
-    }
-}
-
-/// Admits the task's goal into its child (idempotent: its request id is the task's).
-pub(super) async fn admit_goal(w: &Wired, task: &SubagentTask) -> Result<(), GatewayError> {
-    let goal = Report {
-        session: task.child_session_id,
-        owner: task.owner.clone(),
-        request_id: request_id(task.task_id),
-        text: goal_text(task),
-    };
-    report::admit(w, goal).await.map(|_| ())
 }
 
 #[cfg(test)]

@@ -22,6 +22,8 @@ pub use reporting::{advance, sweep};
 use crate::deps::Deps;
 use crate::error::GatewayError;
 use crate::session::registry::SessionRegistry;
+use crate::work::report::{self, Report};
+use crate::work::Wired;
 use dashmap::DashMap;
 use std::sync::Arc;
 use turnkey_storage::{AdmissionStatus, SessionId, SubagentTask, TaskId};
@@ -118,4 +120,33 @@ async fn cancel_queued_goal(
 /// The tasks a session delegated, for `GET /v1/sessions/{id}/subagents`.
 pub async fn list(deps: &Deps, session: SessionId) -> Result<Vec<SubagentTask>, GatewayError> {
     Ok(deps.store.subagent_tasks(session).await?)
+}
+
+/// A child session's title: the goal's first line, at most 80 characters.
+pub(super) fn title_of(goal: &str) -> String {
+    let first = goal.lines().next().unwrap_or(goal);
+    let mut t: String = first.chars().take(80).collect();
+    if first.chars().count() > 80 {
+        t.push('…');
+    }
+    t
+}
+
+/// The child's first input: its goal and context.
+fn goal_text(task: &SubagentTask) -> String {
+    match &task.context {
+        Some(c) => format!("{}\n\nContext:\n{c}", task.goal),
+        None => task.goal.clone(),
+    }
+}
+
+/// Admits the task's goal into its child (idempotent: its request id is the task's).
+pub(super) async fn admit_goal(w: &Wired, task: &SubagentTask) -> Result<(), GatewayError> {
+    let goal = Report {
+        session: task.child_session_id,
+        owner: task.owner.clone(),
+        request_id: request_id(task.task_id),
+        text: goal_text(task),
+    };
+    report::admit(w, goal).await.map(|_| ())
 }

@@ -1,8 +1,7 @@
 //! A child's end coming back to its parent: when its goal admission is terminal the task is
 //! settled with the report's text, the report admitted into the parent, and
 //! `subagent.finished` committed once; each child is watched, and the sweep catches the rest.
-use super::delegate::{admit_goal, title_of};
-use super::request_id;
+use super::{admit_goal, request_id, title_of};
 use crate::deps::Deps;
 use crate::error::GatewayError;
 use crate::work::report::{self, Report, END};
