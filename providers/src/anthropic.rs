@@ -1,97 +1,53 @@
-//! The Anthropic Messages API client: one HTTP attempt per `chat` to `{base_url}/messages`,
-//! classified on failure, and handed to the event-stream or the message parser on success.
+//! The Anthropic Messages wire: `{base_url}/messages` with `x-api-key` and the API version;
+//! a whole message and the event stream read by `response`.
 mod body;
 mod response;
 
+use crate::client::{HttpProvider, Wire};
 use crate::error::ProviderError;
-use crate::http::{self, Endpoint};
-use crate::provider::{DeltaSink, Provider, ProviderConfig};
-use crate::retry::RetryPolicy;
+use crate::http::Endpoint;
+use crate::provider::DeltaSink;
 use crate::wire::{ChatRequest, ChatResponse};
 use body::RequestBody;
-use response::{parse_message, read_stream};
+use std::time::Duration;
 
 /// The API version this client speaks (request shape, event names).
 const API_VERSION: &str = "2023-06-01";
 
-pub struct AnthropicProvider {
-    endpoint: Endpoint,
-}
+/// The client of the Anthropic API.
+pub(crate) type AnthropicProvider = HttpProvider<Messages>;
 
-impl AnthropicProvider {
-    pub fn new(cfg: &ProviderConfig) -> Result<Self, ProviderError> {
-        Ok(Self {
-            endpoint: Endpoint::new(cfg, "messages")?,
-        })
-    }
+/// Anthropic's Messages API.
+pub(crate) struct Messages;
 
-    /// Sends the request and waits for the response head (status and headers).
-    async fn send(&self, req: &ChatRequest) -> Result<reqwest::Response, ProviderError> {
-        let mut builder = self
-            .endpoint
+#[async_trait::async_trait]
+impl Wire for Messages {
+    const PATH: &'static str = "messages";
+    const CALL: &'static str = "messages";
+
+    fn request(endpoint: &Endpoint, req: &ChatRequest) -> reqwest::RequestBuilder {
+        let builder = endpoint
             .post(
-                &RequestBody::new(req, self.endpoint.output_limit(req.max_tokens)),
+                &RequestBody::new(req, endpoint.output_limit(req.max_tokens)),
                 req.stream,
             )
             .header("anthropic-version", API_VERSION);
-        if let Some(key) = &self.endpoint.api_key {
-            builder = builder.header("x-api-key", key.expose());
+        match &endpoint.api_key {
+            Some(key) => builder.header("x-api-key", key.expose()),
+            None => builder,
         }
-        self.endpoint.send(builder).await
     }
 
-    async fn read_message(
-        &self,
+    fn parse(body: &str, fallback_model: &str) -> Result<ChatResponse, ProviderError> {
+        response::parse_message(body, fallback_model)
+    }
+
+    async fn read_stream(
         resp: reqwest::Response,
+        idle: Duration,
+        on_delta: DeltaSink<'_>,
         fallback_model: &str,
     ) -> Result<ChatResponse, ProviderError> {
-        let body = self.endpoint.read_body(resp).await?;
-        parse_message(&body, fallback_model)
-    }
-}
-
-#[async_trait::async_trait]
-impl Provider for AnthropicProvider {
-    fn name(&self) -> &str {
-        &self.endpoint.name
-    }
-
-    fn model(&self) -> &str {
-        &self.endpoint.model
-    }
-
-    fn context_window(&self) -> u32 {
-        self.endpoint.context_window
-    }
-
-    fn sees_images(&self) -> bool {
-        self.endpoint.vision
-    }
-
-    fn prefills(&self) -> bool {
-        self.endpoint.prefill
-    }
-
-    fn retry_policy(&self) -> RetryPolicy {
-        self.endpoint.retry
-    }
-
-    async fn chat(
-        &self,
-        req: &ChatRequest,
-        on_delta: DeltaSink<'_>,
-    ) -> Result<ChatResponse, ProviderError> {
-        tracing::debug!(provider = %self.endpoint.name, model = %req.model, stream = req.stream,
-            messages = req.messages.len(), tools = req.tools.len(), "messages request");
-        let resp = self.send(req).await?;
-        http::answer(
-            resp,
-            req.stream,
-            self.endpoint.idle_timeout,
-            on_delta,
-            async |r| self.read_message(r, &req.model).await,
-            async |r| read_stream(r, self.endpoint.idle_timeout, on_delta, &req.model).await,
-        )
-        .await
+        response::read_stream(resp, idle, on_delta, fallback_model).await
     }
 }

@@ -9,7 +9,7 @@
 //!
 //! 1. leaves: `wire`, `error`, `secret`, `activity`
 //! 2. terms: `retry`, `pricing`, `tokens`, `provider`
-//! 3. transport: `http`
+//! 3. transport: `http`, `client`
 //! 4. clients: `openai`, `anthropic`
 //! 5. factory: `build`
 // Tests may fail loudly; the library itself is still checked without this in non-test builds.
@@ -18,6 +18,7 @@
 pub mod activity;
 pub mod anthropic;
 pub mod build;
+mod client;
 pub mod error;
 mod http;
 pub mod openai;
@@ -28,10 +29,8 @@ pub mod secret;
 pub mod tokens;
 pub mod wire;
 
-pub use anthropic::AnthropicProvider;
 pub use build::build_provider;
 pub use error::ProviderError;
-pub use openai::OpenAiProvider;
 pub use pricing::{cost_usd, price_per_mtok, Price, Pricing};
 pub use provider::{DeltaSink, Provider, ProviderConfig, ProviderKind};
 pub use retry::RetryPolicy;

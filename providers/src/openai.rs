@@ -1,93 +1,49 @@
-//! The OpenAI Chat Completions client (any compatible server): one HTTP attempt per `chat`,
-//! classified on failure, and handed to the stream or the completion parser on success.
+//! The OpenAI Chat Completions wire (any compatible server): `{base_url}/chat/completions`
+//! with a bearer key; a whole answer read by `completion`, a stream by `stream`.
 mod body;
 mod completion;
 mod stream;
 
+use crate::client::{HttpProvider, Wire};
 use crate::error::ProviderError;
-use crate::http::{self, Endpoint};
-use crate::provider::{DeltaSink, Provider, ProviderConfig};
-use crate::retry::RetryPolicy;
+use crate::http::Endpoint;
+use crate::provider::DeltaSink;
 use crate::wire::{ChatRequest, ChatResponse};
 use body::RequestBody;
-use completion::parse_completion;
-use stream::read_stream;
+use std::time::Duration;
 
-pub struct OpenAiProvider {
-    endpoint: Endpoint,
-}
+/// The client of an OpenAI-compatible server.
+pub(crate) type OpenAiProvider = HttpProvider<ChatCompletions>;
 
-impl OpenAiProvider {
-    pub fn new(cfg: &ProviderConfig) -> Result<Self, ProviderError> {
-        Ok(Self {
-            endpoint: Endpoint::new(cfg, "chat/completions")?,
-        })
-    }
-
-    /// Sends the request and waits for the response head (status and headers).
-    async fn send(&self, req: &ChatRequest) -> Result<reqwest::Response, ProviderError> {
-        let mut builder = self.endpoint.post(
-            &RequestBody::new(req, self.endpoint.output_limit(req.max_tokens)),
-            req.stream,
-        );
-        if let Some(key) = &self.endpoint.api_key {
-            builder = builder.bearer_auth(key.expose());
-        }
-        self.endpoint.send(builder).await
-    }
-
-    async fn read_completion(
-        &self,
-        resp: reqwest::Response,
-        fallback_model: &str,
-    ) -> Result<ChatResponse, ProviderError> {
-        let body = self.endpoint.read_body(resp).await?;
-        parse_completion(&body, fallback_model)
-    }
-}
+/// OpenAI's Chat Completions.
+pub(crate) struct ChatCompletions;
 
 #[async_trait::async_trait]
-impl Provider for OpenAiProvider {
-    fn name(&self) -> &str {
-        &self.endpoint.name
-    }
+impl Wire for ChatCompletions {
+    const PATH: &'static str = "chat/completions";
+    const CALL: &'static str = "chat completion";
 
-    fn model(&self) -> &str {
-        &self.endpoint.model
-    }
-
-    fn context_window(&self) -> u32 {
-        self.endpoint.context_window
-    }
-
-    fn sees_images(&self) -> bool {
-        self.endpoint.vision
-    }
-
-    fn prefills(&self) -> bool {
-        self.endpoint.prefill
-    }
-
-    fn retry_policy(&self) -> RetryPolicy {
-        self.endpoint.retry
-    }
-
-    async fn chat(
-        &self,
-        req: &ChatRequest,
-        on_delta: DeltaSink<'_>,
-    ) -> Result<ChatResponse, ProviderError> {
-        tracing::debug!(provider = %self.endpoint.name, model = %req.model, stream = req.stream,
-            messages = req.messages.len(), tools = req.tools.len(), "chat completion request");
-        let resp = self.send(req).await?;
-        http::answer(
-            resp,
+    fn request(endpoint: &Endpoint, req: &ChatRequest) -> reqwest::RequestBuilder {
+        let builder = endpoint.post(
+            &RequestBody::new(req, endpoint.output_limit(req.max_tokens)),
             req.stream,
-            self.endpoint.idle_timeout,
-            on_delta,
-            async |r| self.read_completion(r, &req.model).await,
-            async |r| read_stream(r, self.endpoint.idle_timeout, on_delta, &req.model).await,
-        )
-        .await
+        );
+        match &endpoint.api_key {
+            Some(key) => builder.bearer_auth(key.expose()),
+            None => builder,
+        }
+    }
+
+    fn parse(body: &str, fallback_model: &str) -> Result<ChatResponse, ProviderError> {
+        completion::parse_completion(body, fallback_model)
+    }
+
+    async fn read_stream(
+        resp: reqwest::Response,
+        idle: Duration,
+        on_delta: DeltaSink<'_>,
+        fallback_model: &str,
+    ) -> Result<ChatResponse, ProviderError> {
+        stream::read_stream(resp, idle, on_delta, fallback_model).await
     }
 }
