@@ -168,7 +168,7 @@ async fn r2_1_payload_owner_fields_grant_nothing() {
         ["a later turn"],
         "nothing ran for the intruder"
     );
-    // The operator's submission left the session's owner with the admission actor (it reads
+    // The operator's submission left the session's owner with the admission service (it reads
     // no session row for the next one): another principal is still refused, as if the
     // session did not exist.
     let r = other

@@ -118,7 +118,7 @@ async fn deleting(database: Option<&str>) {
         404,
         "gone already"
     );
-    // Alice submitted to it before, so the admission actor knows its owner and reads no row
+    // Alice submitted to it before, so the admission service knows its owner and reads no row
     // to authorize her: her submission is still refused, by the admission that finds no
     // session.
     let r = alice.submit(&s, "are you there?", None).await;
