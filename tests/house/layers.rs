@@ -873,6 +873,34 @@ pub fn assert_planted_circle_refused(src: &Path, a: &str, b: &str) {
     );
 }
 
+/// The tests every crate's `tests/layers.rs` runs (`#[macro_use]` on its `mod layers`):
+/// floors kept and no circle, `docs/architecture.md` shows the floors, and a circle planted
+/// between two real modules of the crate, `$a` and `$b`, is refused.
+macro_rules! floors_tests {
+    ($a:literal, $b:literal) => {
+        fn src() -> std::path::PathBuf {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+        }
+
+        #[test]
+        fn every_module_uses_only_its_own_floor_and_those_below_and_no_circle() {
+            layers::assert_floors_kept(&src());
+        }
+
+        #[test]
+        fn the_architecture_document_shows_the_same_floors() {
+            let doc =
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/architecture.md");
+            layers::assert_document_shows_floors(&src(), &doc);
+        }
+
+        #[test]
+        fn a_circle_planted_between_two_real_modules_is_refused() {
+            layers::assert_planted_circle_refused(&src(), $a, $b);
+        }
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
