@@ -10,6 +10,10 @@
 //! private `use` its children reach through `super::`) stands for the module that defines it.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "source.rs"]
+mod source;
+
+use source::blank_literals_and_comments;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -104,116 +108,6 @@ fn blank(c: char) -> char {
     } else {
         ' '
     }
-}
-
-/// The text with comments and the contents of string and char literals blanked: the same
-/// characters at the same places otherwise, so positions still give line numbers.
-pub fn strip_comments_and_strings(text: &str) -> String {
-    let b: Vec<char> = text.chars().collect();
-    let at = |i: usize| b.get(i).copied().unwrap_or('\0');
-    let mut out = String::with_capacity(text.len());
-    let mut i = 0;
-    while i < b.len() {
-        let c = b[i];
-        let prev = if i == 0 { ' ' } else { b[i - 1] };
-        if c == '/' && at(i + 1) == '/' {
-            while i < b.len() && b[i] != '\n' {
-                out.push(' ');
-                i += 1;
-            }
-            continue;
-        }
-        if c == '/' && at(i + 1) == '*' {
-            let mut depth = 0;
-            loop {
-                if i >= b.len() {
-                    break;
-                }
-                if b[i] == '/' && at(i + 1) == '*' {
-                    depth += 1;
-                    out.push_str("  ");
-                    i += 2;
-                } else if b[i] == '*' && at(i + 1) == '/' {
-                    depth -= 1;
-                    out.push_str("  ");
-                    i += 2;
-                    if depth == 0 {
-                        break;
-                    }
-                } else {
-                    out.push(blank(b[i]));
-                    i += 1;
-                }
-            }
-            continue;
-        }
-        // Raw strings: r"…", r#"…"#, br"…".
-        if (c == 'r' || (c == 'b' && at(i + 1) == 'r')) && !is_ident(prev) {
-            let mut j = i + if c == 'b' { 2 } else { 1 };
-            let mut hashes = 0;
-            while at(j) == '#' {
-                hashes += 1;
-                j += 1;
-            }
-            if at(j) == '"' {
-                for _ in i..=j {
-                    out.push(' ');
-                }
-                i = j + 1;
-                while i < b.len() {
-                    if b[i] == '"' && (1..=hashes).all(|k| at(i + k) == '#') {
-                        for _ in 0..=hashes {
-                            out.push(' ');
-                        }
-                        i += hashes + 1;
-                        break;
-                    }
-                    out.push(blank(b[i]));
-                    i += 1;
-                }
-                continue;
-            }
-        }
-        if c == '"' {
-            out.push(' ');
-            i += 1;
-            while i < b.len() && b[i] != '"' {
-                if b[i] == '\\' {
-                    out.push(' ');
-                    i += 1;
-                }
-                if i < b.len() {
-                    out.push(blank(b[i]));
-                    i += 1;
-                }
-            }
-            out.push(' ');
-            i += 1;
-            continue;
-        }
-        if c == '\'' {
-            // A char literal ('x', '\n', '\u{..}'); otherwise a lifetime, kept.
-            if at(i + 1) == '\\' {
-                out.push_str("  ");
-                i += 2;
-                while i < b.len() && b[i] != '\'' {
-                    out.push(' ');
-                    i += 1;
-                }
-                out.push(' ');
-                i += 1;
-                continue;
-            }
-            if at(i + 2) == '\'' {
-                out.push_str("   ");
-                i += 3;
-                continue;
-            }
-        }
-        out.push(c);
-        i += 1;
-    }
-    out
 }
 
 /// Blanks every `#[cfg(test)]` item (to the brace that closes it, or its `;`) and every
@@ -361,7 +255,7 @@ fn line_of(code: &str, at: usize) -> usize {
 /// Reads one file: its children, `use` declarations and inline paths.
 fn read_module(file: &Path, path: Vec<String>) -> Module {
     let text = std::fs::read_to_string(file).unwrap();
-    let mut code = strip_tests(&strip_comments_and_strings(&text));
+    let mut code = strip_tests(&blank_literals_and_comments(&text));
     let children = children(&code);
     let mut names = BTreeMap::new();
     let mut paths = Vec::new();
@@ -935,7 +829,7 @@ mod tests {
                 ("crate::f".to_owned(), None)
             ]
         );
-        let code = strip_tests(&strip_comments_and_strings(
+        let code = strip_tests(&blank_literals_and_comments(
             "use crate::a; // crate::c\nlet s = \"crate::z\";\n#[cfg(test)]\nmod tests {\n    use crate::z;\n}\nuse crate::b;\n",
         ));
         assert!(code.contains("use crate::a;") && code.contains("use crate::b;"));
