@@ -103,7 +103,7 @@ pub async fn finalize(record: Record<'_>, delivery: &Addr<DeliveryActor>, mut c:
     let mut events = Vec::new();
     let ids = (c.session_id, c.turn_id, c.admission_id);
     if let Some(text) = c.held_delta.clone() {
-        events.push(event(ids, EventKind::MessageDelta, json!({ "text": text })));
+        events.push(super::request::delta_event(ids, text));
     }
     let message_id = MessageId::new();
     let mut close_tail = None;

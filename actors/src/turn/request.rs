@@ -205,7 +205,7 @@ impl StreamedText {
 }
 
 /// A `message.delta` event of `text` for the turn `ids` names (session, turn, admission).
-fn delta_event(ids: (SessionId, TurnId, AdmissionId), text: String) -> NewEvent {
+pub(super) fn delta_event(ids: (SessionId, TurnId, AdmissionId), text: String) -> NewEvent {
     NewEvent {
         session_id: ids.0,
         kind: EventKind::MessageDelta,
