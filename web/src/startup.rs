@@ -5,12 +5,11 @@ use crate::auth::{self, OPERATOR_ID, OPERATOR_KIND};
 use crate::configuration::{InvalidConfig, ServerSettings, Settings};
 use crate::error;
 use crate::openapi;
-use crate::routes::{self, Mount};
+use crate::routes;
 use crate::security;
 use crate::state::{AppState, OperatorToken, OperatorUse, OPERATOR_TOKEN_FILE};
 use actix_web::body::MessageBody;
 use actix_web::dev::{Server, Service, ServiceFactory, ServiceRequest, ServiceResponse};
-use actix_web::http::Method;
 use actix_web::{web, App, HttpServer};
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
@@ -20,6 +19,7 @@ use std::time::{Duration, Instant};
 use tracing::Instrument;
 use turnkey_actors::{Gateway, GatewayError};
 use turnkey_storage::{Store, StoreError};
+use utoipa_actix_web::AppExt;
 
 /// The longest `turnkey serve` takes from SIGTERM/SIGINT to its exit (SPEC R2.4): running turns
 /// get `server.shutdown_grace_s`; then interrupted turns get
@@ -174,25 +174,6 @@ pub async fn prepare(settings: &Settings) -> Result<(AppState, OperatorToken), S
     Ok((state, token))
 }
 
-/// Every route the server serves: the route modules' table, and the OpenAPI document of them
-/// (which reads those modules, so it is mounted here rather than in their table).
-pub fn mounts() -> Vec<Mount> {
-    let mut all = routes::table();
-    all.push(Mount::api(
-        "/v1/openapi.json",
-        vec![(Method::GET, web::to(openapi::openapi_json))],
-    ));
-    all
-}
-
-/// Every (method, path template) the server mounts, in mounting order.
-pub fn mounted() -> Vec<(Method, &'static str)> {
-    mounts()
-        .iter()
-        .flat_map(|m| m.methods().map(|method| (method.clone(), m.path)))
-        .collect()
-}
-
 /// The actix-web application: routes, extractor error shapes, security headers and CORS,
 /// request metrics.
 pub fn build_app(
@@ -214,7 +195,10 @@ pub fn build_app(
         .app_data(error::path_config())
         .app_data(error::query_config())
         .app_data(web::PayloadConfig::new(limit))
-        .configure(|cfg| routes::configure(cfg, mounts()))
+        .configure(|cfg| routes::refusals(cfg, &openapi::document().paths))
+        .into_utoipa_app()
+        .configure(openapi::serve)
+        .into_app()
         .default_service(web::to(routes::not_found))
         .wrap(actix_web::middleware::from_fn(security::secure))
         .wrap_fn(move |req, srv| {

@@ -6,6 +6,7 @@ use crate::auth::AuthPrincipal;
 use crate::error::{ApiError, ErrorBody};
 use crate::openapi::mirrors::{AdmissionStatusName, ReceiptSchema};
 use crate::state::AppState;
+use actix_web::{get, post};
 use actix_web::{web, HttpResponse};
 use serde::Serialize;
 use serde_json::Value;
@@ -53,8 +54,6 @@ pub struct AdmissionView {
 /// An admission: where an input is (`queued` → `started` → `terminal`, or `unknown` after a
 /// crash) and how its turn ended.
 #[utoipa::path(
-    get,
-    path = "/v1/admissions/{admission_id}",
     operation_id = "get_admission",
     tag = "submissions",
     params(("admission_id" = uuid::Uuid, Path, description = "The admission's id")),
@@ -67,6 +66,7 @@ pub struct AdmissionView {
     ),
     security(("bearer" = [])),
 )]
+#[get("/v1/admissions/{admission_id}")]
 pub async fn get(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -115,8 +115,6 @@ pub async fn get(
 /// linked to it (202), the same receipt again on a repeat (200, `duplicate: true`), 409
 /// `not_unknown` for any other status.
 #[utoipa::path(
-    post,
-    path = "/v1/admissions/{admission_id}/retry",
     operation_id = "retry_admission",
     tag = "submissions",
     params(("admission_id" = uuid::Uuid, Path, description = "The `unknown` admission's id")),
@@ -131,6 +129,7 @@ pub async fn get(
     ),
     security(("bearer" = [])),
 )]
+#[post("/v1/admissions/{admission_id}/retry")]
 pub async fn retry(
     state: web::Data<AppState>,
     who: AuthPrincipal,

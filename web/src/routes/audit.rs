@@ -4,6 +4,7 @@
 use crate::auth::AuthPrincipal;
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
+use actix_web::get;
 use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -74,8 +75,6 @@ fn since_ms(s: &str) -> Result<i64, ApiError> {
 
 /// The audit log, oldest first (the operator).
 #[utoipa::path(
-    get,
-    path = "/v1/audit",
     operation_id = "list_audit",
     tag = "tokens",
     params(AuditQuery),
@@ -88,6 +87,7 @@ fn since_ms(s: &str) -> Result<i64, ApiError> {
     ),
     security(("bearer" = [])),
 )]
+#[get("/v1/audit")]
 pub async fn list(
     state: web::Data<AppState>,
     who: AuthPrincipal,

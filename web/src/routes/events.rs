@@ -6,6 +6,7 @@ use crate::error::{ApiError, ErrorBody};
 use crate::follow::{EventFollower, PAGE};
 use crate::openapi::mirrors::EventSchema;
 use crate::state::AppState;
+use actix_web::get;
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use bytes::Bytes;
@@ -78,8 +79,6 @@ fn last_event_id(req: &HttpRequest) -> Result<Option<Seq>, ApiError> {
 /// live SSE stream (`id: SEQ`, `event: KIND`, `data: EVENT`; `: keepalive` comments while
 /// idle) that has no gaps and no repeats, also across reconnects with `Last-Event-ID`.
 #[utoipa::path(
-    get,
-    path = "/v1/sessions/{id}/events",
     operation_id = "list_events",
     tag = "events",
     params(
@@ -100,6 +99,7 @@ fn last_event_id(req: &HttpRequest) -> Result<Option<Seq>, ApiError> {
     ),
     security(("bearer" = [])),
 )]
+#[get("/v1/sessions/{id}/events")]
 pub async fn events(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -143,13 +143,13 @@ pub async fn page(
             "limit must be at least 1",
         ));
     }
-    let events = state
+    let page = state
         .gateway
         .store()
         .events_since(session, since, limit.min(MAX_PAGE))
         .await?;
-    let next_since = events.last().map_or(since, |e| e.seq);
-    Ok((events, next_since))
+    let next_since = page.last().map_or(since, |e| e.seq);
+    Ok((page, next_since))
 }
 
 fn stream(

@@ -9,6 +9,7 @@ use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
 use actix_multipart::Multipart;
 use actix_web::http::header;
+use actix_web::{get, post};
 use actix_web::{web, HttpRequest, HttpResponse};
 use futures::StreamExt;
 use serde::Deserialize;
@@ -49,8 +50,6 @@ impl From<StoredFile> for FileView {
 
 /// Stores the request body as one of the caller's files (the same bytes twice are one file).
 #[utoipa::path(
-    post,
-    path = "/v1/files",
     operation_id = "upload_file",
     tag = "files",
     params(UploadQuery),
@@ -65,6 +64,7 @@ impl From<StoredFile> for FileView {
     ),
     security(("bearer" = [])),
 )]
+#[post("/v1/files")]
 pub async fn upload(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -155,8 +155,6 @@ async fn file_field(
 
 /// One of the caller's files, with the sniffed type; anyone else's is not found.
 #[utoipa::path(
-    get,
-    path = "/v1/files/{file_id}",
     operation_id = "get_file",
     tag = "files",
     params(("file_id" = String, Path, description = "The file's id")),
@@ -168,6 +166,7 @@ async fn file_field(
     ),
     security(("bearer" = [])),
 )]
+#[get("/v1/files/{file_id}")]
 pub async fn get(
     state: web::Data<AppState>,
     who: AuthPrincipal,

@@ -2,6 +2,7 @@
 //! store is reachable and migrated and the server is not shutting down, and says what the OS
 //! sandbox confines (SPEC R13.7).
 use crate::state::AppState;
+use actix_web::get;
 use actix_web::{web, HttpResponse};
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -73,20 +74,17 @@ fn readiness(state: &AppState, status: &'static str) -> HealthStatus {
 
 /// Liveness: 200 while the process lives.
 #[utoipa::path(
-    get,
-    path = "/healthz",
     operation_id = "healthz",
     tag = "health",
     responses((status = 200, description = "The process lives: `{\"status\": \"ok\"}`", body = HealthStatus)),
 )]
+#[get("/healthz")]
 pub async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(status("ok"))
 }
 
 /// Readiness: 200 while the store is reachable and migrated and the server is not stopping.
 #[utoipa::path(
-    get,
-    path = "/readyz",
     operation_id = "readyz",
     tag = "health",
     responses(
@@ -94,6 +92,7 @@ pub async fn healthz() -> HttpResponse {
         (status = 503, description = "Not ready: `{\"status\": \"unavailable\"}` (the store does not answer) or `{\"status\": \"shutting_down\"}`, with `sandbox`", body = HealthStatus),
     ),
 )]
+#[get("/readyz")]
 pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
     if state.shutting_down() {
         return HttpResponse::ServiceUnavailable().json(readiness(&state, "shutting_down"));

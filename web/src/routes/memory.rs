@@ -8,6 +8,7 @@ use super::reject_privileged_fields;
 use crate::auth::AuthPrincipal;
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
+use actix_web::{delete, get, patch, post};
 use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -230,8 +231,6 @@ pub fn decision(body: &Map<String, Value>) -> Result<bool, ApiError> {
 
 /// The caller's memory and user profile, with how full each is.
 #[utoipa::path(
-    get,
-    path = "/v1/memory",
     operation_id = "get_memory",
     tag = "memory",
     responses(
@@ -241,6 +240,7 @@ pub fn decision(body: &Map<String, Value>) -> Result<bool, ApiError> {
     ),
     security(("bearer" = [])),
 )]
+#[get("/v1/memory")]
 pub async fn get(state: web::Data<AppState>, who: AuthPrincipal) -> Result<HttpResponse, ApiError> {
     let [memory, profile] = state.gateway.memory(&who.0).await?;
     Ok(HttpResponse::Ok().json(MemoryBody {
@@ -252,8 +252,6 @@ pub async fn get(state: web::Data<AppState>, who: AuthPrincipal) -> Result<HttpR
 /// Adds an entry to the caller's memory or profile: scanned like the `memory` tool's writes
 /// and bounded by the store's limit; recorded as made by the API.
 #[utoipa::path(
-    post,
-    path = "/v1/memory",
     operation_id = "add_memory",
     tag = "memory",
     request_body = NewEntry,
@@ -266,6 +264,7 @@ pub async fn get(state: web::Data<AppState>, who: AuthPrincipal) -> Result<HttpR
     ),
     security(("bearer" = [])),
 )]
+#[post("/v1/memory")]
 pub async fn add(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -289,8 +288,6 @@ pub async fn add(
 
 /// Changes the text of one of the caller's entries (scanned and bounded like an add).
 #[utoipa::path(
-    patch,
-    path = "/v1/memory/{entry_id}",
     operation_id = "edit_memory",
     tag = "memory",
     params(("entry_id" = uuid::Uuid, Path, description = "The entry's id")),
@@ -305,6 +302,7 @@ pub async fn add(
     ),
     security(("bearer" = [])),
 )]
+#[patch("/v1/memory/{entry_id}")]
 pub async fn edit(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -324,8 +322,6 @@ pub async fn edit(
 
 /// Deletes one of the caller's entries.
 #[utoipa::path(
-    delete,
-    path = "/v1/memory/{entry_id}",
     operation_id = "delete_memory",
     tag = "memory",
     params(("entry_id" = uuid::Uuid, Path, description = "The entry's id")),
@@ -338,6 +334,7 @@ pub async fn edit(
     ),
     security(("bearer" = [])),
 )]
+#[delete("/v1/memory/{entry_id}")]
 pub async fn delete(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -354,8 +351,6 @@ pub async fn delete(
 
 /// Who changed the caller's memory and how: the text before and after, newest first.
 #[utoipa::path(
-    get,
-    path = "/v1/memory/changes",
     operation_id = "memory_changes",
     tag = "memory",
     responses(
@@ -365,6 +360,7 @@ pub async fn delete(
     ),
     security(("bearer" = [])),
 )]
+#[get("/v1/memory/changes")]
 pub async fn changes(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -377,8 +373,6 @@ pub async fn changes(
 
 /// The review's writes to the caller's memory that wait for a person (`write_approval`).
 #[utoipa::path(
-    get,
-    path = "/v1/memory/pending",
     operation_id = "memory_pending",
     tag = "memory",
     responses(
@@ -388,6 +382,7 @@ pub async fn changes(
     ),
     security(("bearer" = [])),
 )]
+#[get("/v1/memory/pending")]
 pub async fn pending(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -400,8 +395,6 @@ pub async fn pending(
 
 /// Approves (writes it now, against the store as it is) or denies a pending write.
 #[utoipa::path(
-    post,
-    path = "/v1/memory/pending/{id}",
     operation_id = "decide_memory_pending",
     tag = "memory",
     params(("id" = uuid::Uuid, Path, description = "The pending write's id")),
@@ -417,6 +410,7 @@ pub async fn pending(
     ),
     security(("bearer" = [])),
 )]
+#[post("/v1/memory/pending/{id}")]
 pub async fn decide_pending(
     state: web::Data<AppState>,
     who: AuthPrincipal,

@@ -1,12 +1,11 @@
 //! `GET /metrics` in the Prometheus text format: the process's counters (`crate::metrics`) and
 //! what the store, the shutdown and the sandbox say at the time.
 use crate::state::AppState;
+use actix_web::get;
 use actix_web::{web, HttpResponse};
 
 /// The Prometheus text exposition of the process's gauges and counters.
 #[utoipa::path(
-    get,
-    path = "/metrics",
     operation_id = "metrics",
     tag = "health",
     responses((
@@ -34,6 +33,7 @@ use actix_web::{web, HttpResponse};
         content_type = "text/plain; version=0.0.4; charset=utf-8",
     )),
 )]
+#[get("/metrics")]
 pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     let ready = state.gateway.store().is_ready().await;
     let outbox = match state.gateway.store().count_outbox().await {

@@ -23,243 +23,122 @@ pub mod work;
 pub mod ws;
 
 use crate::error::{not_an_id, ApiError};
+use actix_web::dev::ResourceDef;
 use actix_web::http::{Method, StatusCode};
-use actix_web::{web, HttpRequest, HttpResponse, ResponseError, Route};
+use actix_web::{guard, web, HttpRequest, HttpResponse, ResponseError};
 use futures::StreamExt;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use std::str::FromStr;
+use utoipa::openapi::path::Paths;
+use utoipa_actix_web::service_config::ServiceConfig;
 
-/// The answer shape of a resource's 405 for a method it does not serve.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Refusal {
-    /// `{"error": {code, message}}`.
-    Api,
-    /// OpenAI's `{"error": {message, type, param, code}}`.
-    OpenAi,
+/// Every route of the route modules, in matching order (a fixed path before the `{…}` one that
+/// would take it). Each handler says its method and path once, in its actix attribute, under
+/// its `#[utoipa::path]`; registering it here both mounts it and adds it to the OpenAPI
+/// document (`crate::openapi`, which adds its own route; `startup` mounts [`refusals`] first).
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(ui::index)
+        .service(ui::asset)
+        .service(health::healthz)
+        .service(health::readyz)
+        .service(metrics::metrics)
+        .service(sessions::create)
+        .service(sessions::list)
+        .service(sessions::get)
+        .service(sessions::update)
+        .service(sessions::delete)
+        .service(sessions::messages)
+        .service(work::subagents)
+        .service(work::processes)
+        .service(submissions::submit)
+        .service(submissions::interrupt)
+        .service(events::events)
+        .service(tools::decide_approval)
+        .service(tools::decide_tool_run)
+        .service(tools::restore)
+        .service(admissions::get)
+        .service(admissions::retry)
+        .service(tokens::create)
+        .service(tokens::list)
+        .service(tokens::revoke)
+        .service(audit::list)
+        .service(providers::list)
+        .service(providers::connect)
+        .service(providers::remove)
+        .service(files::upload)
+        .service(files::get)
+        .service(schedules::create)
+        .service(schedules::list)
+        .service(schedules::delete)
+        .service(memory::get)
+        .service(memory::add)
+        .service(memory::changes)
+        .service(memory::pending)
+        .service(memory::decide_pending)
+        .service(memory::edit)
+        .service(memory::delete)
+        .service(skills::list)
+        .service(skills::proposals)
+        .service(skills::decide)
+        .service(skills::get)
+        .service(skills::put)
+        .service(skills::delete)
+        .service(outbox::list)
+        .service(outbox::resend)
+        .service(ws::connect)
+        .service(openai::chat_completions)
+        .service(openai::models)
+        .service(webhooks::telegram::webhook)
+        .service(webhooks::slack::events)
+        .service(webhooks::slack::interactive)
+        .service(webhooks::generic::webhook);
 }
 
-/// One mounted path: its handlers by method, and how it refuses any other method.
-pub struct Mount {
-    pub path: &'static str,
-    refusal: Refusal,
-    routes: Vec<(Method, Route)>,
-}
-
-impl Mount {
-    pub fn api(path: &'static str, routes: Vec<(Method, Route)>) -> Self {
-        Self {
-            path,
-            refusal: Refusal::Api,
-            routes,
-        }
-    }
-
-    fn openai(path: &'static str, routes: Vec<(Method, Route)>) -> Self {
-        Self {
-            path,
-            refusal: Refusal::OpenAi,
-            routes,
-        }
-    }
-
-    pub fn methods(&self) -> impl Iterator<Item = &Method> {
-        self.routes.iter().map(|(m, _)| m)
-    }
-}
-
-/// Every route of the route modules, in one table. `startup` adds the OpenAPI document's
-/// (`crate::openapi` reads these modules, so it stands above them), mounts the whole with
-/// [`configure`] and lists it, so a test can hold the document to what is served.
-pub fn table() -> Vec<Mount> {
-    use Method as M;
-    vec![
-        Mount::api("/", vec![(M::GET, web::to(ui::index))]),
-        Mount::api("/ui/{file}", vec![(M::GET, web::to(ui::asset))]),
-        Mount::api("/healthz", vec![(M::GET, web::to(health::healthz))]),
-        Mount::api("/readyz", vec![(M::GET, web::to(health::readyz))]),
-        Mount::api("/metrics", vec![(M::GET, web::to(metrics::metrics))]),
-        Mount::api(
-            "/v1/sessions",
-            vec![
-                (M::POST, web::to(sessions::create)),
-                (M::GET, web::to(sessions::list)),
-            ],
-        ),
-        Mount::api(
-            "/v1/sessions/{id}",
-            vec![
-                (M::GET, web::to(sessions::get)),
-                (M::PATCH, web::to(sessions::update)),
-                (M::DELETE, web::to(sessions::delete)),
-            ],
-        ),
-        Mount::api(
-            "/v1/sessions/{id}/messages",
-            vec![(M::GET, web::to(sessions::messages))],
-        ),
-        Mount::api(
-            "/v1/sessions/{id}/subagents",
-            vec![(M::GET, web::to(work::subagents))],
-        ),
-        Mount::api(
-            "/v1/sessions/{id}/processes",
-            vec![(M::GET, web::to(work::processes))],
-        ),
-        Mount::api(
-            "/v1/sessions/{id}/submissions",
-            vec![(M::POST, web::to(submissions::submit))],
-        ),
-        Mount::api(
-            "/v1/sessions/{id}/interrupt",
-            vec![(M::POST, web::to(submissions::interrupt))],
-        ),
-        Mount::api(
-            "/v1/sessions/{id}/events",
-            vec![(M::GET, web::to(events::events))],
-        ),
-        Mount::api(
-            "/v1/sessions/{id}/approvals/{approval_id}",
-            vec![(M::POST, web::to(tools::decide_approval))],
-        ),
-        Mount::api(
-            "/v1/sessions/{id}/tool_runs/{call_id}",
-            vec![(M::POST, web::to(tools::decide_tool_run))],
-        ),
-        Mount::api(
-            "/v1/sessions/{id}/checkpoints/{turn_id}/restore",
-            vec![(M::POST, web::to(tools::restore))],
-        ),
-        Mount::api(
-            "/v1/admissions/{admission_id}",
-            vec![(M::GET, web::to(admissions::get))],
-        ),
-        Mount::api(
-            "/v1/admissions/{admission_id}/retry",
-            vec![(M::POST, web::to(admissions::retry))],
-        ),
-        Mount::api(
-            "/v1/tokens",
-            vec![
-                (M::POST, web::to(tokens::create)),
-                (M::GET, web::to(tokens::list)),
-            ],
-        ),
-        Mount::api(
-            "/v1/tokens/{id}",
-            vec![(M::DELETE, web::to(tokens::revoke))],
-        ),
-        Mount::api("/v1/audit", vec![(M::GET, web::to(audit::list))]),
-        Mount::api(
-            "/v1/providers",
-            vec![
-                (M::GET, web::to(providers::list)),
-                (M::POST, web::to(providers::connect)),
-            ],
-        ),
-        Mount::api(
-            "/v1/providers/{name}",
-            vec![(M::DELETE, web::to(providers::remove))],
-        ),
-        Mount::api("/v1/files", vec![(M::POST, web::to(files::upload))]),
-        Mount::api("/v1/files/{file_id}", vec![(M::GET, web::to(files::get))]),
-        Mount::api(
-            "/v1/schedules",
-            vec![
-                (M::POST, web::to(schedules::create)),
-                (M::GET, web::to(schedules::list)),
-            ],
-        ),
-        Mount::api(
-            "/v1/schedules/{id}",
-            vec![(M::DELETE, web::to(schedules::delete))],
-        ),
-        // The fixed paths before the `{entry_id}` and `{name}` ones that would take them.
-        Mount::api(
-            "/v1/memory",
-            vec![
-                (M::GET, web::to(memory::get)),
-                (M::POST, web::to(memory::add)),
-            ],
-        ),
-        Mount::api(
-            "/v1/memory/changes",
-            vec![(M::GET, web::to(memory::changes))],
-        ),
-        Mount::api(
-            "/v1/memory/pending",
-            vec![(M::GET, web::to(memory::pending))],
-        ),
-        Mount::api(
-            "/v1/memory/pending/{id}",
-            vec![(M::POST, web::to(memory::decide_pending))],
-        ),
-        Mount::api(
-            "/v1/memory/{entry_id}",
-            vec![
-                (M::PATCH, web::to(memory::edit)),
-                (M::DELETE, web::to(memory::delete)),
-            ],
-        ),
-        Mount::api("/v1/skills", vec![(M::GET, web::to(skills::list))]),
-        Mount::api(
-            "/v1/skills/proposals",
-            vec![(M::GET, web::to(skills::proposals))],
-        ),
-        Mount::api(
-            "/v1/skills/proposals/{id}",
-            vec![(M::POST, web::to(skills::decide))],
-        ),
-        Mount::api(
-            "/v1/skills/{name}",
-            vec![
-                (M::GET, web::to(skills::get)),
-                (M::PUT, web::to(skills::put)),
-                (M::DELETE, web::to(skills::delete)),
-            ],
-        ),
-        Mount::api("/v1/outbox", vec![(M::GET, web::to(outbox::list))]),
-        Mount::api(
-            "/v1/outbox/{id}/resend",
-            vec![(M::POST, web::to(outbox::resend))],
-        ),
-        Mount::api("/v1/ws", vec![(M::GET, web::to(ws::connect))]),
-        Mount::openai(
-            "/v1/chat/completions",
-            vec![(M::POST, web::to(openai::chat_completions))],
-        ),
-        Mount::openai("/v1/models", vec![(M::GET, web::to(openai::models))]),
-        Mount::api(
-            "/webhooks/telegram",
-            vec![(M::POST, web::to(webhooks::telegram::webhook))],
-        ),
-        Mount::api(
-            "/webhooks/slack",
-            vec![(M::POST, web::to(webhooks::slack::events))],
-        ),
-        Mount::api(
-            "/webhooks/slack/interactive",
-            vec![(M::POST, web::to(webhooks::slack::interactive))],
-        ),
-        Mount::api(
-            "/webhooks/generic",
-            vec![(M::POST, web::to(webhooks::generic::webhook))],
-        ),
-    ]
-}
-
-/// Mounts `mounts` (the [`table`] and what `startup` adds): each path with its methods; any
-/// other method on it answers 405.
-pub fn configure(cfg: &mut web::ServiceConfig, mounts: Vec<Mount>) {
-    for mount in mounts {
-        let mut resource = web::resource(mount.path);
-        for (method, route) in mount.routes {
-            resource = resource.route(route.method(method));
-        }
-        cfg.service(match mount.refusal {
-            Refusal::Api => resource.default_service(web::to(method_not_allowed)),
-            Refusal::OpenAi => resource.default_service(web::to(openai::method_not_allowed)),
+/// Mounted before every route: a request whose path a documented route takes, with a method
+/// none of that path's handlers serves, answers 405 (in OpenAI's error shape on the paths of
+/// operations tagged `openai`). The path that takes it is the first in `paths` (mounting
+/// order) that matches, as when each path was one resource: `DELETE /v1/memory/changes` is
+/// refused by `/v1/memory/changes`, not passed on to `/v1/memory/{entry_id}`.
+pub fn refusals(cfg: &mut web::ServiceConfig, paths: &Paths) {
+    let mut earlier: Vec<ResourceDef> = Vec::new();
+    for (path, item) in &paths.paths {
+        let operations = [
+            (Method::GET, &item.get),
+            (Method::PUT, &item.put),
+            (Method::POST, &item.post),
+            (Method::DELETE, &item.delete),
+            (Method::PATCH, &item.patch),
+        ];
+        let served: Vec<Method> = operations
+            .iter()
+            .filter(|(_, op)| op.is_some())
+            .map(|(m, _)| m.clone())
+            .collect();
+        let openai = operations
+            .iter()
+            .filter_map(|(_, op)| op.as_ref())
+            .any(|op| {
+                op.tags
+                    .as_ref()
+                    .is_some_and(|tags| tags.iter().any(|t| t == "openai"))
+            });
+        let before = earlier.clone();
+        let taken_here = guard::fn_guard(move |ctx| {
+            let path = ctx.head().uri.path();
+            !served.contains(&ctx.head().method) && !before.iter().any(|d| d.is_match(path))
         });
+        let refuse = if openai {
+            web::to(openai::method_not_allowed)
+        } else {
+            web::to(method_not_allowed)
+        };
+        cfg.service(
+            web::resource(path.as_str())
+                .guard(taken_here)
+                .default_service(refuse),
+        );
+        earlier.push(ResourceDef::new(path.as_str()));
     }
 }
 

@@ -9,6 +9,7 @@ use crate::error::{ApiError, ErrorBody};
 use crate::openapi::mirrors::OutboxStatusName;
 use crate::state::AppState;
 use actix_web::http::StatusCode;
+use actix_web::{get, post};
 use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -97,8 +98,6 @@ pub struct OutboxList {
 
 /// The platform messages, newest first.
 #[utoipa::path(
-    get,
-    path = "/v1/outbox",
     operation_id = "list_outbox",
     tag = "platforms",
     params(OutboxQuery),
@@ -110,6 +109,7 @@ pub struct OutboxList {
     ),
     security(("bearer" = [])),
 )]
+#[get("/v1/outbox")]
 pub async fn list(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -149,8 +149,6 @@ pub async fn list(
 /// may already be in the chat: resending it may show it twice, which is why it is a person's
 /// call.
 #[utoipa::path(
-    post,
-    path = "/v1/outbox/{id}/resend",
     operation_id = "resend_outbox",
     tag = "platforms",
     params(("id" = uuid::Uuid, Path, description = "The row's id")),
@@ -164,6 +162,7 @@ pub async fn list(
     ),
     security(("bearer" = [])),
 )]
+#[post("/v1/outbox/{id}/resend")]
 pub async fn resend(
     state: web::Data<AppState>,
     who: AuthPrincipal,

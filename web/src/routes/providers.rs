@@ -9,6 +9,7 @@ use crate::auth::AuthPrincipal;
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
 use actix_web::http::StatusCode;
+use actix_web::{delete, get, post};
 use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -129,8 +130,6 @@ fn required(v: Option<String>, field: &str) -> Result<String, ApiError> {
 
 /// Lists the providers in fallback order, keys masked (operator only).
 #[utoipa::path(
-    get,
-    path = "/v1/providers",
     operation_id = "list_providers",
     tag = "providers",
     responses(
@@ -140,6 +139,7 @@ fn required(v: Option<String>, field: &str) -> Result<String, ApiError> {
     ),
     security(("bearer" = [])),
 )]
+#[get("/v1/providers")]
 pub async fn list(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -158,8 +158,6 @@ pub async fn list(
 /// Connects a provider after a live check; it follows the configured ones and serves the next
 /// turn without a restart (operator only).
 #[utoipa::path(
-    post,
-    path = "/v1/providers",
     operation_id = "connect_provider",
     tag = "providers",
     request_body = ConnectProvider,
@@ -175,6 +173,7 @@ pub async fn list(
     ),
     security(("bearer" = [])),
 )]
+#[post("/v1/providers")]
 pub async fn connect(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -228,8 +227,6 @@ pub async fn connect(
 
 /// Removes a connected provider; turns from now on go without it (operator only).
 #[utoipa::path(
-    delete,
-    path = "/v1/providers/{name}",
     operation_id = "remove_provider",
     tag = "providers",
     params(("name" = String, Path, description = "The provider's name")),
@@ -243,6 +240,7 @@ pub async fn connect(
     ),
     security(("bearer" = [])),
 )]
+#[delete("/v1/providers/{name}")]
 pub async fn remove(
     state: web::Data<AppState>,
     who: AuthPrincipal,

@@ -8,6 +8,7 @@ use super::{parse_id, reject_privileged_fields};
 use crate::auth::AuthPrincipal;
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
+use actix_web::{delete, get, post};
 use actix_web::{web, HttpResponse};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -224,8 +225,6 @@ fn request(body: &Map<String, Value>) -> Result<ScheduleRequest, ApiError> {
 /// Makes a schedule: its text is admitted into the session whenever the cron expression (UTC)
 /// falls due, as an input of surface `internal` from the session's owner.
 #[utoipa::path(
-    post,
-    path = "/v1/schedules",
     operation_id = "create_schedule",
     tag = "schedules",
     request_body = CreateSchedule,
@@ -240,6 +239,7 @@ fn request(body: &Map<String, Value>) -> Result<ScheduleRequest, ApiError> {
     ),
     security(("bearer" = [])),
 )]
+#[post("/v1/schedules")]
 pub async fn create(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -252,8 +252,6 @@ pub async fn create(
 
 /// The caller's schedules (all of them for the operator), oldest first.
 #[utoipa::path(
-    get,
-    path = "/v1/schedules",
     operation_id = "list_schedules",
     tag = "schedules",
     responses(
@@ -263,6 +261,7 @@ pub async fn create(
     ),
     security(("bearer" = [])),
 )]
+#[get("/v1/schedules")]
 pub async fn list(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -281,8 +280,6 @@ pub async fn list(
 /// Deletes a schedule: it admits nothing more; what it admitted already stays. A schedule
 /// from a `[[schedules]]` table is removed by removing the table (`409 config_schedule`).
 #[utoipa::path(
-    delete,
-    path = "/v1/schedules/{id}",
     operation_id = "delete_schedule",
     tag = "schedules",
     params(("id" = uuid::Uuid, Path, description = "The schedule's id")),
@@ -296,6 +293,7 @@ pub async fn list(
     ),
     security(("bearer" = [])),
 )]
+#[delete("/v1/schedules/{id}")]
 pub async fn delete(
     state: web::Data<AppState>,
     who: AuthPrincipal,

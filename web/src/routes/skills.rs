@@ -7,6 +7,7 @@ use super::memory::{decision, Decided, DecisionBody};
 use crate::auth::AuthPrincipal;
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
+use actix_web::{delete, get, post, put};
 use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -122,8 +123,6 @@ pub struct ProposalList {
 
 /// Every skill: the operator's folders and the stored ones, with their uses.
 #[utoipa::path(
-    get,
-    path = "/v1/skills",
     operation_id = "list_skills",
     tag = "skills",
     responses(
@@ -133,6 +132,7 @@ pub struct ProposalList {
     ),
     security(("bearer" = [])),
 )]
+#[get("/v1/skills")]
 pub async fn list(
     state: web::Data<AppState>,
     _who: AuthPrincipal,
@@ -145,8 +145,6 @@ pub async fn list(
 
 /// One skill with its SKILL.md.
 #[utoipa::path(
-    get,
-    path = "/v1/skills/{name}",
     operation_id = "get_skill",
     tag = "skills",
     params(("name" = String, Path, description = "The skill's name")),
@@ -158,6 +156,7 @@ pub async fn list(
     ),
     security(("bearer" = [])),
 )]
+#[get("/v1/skills/{name}")]
 pub async fn get(
     state: web::Data<AppState>,
     _who: AuthPrincipal,
@@ -169,8 +168,6 @@ pub async fn get(
 
 /// Stores a skill (the operator): created, or replaced whole.
 #[utoipa::path(
-    put,
-    path = "/v1/skills/{name}",
     operation_id = "put_skill",
     tag = "skills",
     params(("name" = String, Path, description = "The skill's name: 1 to 64 of a-z, 0-9, '-', '_', '.'")),
@@ -185,6 +182,7 @@ pub async fn get(
     ),
     security(("bearer" = [])),
 )]
+#[put("/v1/skills/{name}")]
 pub async fn put(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -212,8 +210,6 @@ pub async fn put(
 
 /// Deletes a stored skill (the operator).
 #[utoipa::path(
-    delete,
-    path = "/v1/skills/{name}",
     operation_id = "delete_skill",
     tag = "skills",
     params(("name" = String, Path, description = "The skill's name")),
@@ -227,6 +223,7 @@ pub async fn put(
     ),
     security(("bearer" = [])),
 )]
+#[delete("/v1/skills/{name}")]
 pub async fn delete(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -243,8 +240,6 @@ pub async fn delete(
 
 /// The skill changes agents proposed that wait for a decision.
 #[utoipa::path(
-    get,
-    path = "/v1/skills/proposals",
     operation_id = "list_skill_proposals",
     tag = "skills",
     responses(
@@ -254,6 +249,7 @@ pub async fn delete(
     ),
     security(("bearer" = [])),
 )]
+#[get("/v1/skills/proposals")]
 pub async fn proposals(
     state: web::Data<AppState>,
     _who: AuthPrincipal,
@@ -267,8 +263,6 @@ pub async fn proposals(
 /// Approves (the change is made now, against the skills as they are) or denies a proposal
 /// (the operator).
 #[utoipa::path(
-    post,
-    path = "/v1/skills/proposals/{id}",
     operation_id = "decide_skill_proposal",
     tag = "skills",
     params(("id" = uuid::Uuid, Path, description = "The proposal's id")),
@@ -284,6 +278,7 @@ pub async fn proposals(
     ),
     security(("bearer" = [])),
 )]
+#[post("/v1/skills/proposals/{id}")]
 pub async fn decide(
     state: web::Data<AppState>,
     who: AuthPrincipal,

@@ -6,6 +6,7 @@ use crate::auth::AuthPrincipal;
 use crate::error::{ApiError, ErrorBody};
 use crate::openapi::mirrors::ReceiptSchema;
 use crate::state::AppState;
+use actix_web::post;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -55,8 +56,6 @@ pub fn request_id(header: Option<&str>, body: Option<&str>) -> Result<Option<Str
 /// Submits an input to the session. It is durable once answered; its turn runs later, in
 /// order with the session's other inputs.
 #[utoipa::path(
-    post,
-    path = "/v1/sessions/{id}/submissions",
     operation_id = "submit",
     tag = "submissions",
     params(
@@ -77,6 +76,7 @@ pub fn request_id(header: Option<&str>, body: Option<&str>) -> Result<Option<Str
     ),
     security(("bearer" = [])),
 )]
+#[post("/v1/sessions/{id}/submissions")]
 pub async fn submit(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -188,8 +188,6 @@ impl From<turnkey_actors::remote_interrupt::Interruption> for Interrupted {
 /// Interrupts the session's running turn, which settles as `interrupted`. The body may be
 /// absent.
 #[utoipa::path(
-    post,
-    path = "/v1/sessions/{id}/interrupt",
     operation_id = "interrupt",
     tag = "submissions",
     params(("id" = uuid::Uuid, Path, description = "The session's id")),
@@ -204,6 +202,7 @@ impl From<turnkey_actors::remote_interrupt::Interruption> for Interrupted {
     ),
     security(("bearer" = [])),
 )]
+#[post("/v1/sessions/{id}/interrupt")]
 pub async fn interrupt(
     state: web::Data<AppState>,
     who: AuthPrincipal,

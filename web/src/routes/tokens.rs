@@ -7,6 +7,7 @@ use super::reject_privileged_fields;
 use crate::auth::{generate_token, AuthPrincipal};
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
+use actix_web::{delete, get, post};
 use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -100,8 +101,6 @@ fn expiry(v: Option<&Value>) -> Result<Option<u64>, ApiError> {
 
 /// Creates an API token for a principal of its own (operator only).
 #[utoipa::path(
-    post,
-    path = "/v1/tokens",
     operation_id = "create_token",
     tag = "tokens",
     request_body = CreateToken,
@@ -116,6 +115,7 @@ fn expiry(v: Option<&Value>) -> Result<Option<u64>, ApiError> {
     ),
     security(("bearer" = [])),
 )]
+#[post("/v1/tokens")]
 pub async fn create(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -169,8 +169,6 @@ pub async fn create(
 
 /// Lists the API tokens not revoked, oldest first (operator only).
 #[utoipa::path(
-    get,
-    path = "/v1/tokens",
     operation_id = "list_tokens",
     tag = "tokens",
     responses(
@@ -181,6 +179,7 @@ pub async fn create(
     ),
     security(("bearer" = [])),
 )]
+#[get("/v1/tokens")]
 pub async fn list(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -195,8 +194,6 @@ pub async fn list(
 /// Revokes an API token (operator only): refused (401) from then on, and its open event
 /// streams and WebSocket connections end.
 #[utoipa::path(
-    delete,
-    path = "/v1/tokens/{id}",
     operation_id = "revoke_token",
     tag = "tokens",
     params(("id" = String, Path, description = "The token's id (`token_id`)")),
@@ -209,6 +206,7 @@ pub async fn list(
     ),
     security(("bearer" = [])),
 )]
+#[delete("/v1/tokens/{id}")]
 pub async fn revoke(
     state: web::Data<AppState>,
     who: AuthPrincipal,

@@ -8,6 +8,7 @@ use crate::openapi::mirrors::{
     ApprovalDecisionName, ApprovalStatusName, ToolRunDecisionName, ToolRunStatusName,
 };
 use crate::state::AppState;
+use actix_web::post;
 use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
 use turnkey_storage::{
@@ -36,8 +37,6 @@ pub struct ApprovalDecided {
 /// `POST /v1/sessions/{id}/approvals/{approval_id}` `{decision: approve|deny}`: 200, or 409
 /// `approval_closed` when it was already decided or has expired.
 #[utoipa::path(
-    post,
-    path = "/v1/sessions/{id}/approvals/{approval_id}",
     operation_id = "decide_approval",
     tag = "tools",
     params(
@@ -57,6 +56,7 @@ pub struct ApprovalDecided {
     ),
     security(("bearer" = [])),
 )]
+#[post("/v1/sessions/{id}/approvals/{approval_id}")]
 pub async fn decide_approval(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -107,8 +107,6 @@ pub struct ToolRunDecided {
 /// `POST /v1/sessions/{id}/tool_runs/{call_id}` `{decision: retry|skip}`: 200, or 409
 /// `not_unknown` when the run is not waiting for a decision.
 #[utoipa::path(
-    post,
-    path = "/v1/sessions/{id}/tool_runs/{call_id}",
     operation_id = "decide_tool_run",
     tag = "tools",
     params(
@@ -128,6 +126,7 @@ pub struct ToolRunDecided {
     ),
     security(("bearer" = [])),
 )]
+#[post("/v1/sessions/{id}/tool_runs/{call_id}")]
 pub async fn decide_tool_run(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -161,8 +160,6 @@ pub struct Restored {
 /// `POST /v1/sessions/{id}/checkpoints/{turn_id}/restore`: puts back the files that turn
 /// changed; 409 `session_busy` while a turn of the session runs.
 #[utoipa::path(
-    post,
-    path = "/v1/sessions/{id}/checkpoints/{turn_id}/restore",
     operation_id = "restore_checkpoint",
     tag = "tools",
     params(
@@ -180,6 +177,7 @@ pub struct Restored {
     ),
     security(("bearer" = [])),
 )]
+#[post("/v1/sessions/{id}/checkpoints/{turn_id}/restore")]
 pub async fn restore(
     state: web::Data<AppState>,
     who: AuthPrincipal,

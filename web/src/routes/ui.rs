@@ -14,6 +14,7 @@
 //! Skills, Models pages and the Work section (`*_state.js` pure, `*_view.js` fetch and draw). The
 //! pure files are unit-tested under Node (`web/ui/test/`), from `.ci/run` and from `cargo test`.
 use crate::error::{ApiError, ErrorBody};
+use actix_web::get;
 use actix_web::http::header::{self, EntityTag, Header as _, IfNoneMatch};
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -84,7 +85,7 @@ static ETAGS: LazyLock<Vec<EntityTag>> = LazyLock::new(|| {
 
 fn serve(req: &HttpRequest, name: &str) -> Option<HttpResponse> {
     let i = ASSETS.iter().position(|a| a.name == name)?;
-    let asset = &ASSETS[i];
+    let file = &ASSETS[i];
     let etag = ETAGS.get(i)?.clone();
     let fresh = match IfNoneMatch::parse(req) {
         Ok(IfNoneMatch::Any) => true,
@@ -101,7 +102,7 @@ fn serve(req: &HttpRequest, name: &str) -> Option<HttpResponse> {
     Some(if fresh {
         res.finish()
     } else {
-        res.content_type(asset.content_type).body(asset.body)
+        res.content_type(file.content_type).body(file.body)
     })
 }
 
@@ -126,8 +127,6 @@ impl ToSchema for UiFileName {
 
 /// `GET /`: the UI's page.
 #[utoipa::path(
-    get,
-    path = "/",
     operation_id = "ui_page",
     tag = "ui",
     params(("If-None-Match" = Option<String>, Header, description = "An ETag from an earlier answer")),
@@ -137,14 +136,13 @@ impl ToSchema for UiFileName {
         (status = 304, description = "Not modified: the `If-None-Match` tag is current"),
     ),
 )]
+#[get("/")]
 pub async fn index(req: HttpRequest) -> HttpResponse {
     serve(&req, "index.html").unwrap_or_else(|| missing(&req))
 }
 
 /// `GET /ui/{file}`: one of the UI's files; any other name is 404 `not_found`.
 #[utoipa::path(
-    get,
-    path = "/ui/{file}",
     operation_id = "ui_file",
     tag = "ui",
     params(
@@ -162,6 +160,7 @@ pub async fn index(req: HttpRequest) -> HttpResponse {
         (status = 404, description = "`not_found`: no such file", body = ErrorBody),
     ),
 )]
+#[get("/ui/{file}")]
 pub async fn asset(req: HttpRequest, file: web::Path<String>) -> HttpResponse {
     serve(&req, &file).unwrap_or_else(|| missing(&req))
 }
@@ -182,8 +181,7 @@ mod tests {
 
     #[test]
     fn the_document_names_every_content_type_the_files_have() {
-        use utoipa::OpenApi;
-        let doc = serde_json::to_value(crate::openapi::ApiDoc::openapi()).unwrap_or_default();
+        let doc = serde_json::to_value(crate::openapi::document()).unwrap_or_default();
         let content = &doc["paths"]["/ui/{file}"]["get"]["responses"]["200"]["content"];
         let documented: std::collections::BTreeSet<&str> = content
             .as_object()

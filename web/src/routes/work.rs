@@ -5,6 +5,7 @@ use super::id::Id;
 use crate::auth::AuthPrincipal;
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
+use actix_web::get;
 use actix_web::{web, HttpResponse};
 use serde::Serialize;
 use turnkey_storage::{rfc3339, BackgroundProcess, ProcessId, SessionId, SubagentTask, TaskId};
@@ -101,8 +102,6 @@ pub struct ProcessList {
 
 /// The sub-agents the session started with `delegate_task`, oldest first.
 #[utoipa::path(
-    get,
-    path = "/v1/sessions/{id}/subagents",
     operation_id = "list_subagents",
     tag = "sessions",
     params(("id" = uuid::Uuid, Path, description = "The session's id (any id of a rotated lineage)")),
@@ -115,6 +114,7 @@ pub struct ProcessList {
     ),
     security(("bearer" = [])),
 )]
+#[get("/v1/sessions/{id}/subagents")]
 pub async fn subagents(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -129,8 +129,6 @@ pub async fn subagents(
 
 /// The background processes the session started (`terminal` with `background: true`).
 #[utoipa::path(
-    get,
-    path = "/v1/sessions/{id}/processes",
     operation_id = "list_processes",
     tag = "sessions",
     params(("id" = uuid::Uuid, Path, description = "The session's id (any id of a rotated lineage)")),
@@ -143,6 +141,7 @@ pub async fn subagents(
     ),
     security(("bearer" = [])),
 )]
+#[get("/v1/sessions/{id}/processes")]
 pub async fn processes(
     state: web::Data<AppState>,
     who: AuthPrincipal,

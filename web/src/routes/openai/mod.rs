@@ -19,6 +19,7 @@ use super::submissions::{admit, idempotency_header, SubmitBody};
 use crate::auth::authenticate_request;
 use crate::state::AppState;
 use actix_web::http::StatusCode;
+use actix_web::{get, post};
 use actix_web::{web, HttpRequest, HttpResponse};
 use request::{image_attachments, last_user_input, read_request};
 use serde::Serialize;
@@ -53,8 +54,6 @@ pub struct ModelEntry {
 
 /// `GET /v1/models`: the configured providers' models, in OpenAI's list shape.
 #[utoipa::path(
-    get,
-    path = "/v1/models",
     operation_id = "list_models",
     tag = "openai",
     responses(
@@ -64,6 +63,7 @@ pub struct ModelEntry {
     ),
     security(("bearer" = [])),
 )]
+#[get("/v1/models")]
 pub async fn models(
     state: web::Data<AppState>,
     req: HttpRequest,
@@ -92,8 +92,6 @@ pub async fn models(
 /// `x-should-retry: false`, and a stream that already began ends with one `data: {"error"}`
 /// frame instead.
 #[utoipa::path(
-    post,
-    path = "/v1/chat/completions",
     operation_id = "create_chat_completion",
     tag = "openai",
     params(
@@ -120,6 +118,7 @@ pub async fn models(
     ),
     security(("bearer" = [])),
 )]
+#[post("/v1/chat/completions")]
 pub async fn chat_completions(
     state: web::Data<AppState>,
     req: HttpRequest,

@@ -10,6 +10,7 @@ use crate::auth::AuthPrincipal;
 use crate::error::{ApiError, ErrorBody};
 use crate::openapi::mirrors::BusyPolicyName;
 use crate::state::AppState;
+use actix_web::{delete, get, patch, post};
 use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -42,8 +43,6 @@ fn non_blank(v: Option<String>) -> Option<String> {
 
 /// Creates a session owned by the caller.
 #[utoipa::path(
-    post,
-    path = "/v1/sessions",
     operation_id = "create_session",
     tag = "sessions",
     request_body = CreateSession,
@@ -57,6 +56,7 @@ fn non_blank(v: Option<String>) -> Option<String> {
     ),
     security(("bearer" = [])),
 )]
+#[post("/v1/sessions")]
 pub async fn create(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -138,8 +138,6 @@ pub fn parse_before(raw: &str) -> Result<i64, ApiError> {
 /// Lists the caller's sessions (all of them for the operator), newest first, each rotated
 /// lineage once by its root; with `q`, only those whose title or transcript holds it.
 #[utoipa::path(
-    get,
-    path = "/v1/sessions",
     operation_id = "list_sessions",
     tag = "sessions",
     params(ListQuery),
@@ -151,6 +149,7 @@ pub fn parse_before(raw: &str) -> Result<i64, ApiError> {
     ),
     security(("bearer" = [])),
 )]
+#[get("/v1/sessions")]
 pub async fn list(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -188,8 +187,6 @@ pub async fn list(
 /// A session with its live state and the questions it waits on a person for
 /// (`pending_approvals`, `unknown_tool_runs`).
 #[utoipa::path(
-    get,
-    path = "/v1/sessions/{id}",
     operation_id = "get_session",
     tag = "sessions",
     params(("id" = uuid::Uuid, Path, description = "The session's id (any id of a rotated lineage)")),
@@ -202,6 +199,7 @@ pub async fn list(
     ),
     security(("bearer" = [])),
 )]
+#[get("/v1/sessions/{id}")]
 pub async fn get(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -242,8 +240,6 @@ pub const PATCH_FIELDS: [&str; 4] = ["title", "busy_policy", "display", "model"]
 /// events, outbox rows, background processes and files; a running turn is interrupted first.
 /// Its receipts answer 404 from then on.
 #[utoipa::path(
-    delete,
-    path = "/v1/sessions/{id}",
     operation_id = "delete_session",
     tag = "sessions",
     params(("id" = uuid::Uuid, Path, description = "The session's id (any id of a rotated lineage)")),
@@ -258,6 +254,7 @@ pub const PATCH_FIELDS: [&str; 4] = ["title", "busy_policy", "display", "model"]
     ),
     security(("bearer" = [])),
 )]
+#[delete("/v1/sessions/{id}")]
 pub async fn delete(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -273,8 +270,6 @@ pub async fn delete(
 /// `agent.busy_policy` again, a cleared display the platform table and `[agent]`, a cleared
 /// model the primary provider's). A new model applies from the session's next turn.
 #[utoipa::path(
-    patch,
-    path = "/v1/sessions/{id}",
     operation_id = "update_session",
     tag = "sessions",
     params(("id" = uuid::Uuid, Path, description = "The session's id (any id of a rotated lineage)")),
@@ -290,6 +285,7 @@ pub async fn delete(
     ),
     security(("bearer" = [])),
 )]
+#[patch("/v1/sessions/{id}")]
 pub async fn update(
     state: web::Data<AppState>,
     who: AuthPrincipal,
@@ -377,8 +373,6 @@ pub async fn update(
 
 /// The session's transcript in order.
 #[utoipa::path(
-    get,
-    path = "/v1/sessions/{id}/messages",
     operation_id = "list_messages",
     tag = "sessions",
     params(("id" = uuid::Uuid, Path, description = "The session's id (any id of a rotated lineage)")),
@@ -391,6 +385,7 @@ pub async fn update(
     ),
     security(("bearer" = [])),
 )]
+#[get("/v1/sessions/{id}/messages")]
 pub async fn messages(
     state: web::Data<AppState>,
     who: AuthPrincipal,

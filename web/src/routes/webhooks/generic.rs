@@ -7,6 +7,7 @@
 use super::{body, configured, handle, parse, verify};
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
+use actix_web::post;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 use serde_json::Value;
@@ -128,8 +129,6 @@ pub fn parse_message(m: GenericMessage) -> Result<ChatMessage, ApiError> {
 
 /// Receives a message of the generic webhook.
 #[utoipa::path(
-    post,
-    path = "/webhooks/generic",
     operation_id = "webhook_generic",
     tag = "webhooks",
     params(
@@ -145,6 +144,7 @@ pub fn parse_message(m: GenericMessage) -> Result<ChatMessage, ApiError> {
         (status = 503, description = "`store_unavailable`, `shutting_down`, `no_provider`", body = ErrorBody),
     ),
 )]
+#[post("/webhooks/generic")]
 pub async fn webhook(
     state: web::Data<AppState>,
     req: HttpRequest,

@@ -13,6 +13,7 @@
 use super::{body, clean, configured, handle, now_s, parse, verify, WebhookAck};
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
+use actix_web::post;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
 use turnkey_actors::gateway::commands;
@@ -185,8 +186,6 @@ fn text_of(raw: &str, bots: &[&str]) -> String {
 
 /// Receives a Slack Events API request.
 #[utoipa::path(
-    post,
-    path = "/webhooks/slack",
     operation_id = "webhook_slack",
     tag = "webhooks",
     params(
@@ -204,6 +203,7 @@ fn text_of(raw: &str, bots: &[&str]) -> String {
         (status = 503, description = "`store_unavailable`, `shutting_down`, `no_provider`: Slack retries", body = ErrorBody),
     ),
 )]
+#[post("/webhooks/slack")]
 pub async fn events(
     state: web::Data<AppState>,
     req: HttpRequest,
@@ -386,8 +386,6 @@ pub fn parse_interaction(i: Interaction) -> Press {
 
 /// Receives a Slack interaction (the approve/deny buttons).
 #[utoipa::path(
-    post,
-    path = "/webhooks/slack/interactive",
     operation_id = "webhook_slack_interactive",
     tag = "webhooks",
     params(
@@ -404,6 +402,7 @@ pub fn parse_interaction(i: Interaction) -> Press {
         (status = 503, description = "`store_unavailable`, `shutting_down`", body = ErrorBody),
     ),
 )]
+#[post("/webhooks/slack/interactive")]
 pub async fn interactive(
     state: web::Data<AppState>,
     req: HttpRequest,

@@ -9,6 +9,7 @@
 use super::{body, clean, configured, handle, parse, verify, WebhookAck};
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
+use actix_web::post;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
 use turnkey_actors::gateway::commands;
@@ -219,8 +220,6 @@ pub fn parse_update(u: Update) -> Parsed {
 
 /// Receives a Telegram update (set with `setWebhook` and a `secret_token`).
 #[utoipa::path(
-    post,
-    path = "/webhooks/telegram",
     operation_id = "webhook_telegram",
     tag = "webhooks",
     params(
@@ -236,6 +235,7 @@ pub fn parse_update(u: Update) -> Parsed {
         (status = 503, description = "`store_unavailable`, `shutting_down`, `no_provider`: Telegram retries", body = ErrorBody),
     ),
 )]
+#[post("/webhooks/telegram")]
 pub async fn webhook(
     state: web::Data<AppState>,
     req: HttpRequest,

@@ -17,6 +17,7 @@ use crate::auth::authenticate;
 use crate::error::{ApiError, ErrorBody};
 use crate::follow::EventFollower;
 use crate::state::AppState;
+use actix_web::get;
 use actix_web::{web, HttpRequest, HttpResponse};
 use actix_ws::{AggregatedMessage, CloseCode, CloseReason};
 use rpc::{RpcError, APPLICATION_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND};
@@ -46,8 +47,6 @@ const MISSED_PINGS: u32 = 3;
 /// Upgrades to a WebSocket that speaks JSON-RPC 2.0 in text frames (API.md "WebSocket
 /// JSON-RPC"). No bearer header: the first message must be `auth {token}`.
 #[utoipa::path(
-    get,
-    path = "/v1/ws",
     operation_id = "websocket",
     tag = "websocket",
     params(
@@ -61,6 +60,7 @@ const MISSED_PINGS: u32 = 3;
         (status = 400, description = "`websocket_required`: not a WebSocket upgrade", body = ErrorBody),
     ),
 )]
+#[get("/v1/ws")]
 pub async fn connect(
     state: web::Data<AppState>,
     req: HttpRequest,
