@@ -1,5 +1,12 @@
 //! Schema migrations for turnkey. One file per migration; a migration that has shipped is never
 //! edited, only followed by a new one.
+//!
+//! ## Floors
+//!
+//! Migrations use no module of the crate (each names the tables it changes with its own
+//! `DeriveIden` enums), checked by `tests/layers.rs` like every crate's:
+//!
+//! 1. migrations: `m2026*`
 pub use sea_orm_migration::prelude::*;
 
 mod m20261202_000001_initial;

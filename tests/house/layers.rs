@@ -4,7 +4,8 @@
 //!
 //! A crate declares its floors once, in `lib.rs`'s module comment (`//! N. name: \`module\`, …`):
 //! a module uses only its own floor and the floors below it, and a file belongs to the longest
-//! declared name that is a prefix of its module path. Paths counted: `crate::`, `super::`,
+//! declared name that is a prefix of its module path (a name ending in `*` stands for every
+//! module name it begins). Paths counted: `crate::`, `super::`,
 //! `self::`, a child module's name and a name brought in by `use`, in `use` trees (braces
 //! expanded, `as` followed) and inline. A name a module only re-exports (`pub use x::Y`, or a
 //! private `use` its children reach through `super::`) stands for the module that defines it.
@@ -88,8 +89,11 @@ pub fn floor_of(floors: &[Floor], path: &[String]) -> Option<(usize, String)> {
     for f in floors {
         for m in &f.modules {
             let parts: Vec<&str> = m.split("::").collect();
-            let is_prefix =
-                parts.len() <= path.len() && parts.iter().zip(path).all(|(a, b)| a == b);
+            // A name ending in `*` matches every segment it begins (`m2026*`).
+            let is_prefix = parts.len() <= path.len()
+                && parts.iter().zip(path).all(|(a, b)| {
+                    a == b || a.strip_suffix('*').is_some_and(|stem| b.starts_with(stem))
+                });
             if is_prefix && best.as_ref().is_none_or(|(len, _, _)| parts.len() > *len) {
                 best = Some((parts.len(), f.number, m.clone()));
             }
@@ -668,7 +672,7 @@ pub fn assert_floors_kept(src: &Path) {
     let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
     let floors = floors(&lib);
     assert!(
-        floors.len() >= 2,
+        !floors.is_empty(),
         "{}: lib.rs declares no floors",
         src.display()
     );

@@ -8,6 +8,15 @@
 //! (`wait`). Fakes of the chat platforms (`fake_platforms`), an OTLP collector (`otlp`), a
 //! loopback proxy that can cut connections (`cut_proxy`) and a headless-Chromium driver
 //! (`browser`) stand in for the outside world.
+//!
+//! ## Floors
+//!
+//! A module uses only its own floor and the floors below it, and no two modules use each other,
+//! checked by `tests/layers.rs` like every crate's:
+//!
+//! 1. leaves: `wait`, `require`, `stats`, `wire`, `ws`, `cut_proxy`, `scripted_wire`
+//! 2. parts: `api`, `scripted`, `files`, `pg`, `otlp`, `local_model`, `openai_sdk`, `openapi_validator`, `browser`, `fake_platforms`
+//! 3. harness: `harness`, `webhooks`, `chat_pty`, `bench`
 pub mod api;
 pub mod bench;
 pub mod browser;
@@ -23,7 +32,6 @@ pub mod otlp;
 pub mod pg;
 pub mod require;
 pub mod scripted;
-mod scripted_server;
 mod scripted_wire;
 pub mod stats;
 pub mod wait;

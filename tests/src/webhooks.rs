@@ -11,9 +11,8 @@ use serde_json::{json, Value};
 use sha2::Sha256;
 use std::time::{Duration, Instant};
 
-pub const TELEGRAM_SECRET: &str = "tg-secret_token-1";
-pub const SLACK_SECRET: &str = "slack-signing-secret";
-pub const GENERIC_SECRET: &str = "generic-webhook-secret";
+/// The inbound secrets this module signs with, which the fakes' configuration names.
+pub use crate::fake_platforms::{GENERIC_SECRET, SLACK_SECRET, TELEGRAM_SECRET};
 /// The Slack team of the fixtures.
 pub const SLACK_TEAM: &str = "T123ABC456";
 /// The app's bot user in the fixtures' `authorizations`.

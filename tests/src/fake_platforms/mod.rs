@@ -29,6 +29,35 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
+/// What one call is answered with, before it is recorded.
+struct Outcome {
+    status: u16,
+    body: Value,
+    retry_after: Option<u64>,
+    ok: bool,
+    message_id: Option<String>,
+    error: Option<String>,
+}
+
+impl Outcome {
+    fn ok(body: Value, message_id: Option<String>) -> Self {
+        Self {
+            status: 200,
+            body,
+            retry_after: None,
+            ok: true,
+            message_id,
+            error: None,
+        }
+    }
+}
+
+/// The inbound secrets of the platforms' configuration ([`FakePlatform::config_toml`]), with
+/// which `crate::webhooks` signs what it sends.
+pub const TELEGRAM_SECRET: &str = "tg-secret_token-1";
+pub const SLACK_SECRET: &str = "slack-signing-secret";
+pub const GENERIC_SECRET: &str = "generic-webhook-secret";
+
 /// Which platform a fake plays.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FakeKind {
@@ -207,10 +236,9 @@ impl FakePlatform {
     }
 
     /// A `[platforms.<p>]` table pointing at this fake, with its credentials (the inbound
-    /// secrets are those `crate::webhooks` signs with), `allowed_users = ["*"]` unless `extra`
+    /// secrets are this module's, which `crate::webhooks` signs with), `allowed_users = ["*"]` unless `extra`
     /// sets it, and `extra` lines (e.g. `stream = true`) appended.
     pub fn config_toml(&self, extra: &str) -> String {
-        use crate::webhooks::{SLACK_SECRET, TELEGRAM_SECRET};
         let s = &self.shared.secret;
         let body = match self.shared.kind {
             FakeKind::Telegram => format!(

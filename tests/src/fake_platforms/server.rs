@@ -1,7 +1,7 @@
 //! The fake's HTTP server: an actix system on its own thread that routes every request to the
 //! platform the fake plays, answers scripted faults first, and records each call with what it
 //! answered.
-use super::{FakeCall, FakeKind, Fault, Shared};
+use super::{FakeCall, FakeKind, Fault, Outcome, Shared};
 use actix_web::{dev::ServerHandle, web, App, HttpRequest, HttpResponse, HttpServer};
 use serde_json::{json, Value};
 use std::collections::VecDeque;
@@ -44,29 +44,6 @@ pub(super) fn serve(shared: Arc<Shared>, started: std::sync::mpsc::Sender<Starte
             eprintln!("fake platform stopped with an error: {e}");
         }
     });
-}
-
-/// What one call is answered with, before it is recorded.
-pub(super) struct Outcome {
-    pub(super) status: u16,
-    pub(super) body: Value,
-    pub(super) retry_after: Option<u64>,
-    pub(super) ok: bool,
-    pub(super) message_id: Option<String>,
-    pub(super) error: Option<String>,
-}
-
-impl Outcome {
-    pub(super) fn ok(body: Value, message_id: Option<String>) -> Self {
-        Self {
-            status: 200,
-            body,
-            retry_after: None,
-            ok: true,
-            message_id,
-            error: None,
-        }
-    }
 }
 
 /// A file download (Telegram `/file/bot<token>/<path>`, Slack `/files/<id>` with the bot token

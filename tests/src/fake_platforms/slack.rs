@@ -1,7 +1,6 @@
 //! The fake Slack Web API: `chat.postMessage` and `chat.update` under the bot token, refusing
 //! what Slack refuses (a missing channel or text, a section over 3000 characters).
-use super::server::Outcome;
-use super::{FakeMessage, Shared};
+use super::{FakeMessage, Outcome, Shared};
 use actix_web::HttpRequest;
 use serde_json::{json, Value};
 

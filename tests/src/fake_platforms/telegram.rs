@@ -1,8 +1,7 @@
 //! The fake Telegram Bot API: `sendMessage`, `editMessageText`, `getFile`,
 //! `answerCallbackQuery` and the webhook calls, checked as Telegram checks them (the bot token,
 //! its HTML parse mode, the 4096-character limit, an edit that changes nothing).
-use super::server::Outcome;
-use super::{FakeMessage, Shared};
+use super::{FakeMessage, Outcome, Shared};
 use actix_web::HttpRequest;
 use serde_json::{json, Value};
 

@@ -1,7 +1,6 @@
 //! The fake receiver of the generic webhook's replies (`/reply`): checks the HMAC signature
 //! and the fields every reply carries.
-use super::server::Outcome;
-use super::{FakeMessage, Shared};
+use super::{FakeMessage, Outcome, Shared};
 use actix_web::HttpRequest;
 use hmac::{Hmac, Mac};
 use serde_json::{json, Value};

@@ -1,11 +1,13 @@
 //! The scripted provider: a real HTTP server on loopback that speaks OpenAI Chat Completions and
 //! Anthropic Messages and answers from a script (FIFO, rules, default), recording every request
 //! so tests can count calls and measure how many ran at once.
-use crate::scripted_server::serve;
+mod server;
+
 use crate::scripted_wire::Wire;
 use crate::wait::within;
 use actix_web::dev::ServerHandle;
 use serde_json::{json, Value};
+use server::serve;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};

@@ -1,0 +1,12 @@
+//! The floors of `migration/`, declared once in `src/lib.rs`'s module comment, checked by the
+//! checker every crate shares (`tests/house/layers.rs`): no use points up the floors, no two
+//! modules use each other, `docs/architecture.md` shows the same list, and a circle planted
+//! between two real modules of this crate is refused.
+#[macro_use]
+#[path = "../../tests/house/layers.rs"]
+mod layers;
+
+floors_tests!(
+    "m20261202_000001_initial",
+    "m20261203_000001_admission_retry"
+);
