@@ -50,6 +50,7 @@ async fn session_of(s: &Store) -> (SessionId, Fence) {
         system_message: None,
         system_prompt: "sys".into(),
         workspace_snapshot: None,
+        seed: Vec::new(),
     })
     .await
     .unwrap();

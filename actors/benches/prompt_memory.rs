@@ -96,6 +96,7 @@ async fn case(name: &str, skills: usize, full: bool, rounds: u32) {
         model: None,
         platform: "api".into(),
         chat_key: None,
+        history: Vec::new(),
     };
     let (mut read_memory, mut read_skills, mut build) =
         (Duration::ZERO, Duration::ZERO, Duration::ZERO);

@@ -383,6 +383,7 @@ pub fn normalize(principal: &Principal, s: &Submission) -> Result<Value, Gateway
     if let Some(id) = &s.request_id {
         limits::request_id(id)?;
     }
+    crate::input::check_turn_fields(s)?;
     let mut payload = json!({
         "text": text,
         "attachments": s.attachments,
@@ -394,17 +395,33 @@ pub fn normalize(principal: &Principal, s: &Submission) -> Result<Value, Gateway
     if let Some(p) = s.busy_policy {
         payload["busy_policy"] = json!(p.as_str());
     }
+    // The turn-only fields, present only when given: an older input's payload reads the same.
+    if let Some(i) = &s.instructions {
+        payload["instructions"] = json!(limits::sanitize_text(i));
+    }
+    if let Some(n) = s.max_output_tokens {
+        payload["max_output_tokens"] = json!(n);
+    }
+    if let Some(d) = &s.door {
+        payload["door"] = d.clone();
+    }
     Ok(payload)
 }
 
 /// The idempotency digest covers what the input means, not who relayed it or how.
 fn digest(payload: &Value) -> String {
-    let meaning = json!({
+    let mut meaning = json!({
         "text": payload["text"],
         "attachments": payload["attachments"],
         "display": payload["display"],
         "model_override": payload["model_override"],
     });
+    // Added only when present, so the digest of an input without them is what it was.
+    for key in ["instructions", "max_output_tokens", "door"] {
+        if let Some(v) = payload.get(key) {
+            meaning[key] = v.clone();
+        }
+    }
     hex::encode(Sha256::digest(meaning.to_string().as_bytes()))
 }
 

@@ -2,7 +2,10 @@
 //! submission as a door received it, the admission receipt (API.md), the title a person's
 //! first message gives an untitled session, and the user row an admitted input becomes when
 //! its turn claims it.
-use crate::limits::sanitize_text;
+use crate::error::GatewayError;
+use crate::limits::{
+    self, sanitize_text, MAX_DOOR_BYTES, MAX_HISTORY_MESSAGES, MAX_OUTPUT_TOKENS, MAX_TEXT_CHARS,
+};
 use serde::Serialize;
 use turnkey_providers::estimate_tokens;
 use turnkey_storage::{
@@ -17,6 +20,31 @@ pub struct NewSessionRequest {
     pub model: Option<String>,
     pub platform: String,
     pub chat_key: Option<String>,
+    /// The conversation the session starts with, committed with it: a stateless client's
+    /// earlier messages, which no turn runs again.
+    pub history: Vec<SeedMessage>,
+}
+
+/// One message of the history a new session starts with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SeedMessage {
+    /// `User` or `Assistant`.
+    pub role: MessageRole,
+    pub text: String,
+}
+
+impl SeedMessage {
+    /// The transcript row it becomes: its text sanitized as an input's is, written by no turn.
+    pub fn row(&self) -> NewMessage {
+        let text = sanitize_text(&self.text);
+        NewMessage {
+            id: MessageId::new(),
+            role: Some(self.role),
+            token_estimate: i64::try_from(estimate_tokens(&text)).unwrap_or(i64::MAX),
+            content: Some(text),
+            ..Default::default()
+        }
+    }
 }
 
 /// One input as a door received it; the admission service normalizes it before it is stored.
@@ -32,6 +60,72 @@ pub struct Submission {
     /// This input's busy policy instead of the session's (a chat's `/queue <text>` waits
     /// for the running turn even where the session interrupts or steers). Kept in the payload.
     pub busy_policy: Option<crate::config::BusyPolicy>,
+    /// Instructions for this input's turn only, after the session's system prompt (the
+    /// Responses API's `instructions`).
+    pub instructions: Option<String>,
+    /// The output limit of each model call of this input's turn; an answer it cuts is the
+    /// answer, marked `truncated`, without continuations (the Responses API's
+    /// `max_output_tokens`).
+    pub max_output_tokens: Option<u32>,
+    /// What the door keeps with the input for reading it back (the Responses API's request:
+    /// its input items, metadata, `background`, `previous_response_id`); no turn reads it.
+    pub door: Option<serde_json::Value>,
+}
+
+/// The history a new session starts with: at most [`limits::MAX_HISTORY_MESSAGES`] user and assistant
+/// messages of at most [`limits::MAX_TEXT_CHARS`] each.
+pub fn check_history(history: &[SeedMessage]) -> Result<(), GatewayError> {
+    if history.len() > limits::MAX_HISTORY_MESSAGES {
+        return Err(invalid(
+            "history_too_long",
+            format!("a new session starts with at most {MAX_HISTORY_MESSAGES} earlier messages"),
+        ));
+    }
+    for (i, m) in history.iter().enumerate() {
+        if !matches!(m.role, MessageRole::User | MessageRole::Assistant) {
+            return Err(invalid(
+                "invalid_history",
+                format!("earlier message {i}: only user and assistant messages are kept"),
+            ));
+        }
+        if m.text.chars().count() > limits::MAX_TEXT_CHARS {
+            return Err(invalid(
+                "input_too_large",
+                format!("earlier message {i} is longer than {MAX_TEXT_CHARS} characters"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// An input's turn-only fields: `instructions` within [`limits::MAX_INSTRUCTIONS_CHARS`],
+/// `max_output_tokens` from 1 to [`limits::MAX_OUTPUT_TOKENS`], the door's object within
+/// [`limits::MAX_DOOR_BYTES`].
+pub fn check_turn_fields(s: &Submission) -> Result<(), GatewayError> {
+    if let Some(i) = &s.instructions {
+        limits::text_field("instructions", i, limits::MAX_INSTRUCTIONS_CHARS)?;
+    }
+    if let Some(n) = s.max_output_tokens {
+        if n == 0 || n > limits::MAX_OUTPUT_TOKENS {
+            return Err(invalid(
+                "invalid_field",
+                format!("max_output_tokens must be 1 to {MAX_OUTPUT_TOKENS}, not {n}"),
+            ));
+        }
+    }
+    if let Some(d) = &s.door {
+        if d.to_string().len() > limits::MAX_DOOR_BYTES {
+            return Err(invalid(
+                "input_too_large",
+                format!("the request kept with the input is over {MAX_DOOR_BYTES} bytes"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn invalid(code: &'static str, message: String) -> GatewayError {
+    GatewayError::InvalidInput { code, message }
 }
 
 /// The answer to a submission (API.md receipt).

@@ -57,5 +57,5 @@ pub use config::RuntimeConfig;
 pub use delivery::{EventHub, SharedEvent};
 pub use error::GatewayError;
 pub use gateway::Gateway;
-pub use input::{NewSessionRequest, Receipt, Submission};
+pub use input::{NewSessionRequest, Receipt, SeedMessage, Submission};
 pub use session::SessionState;

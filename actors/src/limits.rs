@@ -22,6 +22,14 @@ pub const MAX_DISPLAY_BYTES: usize = 16 * 1024;
 pub const MAX_REASON_CHARS: usize = 500;
 /// A door's key for a session (the OpenAI endpoint's `user`), in characters.
 pub const MAX_SESSION_KEY_CHARS: usize = 256;
+/// The messages a new session may start with (a stateless client's earlier conversation).
+pub const MAX_HISTORY_MESSAGES: usize = 1_000;
+/// An input's `instructions` (the Responses API), in characters.
+pub const MAX_INSTRUCTIONS_CHARS: usize = 32_000;
+/// An input's `max_output_tokens`, at most.
+pub const MAX_OUTPUT_TOKENS: u32 = 1_000_000;
+/// What a door keeps with an input (its `door` object), serialized as JSON.
+pub const MAX_DOOR_BYTES: usize = 4 * 1024 * 1024;
 
 fn invalid(code: &'static str, message: String) -> GatewayError {
     GatewayError::InvalidInput { code, message }

@@ -36,6 +36,7 @@ mod m20261218_000001_usage_shards;
 mod m20261218_000002_live_messages;
 mod m20261219_000001_overtaken;
 mod m20261220_000001_crash_resumes;
+mod m20261221_000001_response_deletions;
 
 pub struct Migrator;
 
@@ -70,6 +71,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261218_000002_live_messages::Migration),
             Box::new(m20261219_000001_overtaken::Migration),
             Box::new(m20261220_000001_crash_resumes::Migration),
+            Box::new(m20261221_000001_response_deletions::Migration),
         ]
     }
 }

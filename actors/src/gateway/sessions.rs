@@ -106,6 +106,7 @@ impl Gateway {
             },
             ..req
         };
+        crate::input::check_history(&req.history)?;
         let remembered = self.remembered(&principal.id).await?;
         let built = prompt::build_for_new_session(&self.deps.config, &req, &remembered)?;
         Ok(NewSession {
@@ -118,6 +119,7 @@ impl Gateway {
             system_message: req.system_message,
             system_prompt: built.prompt,
             workspace_snapshot: Some(built.workspace_snapshot),
+            seed: req.history.iter().map(crate::SeedMessage::row).collect(),
         })
     }
 
@@ -284,6 +286,40 @@ impl Gateway {
         )
         .await;
         Ok(done)
+    }
+
+    /// Cancels one input of `session`: settled `cancelled` if it is still queued, else its
+    /// running turn is interrupted (it settles `interrupted`). Answers whether anything was
+    /// cancelled or signalled; an input that already ended is left as it is.
+    pub async fn cancel_input(
+        &self,
+        principal: &Principal,
+        session: SessionId,
+        admission: AdmissionId,
+    ) -> Result<bool, GatewayError> {
+        let session = self.authorize(principal, session).await?.lineage();
+        let store = &self.deps.store;
+        if let Some(events) = store
+            .cancel_queued_admission(session, admission, "cancelled")
+            .await?
+        {
+            for ev in events {
+                self.deps.hub.publish(ev);
+            }
+            return Ok(true);
+        }
+        let running = store
+            .get_admission(admission)
+            .await?
+            .is_some_and(|a| a.status == AdmissionStatus::Started);
+        if !running {
+            return Ok(false);
+        }
+        // Inputs of a session run one at a time, in order: a started one is the running turn.
+        let done = self
+            .interrupt(principal, session, Some("cancelled".into()))
+            .await?;
+        Ok(done.interrupted)
     }
 
     /// Puts back the files a turn of `session` changed (its checkpoints); refused while a

@@ -148,6 +148,7 @@ impl Gateway {
                 NewSessionRequest {
                     platform: platform.into(),
                     chat_key: Some(chat_key.clone()),
+                    history: Vec::new(),
                     ..Default::default()
                 },
             )

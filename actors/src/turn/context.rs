@@ -55,6 +55,21 @@ pub struct LastPrompt {
 }
 
 impl TurnContext {
+    /// The input's instructions for this turn only (the Responses API's `instructions`).
+    pub fn instructions(&self) -> Option<&str> {
+        self.admission.payload["instructions"]
+            .as_str()
+            .filter(|i| !i.trim().is_empty())
+    }
+
+    /// The input's output limit for each model call of this turn; with one, a cut answer is
+    /// the answer (no continuations).
+    pub fn max_output_tokens(&self) -> Option<u32> {
+        self.admission.payload["max_output_tokens"]
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+    }
+
     /// How many assistant rows the turn has written: one per model call it made.
     pub fn assistant_rows(&self) -> usize {
         self.turn_rows

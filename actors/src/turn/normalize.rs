@@ -97,7 +97,8 @@ pub async fn call(
         }
         let cut = resp.finish_reason == FinishReason::Length;
         let next = if cut && !text.trim().is_empty() {
-            if continuations >= MAX_CONTINUATIONS {
+            // An input's own output limit is the client's to keep: its cut is the answer.
+            if continuations >= MAX_CONTINUATIONS || ctx.max_output_tokens().is_some() {
                 // Still cut off: what the model wrote is the answer, marked as cut (R10.2).
                 tracing::warn!(turn = %ctx.turn_id, continuations, "output still truncated after continuing; the text so far is the answer");
                 return Ok(Normalized::answer(resp, full, AnswerStop::Truncated));

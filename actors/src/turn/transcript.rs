@@ -166,6 +166,7 @@ mod tests {
             system_message: None,
             system_prompt: "sys".into(),
             workspace_snapshot: None,
+            seed: Vec::new(),
         })
         .await
         .unwrap();

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use turnkey_providers::{ChatMessage, ChatRequest, Provider, Role, ToolCall};
 use turnkey_storage::{Message, MessageRole};
 
-/// The wire copy (SPEC R5.4): the stored system prompt, then each row as it was sent
+/// The wire copy (SPEC R5.4): the stored system prompt (and after it the input's own
+/// `instructions`, for this turn only), then each row as it was sent
 /// (`api_content` when recorded), stripped of bookkeeping fields. Tool results follow their
 /// call in call order (they are stored in the order they finished), and a call without a
 /// result row, or a result without its call, is repaired rather than sent broken (R6.3).
@@ -19,7 +20,10 @@ use turnkey_storage::{Message, MessageRole};
 pub fn messages(ctx: &TurnContext, vision: bool) -> Vec<ChatMessage> {
     let rows = ctx.live_rows();
     let mut out = Vec::with_capacity(rows.len() + 1);
-    out.push(ChatMessage::system(ctx.system_prompt.clone()));
+    out.push(ChatMessage::system(match ctx.instructions() {
+        Some(i) => format!("{}\n\n{i}", ctx.system_prompt),
+        None => ctx.system_prompt.clone(),
+    }));
     let mut summary_at = None;
     let mut i = 0;
     while i < rows.len() {
@@ -189,7 +193,7 @@ pub fn request(
         messages,
         tools: offered(models, ctx),
         stream: models.config.agent.streaming,
-        max_tokens: None,
+        max_tokens: ctx.max_output_tokens(),
         temperature: None,
         prefill: false,
     }

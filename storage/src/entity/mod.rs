@@ -20,6 +20,7 @@ pub mod message;
 pub mod outbox;
 pub mod principal;
 pub mod principal_usage;
+pub mod response_deletion;
 pub mod review;
 pub mod schedule;
 pub mod session;

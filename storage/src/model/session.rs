@@ -116,6 +116,9 @@ pub struct NewSession {
     pub system_message: Option<String>,
     pub system_prompt: String,
     pub workspace_snapshot: Option<String>,
+    /// History the session starts with, committed with it (a stateless client's earlier
+    /// messages): rows no turn wrote and no turn runs again.
+    pub seed: Vec<super::NewMessage>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -158,7 +158,7 @@ impl Store {
         // list of hundreds is slow to plan on PostgreSQL); a count that differs from the plan
         // means the transcript is not what the plan saw.
         // The rows live in the canonical session (the root's own unless a rotation moved them).
-        let canon = super::sessions::canonical_of(&tx, c.session_id)
+        let canon = super::canonical::canonical_of(&tx, c.session_id)
             .await?
             .to_string();
         let plain: Vec<&Replaced> = c.compressed.iter().filter(|r| !r.summary).collect();

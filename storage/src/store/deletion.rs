@@ -156,6 +156,7 @@ async fn delete_rows(tx: &WriteTx, ids: &[String]) -> Result<()> {
     delete_by!(lease, lease::Column::SessionId);
     delete_by!(message, message::Column::SessionId);
     delete_by!(outbox, outbox::Column::SessionId);
+    delete_by!(response_deletion, response_deletion::Column::SessionId);
     delete_by!(review, review::Column::SessionId);
     delete_by!(schedule, schedule::Column::SessionId);
     delete_by!(session_key, session_key::Column::SessionId);

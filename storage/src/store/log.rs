@@ -111,11 +111,37 @@ impl Store {
         convert::message(row)
     }
 
+    /// The text of the result row of tool call `call_id` of `turn` in `root`'s lineage (the
+    /// root's rows or its canonical session's), if it was written.
+    pub async fn tool_result(
+        &self,
+        root: SessionId,
+        turn: TurnId,
+        call_id: &str,
+    ) -> Result<Option<String>> {
+        use sea_orm::Condition;
+        Ok(message::Entity::find()
+            .filter(
+                Condition::any()
+                    .add(message::Column::SessionId.eq(root.to_string()))
+                    .add(
+                        message::Column::SessionId
+                            .in_subquery(super::canonical::canonical_subquery(root)),
+                    ),
+            )
+            .filter(message::Column::TurnId.eq(turn.to_string()))
+            .filter(message::Column::ToolCallId.eq(call_id))
+            .filter(message::Column::Role.eq(MessageRole::Tool.as_str()))
+            .one(self.reader())
+            .await?
+            .and_then(|m| m.content))
+    }
+
     /// The live transcript of `root`'s lineage: the canonical session's rows (SPEC R6.4).
     pub async fn transcript(&self, root: SessionId) -> Result<Vec<Message>> {
         message::Entity::find()
             .filter(
-                message::Column::SessionId.in_subquery(super::sessions::canonical_subquery(root)),
+                message::Column::SessionId.in_subquery(super::canonical::canonical_subquery(root)),
             )
             .order_by_asc(message::Column::Idx)
             .all(self.reader())
@@ -316,7 +342,7 @@ pub(super) async fn insert_row<C: ConnectionTrait>(
             Expr::col(session::Column::LastMessageIdx).add(1),
         )
         .col_expr(session::Column::UpdatedAt, Expr::value(now_ms()))
-        .filter(session::Column::Id.in_subquery(super::sessions::canonical_subquery(root)))
+        .filter(session::Column::Id.in_subquery(super::canonical::canonical_subquery(root)))
         .exec_with_returning(db)
         .await?;
     let (sid, idx) = bumped

@@ -24,6 +24,7 @@
 mod admissions;
 mod approvals;
 mod audit;
+mod canonical;
 pub use audit::{AuditEntry, NewAudit};
 mod chats;
 pub use chats::Inbound;
@@ -56,6 +57,7 @@ mod processes;
 mod providers;
 pub use providers::ConnectedProvider;
 mod quotas;
+mod responses;
 pub use processes::{BackgroundProcess, NewBackgroundProcess, ProcessEnd};
 pub use quotas::{day_of, next_day_at};
 mod rotation;

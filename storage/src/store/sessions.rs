@@ -15,7 +15,14 @@ const KEYED_CREATE_ATTEMPTS: usize = 3;
 impl Store {
     pub async fn create_session(&self, s: NewSession) -> Result<Session> {
         let id = s.id;
-        insert_session(self.writer(), s).await?;
+        if s.seed.is_empty() {
+            insert_session(self.writer(), s).await?;
+        } else {
+            // The session and the history it starts with, in one commit.
+            let tx = self.write_tx().await?;
+            insert_session(&tx, s).await?;
+            tx.commit().await?;
+        }
         self.get_session(id)
             .await?
             .ok_or_else(|| super::StoreError::NotFound(format!("session {id}")))
@@ -199,8 +206,10 @@ impl Store {
 }
 
 /// Inserts a new session row inside the caller's connection or transaction.
-pub(super) async fn insert_session<C: ConnectionTrait>(db: &C, s: NewSession) -> Result<()> {
+pub(super) async fn insert_session<C: ConnectionTrait>(db: &C, mut s: NewSession) -> Result<()> {
     let now = now_ms();
+    let id = s.id;
+    let seed = std::mem::take(&mut s.seed);
     let model = session::ActiveModel {
         id: Set(s.id.to_string()),
         parent_session_id: Set(None),
@@ -233,34 +242,8 @@ pub(super) async fn insert_session<C: ConnectionTrait>(db: &C, s: NewSession) ->
     session::Entity::insert(model)
         .exec_without_returning(db)
         .await?;
-    Ok(())
-}
-/// `root`'s canonical session id, as a sub-select for one-statement writes and reads.
-pub(super) fn canonical_subquery(root: SessionId) -> sea_orm::sea_query::SelectStatement {
-    use sea_orm::sea_query::{ExprTrait, Func, Query};
-    Query::select()
-        .expr(Func::coalesce([
-            Expr::col(session::Column::TranscriptId),
-            Expr::col(session::Column::Id),
-        ]))
-        .from(session::Entity)
-        .and_where(Expr::col(session::Column::Id).eq(root.to_string()))
-        .to_owned()
-}
-
-/// `root`'s canonical session id, read inside the caller's transaction.
-pub(super) async fn canonical_of<C: sea_orm::ConnectionTrait>(
-    db: &C,
-    root: SessionId,
-) -> Result<SessionId> {
-    let row = session::Entity::find_by_id(root.to_string())
-        .one(db)
-        .await?
-        .ok_or_else(|| super::StoreError::NotFound(format!("session {root}")))?;
-    match row.transcript_id {
-        Some(t) => t
-            .parse()
-            .map_err(|_| super::StoreError::Corrupt(format!("session {root}: bad transcript id"))),
-        None => Ok(root),
+    for row in &seed {
+        super::log::insert_message(db, id, row).await?;
     }
+    Ok(())
 }

@@ -112,7 +112,7 @@ pub(super) async fn turn_rows<C: ConnectionTrait>(
 ) -> Result<Vec<Message>> {
     message::Entity::find()
         .filter(
-            message::Column::SessionId.in_subquery(super::sessions::canonical_subquery(session)),
+            message::Column::SessionId.in_subquery(super::canonical::canonical_subquery(session)),
         )
         .filter(message::Column::TurnId.eq(turn.to_string()))
         .order_by_asc(message::Column::Idx)

@@ -85,6 +85,7 @@ pub async fn session(s: &Store) -> SessionId {
         system_message: None,
         system_prompt: "sys".into(),
         workspace_snapshot: None,
+        seed: Vec::new(),
     })
     .await
     .expect("session");

@@ -19,6 +19,7 @@ fn chat_session(chat_key: &str) -> NewSession {
         system_message: None,
         system_prompt: "sys".into(),
         workspace_snapshot: None,
+        seed: Vec::new(),
     }
 }
 

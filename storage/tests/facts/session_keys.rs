@@ -15,6 +15,7 @@ fn new_session(owner: &str) -> NewSession {
         system_message: None,
         system_prompt: "sys".into(),
         workspace_snapshot: None,
+        seed: Vec::new(),
     }
 }
 

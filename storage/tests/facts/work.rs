@@ -20,6 +20,7 @@ fn child_session() -> NewSession {
         system_message: None,
         system_prompt: "sys".into(),
         workspace_snapshot: None,
+        seed: Vec::new(),
     }
 }
 

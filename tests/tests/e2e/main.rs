@@ -32,6 +32,7 @@ mod r13_8_workspaces;
 mod r13_9_auto_resume;
 mod r13_safe_resume;
 mod r1_1_openai_endpoint;
+mod r1_1_responses;
 mod r1_1_security_headers;
 mod r1_1_session_titles;
 mod r1_1_web_ui;

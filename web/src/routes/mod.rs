@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod openai;
 pub mod outbox;
 pub mod providers;
+pub mod responses;
 pub mod schedules;
 pub mod sessions;
 pub mod skills;
@@ -89,6 +90,11 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(ws::connect)
         .service(openai::chat_completions)
         .service(openai::models)
+        .service(responses::create)
+        .service(responses::input_items)
+        .service(responses::cancel)
+        .service(responses::get)
+        .service(responses::delete)
         .service(webhooks::telegram::webhook)
         .service(webhooks::slack::events)
         .service(webhooks::slack::interactive)

@@ -135,7 +135,7 @@ pub async fn admit(
                 display: body.display,
                 model: body.model.filter(|m| !m.trim().is_empty()),
                 surface: surface.into(),
-                busy_policy: None,
+                ..Submission::default()
             },
         )
         .await?)

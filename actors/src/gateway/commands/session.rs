@@ -20,6 +20,7 @@ pub(super) async fn new_session(gw: &Gateway, msg: &ChatMessage) -> Result<Handl
             NewSessionRequest {
                 platform: platform.into(),
                 chat_key: Some(chat_key.clone()),
+                history: Vec::new(),
                 ..Default::default()
             },
         )

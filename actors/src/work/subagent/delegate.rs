@@ -213,6 +213,7 @@ async fn start_one(
         model: None,
         platform: PLATFORM.into(),
         chat_key: None,
+        history: Vec::new(),
     };
     let remembered = prompt::Remembered::default();
     let built = prompt::build_for_new_session(&deps.config, &req, &remembered)?;
@@ -226,6 +227,7 @@ async fn start_one(
         system_message: req.system_message,
         system_prompt: built.prompt,
         workspace_snapshot: Some(built.workspace_snapshot),
+        seed: Vec::new(),
     };
     let (task, event) = deps
         .store

@@ -10,8 +10,8 @@
 //! else, with an `Idempotency-Key`, one per caller and key (so a retried call lands where the
 //! first did); else a new session. Every answer names it in `X-Turnkey-Session`.
 mod answer;
-mod request;
-mod session;
+pub(crate) mod request;
+pub(crate) mod session;
 mod turn;
 pub mod wire;
 

@@ -64,7 +64,7 @@ const IMAGE_FETCH_TIMEOUT: Duration = Duration::from_secs(30);
 /// fetches (public addresses only unless `tools.fetch_allow` lists the host; at most
 /// `server.max_upload_bytes`), then passed on as data. Any other URL, or one that cannot be
 /// fetched, is 400 `invalid_attachment`; a too large image 413 `too_large`. Nothing is admitted.
-pub(super) async fn image_attachments(
+pub(crate) async fn image_attachments(
     state: &AppState,
     urls: &[String],
 ) -> Result<Vec<Value>, OpenAiError> {

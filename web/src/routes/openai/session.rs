@@ -41,6 +41,7 @@ pub(super) async fn resolve_session(
         model: None,
         platform: "api".into(),
         chat_key: None,
+        history: Vec::new(),
     };
     let keyed = match (body.user.as_deref().map(str::trim), key) {
         (Some(user), _) if !user.is_empty() => Some((DOOR_USER, user)),
@@ -91,16 +92,16 @@ fn system_text(body: &ChatRequest) -> Result<Option<String>, OpenAiError> {
 }
 
 /// The model a completion runs on and names.
-pub(super) struct ChosenModel {
+pub(crate) struct ChosenModel {
     /// A configured provider's model other than the session's: this turn's model.
-    pub(super) override_for_turn: Option<String>,
+    pub(crate) override_for_turn: Option<String>,
     /// The `model` of the answer.
-    pub(super) reported: String,
+    pub(crate) reported: String,
 }
 
 /// Any `model` is accepted. One a configured provider serves (`GET /v1/models`) runs this
 /// turn; any other name (`"turnkey"`, an SDK default) leaves the session's model in use.
-pub(super) fn chosen_model(
+pub(crate) fn chosen_model(
     state: &AppState,
     session: &Session,
     asked: Option<&str>,

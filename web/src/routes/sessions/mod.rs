@@ -83,6 +83,7 @@ pub async fn create_view(
                 model: non_blank(body.model),
                 platform: "api".into(),
                 chat_key: None,
+                history: Vec::new(),
             },
         )
         .await?;
