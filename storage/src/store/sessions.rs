@@ -28,6 +28,40 @@ impl Store {
             .ok_or_else(|| super::StoreError::NotFound(format!("session {id}")))
     }
 
+    /// Names `session` as the one `principal` reaches through `door` under `key` from now on
+    /// (a key already naming another session is moved to this one: the newest wins).
+    pub async fn remember_session_key(
+        &self,
+        principal: &str,
+        door: &str,
+        key: &str,
+        session: SessionId,
+    ) -> Result<()> {
+        use sea_orm::sea_query::OnConflict;
+        session_key::Entity::insert(session_key::ActiveModel {
+            principal: Set(principal.to_owned()),
+            door: Set(door.to_owned()),
+            key: Set(key.to_owned()),
+            session_id: Set(session.to_string()),
+            created_at: Set(now_ms()),
+        })
+        .on_conflict(
+            OnConflict::columns([
+                session_key::Column::Principal,
+                session_key::Column::Door,
+                session_key::Column::Key,
+            ])
+            .update_columns([
+                session_key::Column::SessionId,
+                session_key::Column::CreatedAt,
+            ])
+            .to_owned(),
+        )
+        .exec_without_returning(self.writer())
+        .await?;
+        Ok(())
+    }
+
     /// The session `principal` reached through `door` under `key`, if one was made.
     pub async fn find_keyed_session(
         &self,

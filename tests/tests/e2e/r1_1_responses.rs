@@ -596,3 +596,118 @@ async fn r1_1_r13_9_responses_survive_a_kill_postgres() {
     };
     survives_a_kill(Some(db.url())).await;
 }
+
+/// A stateless client (no `user`, no session named) resends its conversation on the chat
+/// door: each request continues the session whose transcript is what it resent, the model
+/// sees the conversation, and nothing runs twice; an edited history starts a new session
+/// seeded with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r1_1_a_stateless_chat_client_continues_its_conversation() {
+    let provider = ScriptedProvider::start();
+    provider.push(Reply::text("Hi Bob."));
+    provider.push(Reply::text("You are Bob."));
+    provider.push(Reply::text("You said Robert."));
+    let tk = start(&provider, None).await;
+    let api = tk.api();
+    let ask = |messages: Value| {
+        let api = api.clone();
+        async move {
+            let r = api
+                .post(
+                    "/v1/chat/completions",
+                    &json!({"model": "m", "messages": messages}),
+                )
+                .await;
+            assert_eq!(r.status, 200, "{}", r.text);
+            let text = r.body["choices"][0]["message"]["content"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            (text, r)
+        }
+    };
+    let sys = json!({"role": "system", "content": "Be kind."});
+    let (a1, _) = ask(json!([sys, {"role": "user", "content": "I am Bob."}])).await;
+    assert_eq!(a1, "Hi Bob.");
+    let first_session = session_of(&api, 1).await;
+    let (a2, _) = ask(json!([sys, {"role": "user", "content": "I am Bob."},
+        {"role": "assistant", "content": a1}, {"role": "user", "content": "Who am I?"}]))
+    .await;
+    assert_eq!(a2, "You are Bob.");
+    assert_eq!(
+        session_of(&api, 1).await,
+        first_session,
+        "the same session goes on"
+    );
+    let sent = provider.requests()[1].body["messages"].to_string();
+    assert!(
+        sent.contains("I am Bob.") && sent.contains("Hi Bob.") && sent.contains("Be kind."),
+        "{sent}"
+    );
+    let roles: Vec<String> = api
+        .messages(&first_session)
+        .await
+        .iter()
+        .map(|m| m["role"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        roles,
+        ["user", "assistant", "user", "assistant"],
+        "nothing twice"
+    );
+
+    // The client edited an answer: not this session's conversation; a new one, seeded.
+    let (a3, _) = ask(json!([{"role": "user", "content": "I am Bob."},
+        {"role": "assistant", "content": "Hello Robert."}, {"role": "user", "content": "What did you call me?"}]))
+    .await;
+    assert_eq!(a3, "You said Robert.");
+    let sent = provider.requests()[2].body["messages"].to_string();
+    assert!(
+        sent.contains("Hello Robert.") && !sent.contains("Who am I?"),
+        "{sent}"
+    );
+    assert_eq!(provider.request_count(), 3);
+}
+
+/// The newest session's id (the operator lists every session, newest first), once `n` exist.
+async fn session_of(api: &turnkey_tests::Api, n: usize) -> String {
+    let list = api.get("/v1/sessions").await;
+    let sessions = list.body["sessions"].as_array().unwrap().clone();
+    assert!(sessions.len() >= n, "{}", list.text);
+    sessions[0]["id"].as_str().unwrap().to_owned()
+}
+
+/// The same on the Responses door, with the input items a stateless client resends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r1_1_a_stateless_responses_client_continues_its_conversation() {
+    let provider = ScriptedProvider::start();
+    provider.push(Reply::text("Noted: 7."));
+    provider.push(Reply::text("It was 7."));
+    let tk = start(&provider, None).await;
+    let api = tk.api();
+    let r1 = api
+        .post("/v1/responses", &json!({"input": "Remember 7."}))
+        .await;
+    assert_eq!(answer(&r1.body), "Noted: 7.", "{}", r1.text);
+    let r2 = api
+        .post(
+            "/v1/responses",
+            &json!({"input": [
+            {"role": "user", "content": "Remember 7."},
+            r1.body["output"][0],
+            {"role": "user", "content": "What was it?"}]}),
+        )
+        .await;
+    assert_eq!(answer(&r2.body), "It was 7.", "{}", r2.text);
+    assert_eq!(
+        r2.body["conversation"], r1.body["conversation"],
+        "the same session"
+    );
+    let session = r1.body["conversation"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(api.messages(&session).await.len(), 4, "nothing twice");
+    let sent = provider.requests()[1].body["messages"].to_string();
+    assert!(
+        sent.contains("Remember 7.") && sent.contains("Noted: 7."),
+        "{sent}"
+    );
+}

@@ -4,12 +4,15 @@
 //! A completion is an ordinary submission: the last user message is admitted through the same
 //! path as `POST /v1/sessions/{id}/submissions` (limits, ownership, idempotency by the
 //! `Idempotency-Key` header), and the answer is read from that admission's turn in the event
-//! log. The rest of the request's history is not used: the session keeps its own.
+//! log. A named session keeps its own history; the request's earlier messages are not used.
 //!
 //! Which session: the `X-Turnkey-Session` header; else one session per caller and `user`;
-//! else, with an `Idempotency-Key`, one per caller and key (so a retried call lands where the
-//! first did); else a new session. Every answer names it in `X-Turnkey-Session`.
+//! else (a stateless client) the caller's session whose transcript is the request's earlier
+//! messages (`conversation`); else, with an `Idempotency-Key`, one per caller and key (so a
+//! retried call lands where the first did); else a new session, which starts with the earlier
+//! messages as its history. Every answer names it in `X-Turnkey-Session`.
 mod answer;
+pub(crate) mod conversation;
 pub(crate) mod request;
 pub(crate) mod session;
 mod turn;
@@ -130,7 +133,18 @@ pub async fn chat_completions(
     let files = &state.gateway.config().files;
     let limit = state.max_body_bytes + files.max_upload_bytes / 3 * 4 + 4;
     let body = read_request(&req, payload, limit).await?;
+    let stateless = session::is_stateless(&req, &body);
+    let (earlier, lead) = if stateless {
+        session::earlier(&body)?
+    } else {
+        (Vec::new(), Vec::new())
+    };
     let (text, images) = last_user_input(&body)?;
+    let text = if lead.is_empty() {
+        text
+    } else {
+        format!("{}\n\n{text}", lead.join("\n\n"))
+    };
     let key = idempotency_header(&req)?
         .map(str::trim)
         .filter(|k| !k.is_empty());
@@ -150,7 +164,7 @@ pub async fn chat_completions(
         ));
     }
     let attachments = image_attachments(&state, &images).await?;
-    let session = resolve_session(&state, &who, &req, &body, key).await?;
+    let session = resolve_session(&state, &who, &req, &body, key, &earlier).await?;
     let sid = session.id;
     let in_session = |e: OpenAiError| e.in_session(sid);
     let model = chosen_model(&state, &session, body.model.as_deref());
@@ -160,7 +174,7 @@ pub async fn chat_completions(
         sid,
         key,
         SubmitBody {
-            text: (!text.trim().is_empty()).then_some(text),
+            text: (!text.trim().is_empty()).then(|| text.clone()),
             attachments,
             model: model.override_for_turn.clone(),
             ..SubmitBody::default()
@@ -169,6 +183,9 @@ pub async fn chat_completions(
     )
     .await
     .map_err(|e| in_session(e.into()))?;
+    if stateless {
+        conversation::note(&state, &who.0, sid, &earlier, &text).await;
+    }
     let completion = Completion {
         id: format!("chatcmpl-{}", receipt.admission_id),
         created: chrono::Utc::now().timestamp(),

@@ -6,8 +6,8 @@ use crate::auth::AuthPrincipal;
 use crate::routes::parse_id;
 use crate::state::AppState;
 use actix_web::HttpRequest;
-use turnkey_actors::NewSessionRequest;
-use turnkey_storage::{Session, SessionId};
+use turnkey_actors::{NewSessionRequest, SeedMessage};
+use turnkey_storage::{MessageRole, Session, SessionId};
 
 /// Session keys of this door: by the request's `user`, and by its `Idempotency-Key`.
 const DOOR_USER: &str = "openai.user";
@@ -15,13 +15,48 @@ const DOOR_REQUEST: &str = "openai.request";
 /// The `model` an answer reports when no provider's model is known.
 const OWNED_BY: &str = "turnkey";
 
-/// The session of a request (see the module's documentation).
+/// A request that names no session (`X-Turnkey-Session`) and no `user`: a stateless client's,
+/// whose earlier messages say which conversation it continues (`conversation`).
+pub(super) fn is_stateless(req: &HttpRequest, body: &ChatRequest) -> bool {
+    !req.headers().contains_key(SESSION_HEADER)
+        && body.user.as_deref().is_none_or(|u| u.trim().is_empty())
+}
+
+/// The earlier messages of a request: its user and assistant messages before the last user
+/// message and the user messages right before it (with no answer between, they are one input
+/// with it: their texts are returned second, to go before the last one's). Images in earlier
+/// messages are not kept; tool messages and system messages are not history.
+pub(super) fn earlier(body: &ChatRequest) -> Result<(Vec<SeedMessage>, Vec<String>), OpenAiError> {
+    let mut said = Vec::new();
+    let n = body.messages.len().saturating_sub(1);
+    for (i, m) in body.messages.iter().enumerate().take(n) {
+        let role = match m.role.as_str() {
+            "user" => MessageRole::User,
+            "assistant" => MessageRole::Assistant,
+            _ => continue,
+        };
+        let (text, _images) = m.text_and_images(i)?;
+        if !text.trim().is_empty() {
+            said.push(SeedMessage { role, text });
+        }
+    }
+    let mut lead = Vec::new();
+    while said.last().is_some_and(|m| m.role == MessageRole::User) {
+        lead.extend(said.pop().map(|m| m.text));
+    }
+    lead.reverse();
+    Ok((said, lead))
+}
+
+/// The session of a request (see the module's documentation); `earlier` is a stateless
+/// request's history ([`earlier`]), empty otherwise.
 pub(super) async fn resolve_session(
     state: &AppState,
     who: &AuthPrincipal,
     req: &HttpRequest,
     body: &ChatRequest,
     key: Option<&str>,
+    earlier: &[SeedMessage],
 ) -> Result<Session, OpenAiError> {
     if let Some(v) = req.headers().get(SESSION_HEADER) {
         let raw = v.to_str().map_err(|_| {
@@ -35,13 +70,16 @@ pub(super) async fn resolve_session(
             .await
             .map_err(crate::error::ApiError::from)?);
     }
+    if let Some(s) = super::conversation::find(state, &who.0, earlier).await? {
+        return Ok(s);
+    }
     let new = NewSessionRequest {
         title: None,
         system_message: system_text(body)?,
         model: None,
         platform: "api".into(),
         chat_key: None,
-        history: Vec::new(),
+        history: earlier.to_vec(),
     };
     let keyed = match (body.user.as_deref().map(str::trim), key) {
         (Some(user), _) if !user.is_empty() => Some((DOOR_USER, user)),

@@ -9,14 +9,16 @@
 //! replica and after any restart. `store: false` is accepted and changes nothing.
 //!
 //! Which session: `previous_response_id`'s (someone else's is 404), else `conversation` (a
-//! session id), else the `X-Turnkey-Session` header, else a new session whose history is the
-//! input's messages before the last user message (keyed by `Idempotency-Key`, so a retried
-//! request lands in the same one).
+//! session id), else the `X-Turnkey-Session` header, else the caller's session whose
+//! transcript is the input's earlier messages (a stateless client, `openai::conversation`),
+//! else a new session whose history is those messages (keyed by `Idempotency-Key`, so a
+//! retried request lands in the same one).
 mod answer;
 mod input;
 mod replay;
 pub mod wire;
 
+use super::openai::conversation;
 use super::openai::request::image_attachments;
 use super::openai::session::chosen_model;
 use super::openai::wire::OpenAiError;
@@ -85,15 +87,16 @@ pub async fn create(
         turnkey_actors::limits::request_id(k).map_err(crate::error::ApiError::from)?;
     }
     let session = which_session(&state, &who, &req, &body, &input, key).await?;
+    let submitted = input.text.clone();
     let sid = session.id;
     let mut attachments = image_attachments(&state, &input.image_urls).await?;
     attachments.extend(input.file_ids.iter().map(|id| json!({ "file_id": id })));
     let model = chosen_model(&state, &session, body.model.as_deref());
     let background = body.background.unwrap_or(false);
-    // System messages for a session that exists already join this response's instructions.
-    let fresh = body.previous_response_id.is_none() && body.conversation.is_none();
+    // System messages for a session the request names join this response's instructions (a
+    // new session, or one found by its conversation, has them as its system message).
     let mut instructions: Vec<String> = body.instructions.iter().cloned().collect();
-    if !fresh || req.headers().contains_key(SESSION_HEADER) {
+    if !named_none(&body, &req) {
         instructions.extend(input.system.iter().cloned());
     }
     let door = json!({
@@ -111,7 +114,7 @@ pub async fn create(
             &who.0,
             sid,
             Submission {
-                text: input.text,
+                text: submitted.clone(),
                 request_id: key.map(str::to_owned),
                 attachments,
                 display: Some(json!({"stream": true, "tool_progress": "all"})),
@@ -125,6 +128,9 @@ pub async fn create(
         )
         .await
         .map_err(|e| OpenAiError::from(crate::error::ApiError::from(e)).in_session(sid))?;
+    if named_none(&body, &req) {
+        conversation::note(&state, &who.0, sid, &input.history, &submitted).await;
+    }
     let admission = state
         .gateway
         .store()
@@ -318,6 +324,13 @@ async fn load(state: &AppState, who: &AuthPrincipal, id: &str) -> Result<Admissi
     Ok(admission)
 }
 
+/// The request names no session: a stateless client's, found by its conversation.
+fn named_none(body: &CreateResponse, req: &HttpRequest) -> bool {
+    body.previous_response_id.is_none()
+        && body.conversation.is_none()
+        && !req.headers().contains_key(SESSION_HEADER)
+}
+
 /// The session a new response goes to (see the module documentation).
 async fn which_session(
     state: &AppState,
@@ -347,6 +360,9 @@ async fn which_session(
             .authorize_lineage(&who.0, id)
             .await
             .map_err(api);
+    }
+    if let Some(s) = conversation::find(state, &who.0, &input.history).await? {
+        return Ok(s);
     }
     let new = NewSessionRequest {
         system_message: (!input.system.is_empty()).then(|| input.system.join("\n\n")),
