@@ -711,3 +711,103 @@ async fn r1_1_a_stateless_responses_client_continues_its_conversation() {
         "{sent}"
     );
 }
+
+/// An approval the turn waits for is an `mcp_approval_request` item; an
+/// `mcp_approval_response` with `previous_response_id` decides it, and the answer is the
+/// response that asked, gone on to its end; sent again, it answers the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r1_1_responses_an_approval_is_asked_and_answered_in_the_chain() {
+    let provider = ScriptedProvider::start();
+    provider.push(Reply::tool_call(
+        "call_a",
+        "terminal",
+        json!({"command": "echo approved-run"}),
+    ));
+    provider.push(Reply::text("It ran."));
+    let tk = Turnkey::start(
+        TurnkeyOptions::new(&provider).extra_toml("[tools]\napproval = \"always\"\n"),
+    )
+    .await;
+    let api = tk.api();
+    let r1 = api
+        .post(
+            "/v1/responses",
+            &json!({"input": "run it", "background": true}),
+        )
+        .await;
+    let id = r1.str_field("id");
+    let waiting = eventually(BOUND, "an mcp_approval_request item", || async {
+        let r = api.get(&format!("/v1/responses/{id}")).await;
+        let asked = r.body["output"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|i| i["type"] == "mcp_approval_request");
+        asked.then_some(r)
+    })
+    .await;
+    assert_eq!(
+        waiting.body["status"], "in_progress",
+        "nothing fails: {}",
+        waiting.text
+    );
+    let request = waiting.body["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["type"] == "mcp_approval_request")
+        .unwrap()
+        .clone();
+    assert_eq!(request["name"], "terminal");
+    assert_eq!(request["server_label"], "turnkey");
+    assert!(
+        request["arguments"]
+            .as_str()
+            .unwrap()
+            .contains("approved-run"),
+        "{request}"
+    );
+
+    let answer_body = json!({"previous_response_id": id, "input": [
+        {"type": "mcp_approval_response", "approval_request_id": request["id"], "approve": true}]});
+    let done = api.post("/v1/responses", &answer_body).await;
+    assert_eq!(done.status, 200, "{}", done.text);
+    assert_eq!(
+        done.body["id"],
+        json!(id),
+        "the response that asked goes on"
+    );
+    assert_eq!(done.body["status"], "completed", "{}", done.text);
+    let kinds: Vec<&str> = done.body["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["mcp_approval_request", "mcp_call", "message"],
+        "{}",
+        done.text
+    );
+    assert!(done.body["output"][1]["output"]
+        .as_str()
+        .unwrap()
+        .contains("approved-run"));
+    assert_eq!(answer(&done.body), "It ran.");
+    // Sent again (a client retrying): the same response, nothing run twice.
+    let again = api.post("/v1/responses", &answer_body).await;
+    assert_eq!(again.status, 200, "{}", again.text);
+    assert_eq!(again.body["output"], done.body["output"]);
+    assert_eq!(provider.request_count(), 2);
+    // Without the response that asked it is refused.
+    let orphan = api
+        .post(
+            "/v1/responses",
+            &json!({"input": [{"type": "mcp_approval_response",
+            "approval_request_id": request["id"], "approve": true}]}),
+        )
+        .await;
+    assert_eq!(orphan.status, 400, "{}", orphan.text);
+    assert_eq!(orphan.error_code(), Some("invalid_input"));
+}

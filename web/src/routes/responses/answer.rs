@@ -68,7 +68,10 @@ async fn advance(
 }
 
 /// Replays what is stored: every event committed so far.
-async fn stored(state: &web::Data<AppState>, admission: &Admission) -> Result<Replay, OpenAiError> {
+pub(super) async fn stored(
+    state: &web::Data<AppState>,
+    admission: &Admission,
+) -> Result<Replay, OpenAiError> {
     let (_, mut replay) = follow(state, admission).await?;
     let store_ = state.gateway.store();
     let mut since = store_

@@ -21,6 +21,8 @@ pub struct Input {
     pub file_ids: Vec<String>,
     /// The items as `input_items` lists them (each with an `id`; inline image data left out).
     pub items: Vec<Value>,
+    /// `mcp_approval_response` items: the approval's id and whether it is approved.
+    pub approvals: Vec<(String, bool)>,
 }
 
 fn invalid(code: &str, message: String, param: &str) -> OpenAiError {
@@ -46,6 +48,11 @@ pub fn read(input: Option<&Value>) -> Result<Input, OpenAiError> {
     let mut messages = Vec::new();
     let mut out = Input::default();
     for (i, item) in list.iter().enumerate() {
+        if item["type"] == "mcp_approval_response" {
+            out.approvals.push(approval_response(item, i)?);
+            out.items.push(item.clone());
+            continue;
+        }
         if !is_message(item, i)? {
             continue;
         }
@@ -72,8 +79,25 @@ pub fn read(input: Option<&Value>) -> Result<Input, OpenAiError> {
             }
         }
     }
-    last_user_message(&mut out, messages)?;
+    if out.approvals.is_empty() || messages.iter().any(|(role, ..)| *role == "user") {
+        last_user_message(&mut out, messages)?;
+    }
     Ok(out)
+}
+
+/// An `mcp_approval_response` item: `{approval_request_id, approve}`.
+fn approval_response(item: &Value, i: usize) -> Result<(String, bool), OpenAiError> {
+    match (
+        item["approval_request_id"].as_str(),
+        item["approve"].as_bool(),
+    ) {
+        (Some(id), Some(approve)) => Ok((id.to_owned(), approve)),
+        _ => Err(invalid(
+            "invalid_input",
+            format!("input[{i}]: mcp_approval_response needs approval_request_id and approve"),
+            "input",
+        )),
+    }
 }
 
 /// A user or assistant message of the input: role, text, image URLs, file ids.
@@ -86,13 +110,11 @@ fn is_message(item: &Value, i: usize) -> Result<bool, OpenAiError> {
     match kind {
         "message" => Ok(true),
         "reasoning" | "mcp_call" | "mcp_list_tools" | "mcp_approval_request" => Ok(false),
-        "function_call" | "function_call_output" | "mcp_approval_response" | "item_reference" => {
-            Err(invalid(
-                "unsupported_content",
-                format!("input[{i}]: {kind} items are not accepted yet"),
-                "input",
-            ))
-        }
+        "function_call" | "function_call_output" | "item_reference" => Err(invalid(
+            "unsupported_content",
+            format!("input[{i}]: {kind} items are not accepted yet"),
+            "input",
+        )),
         other => Err(invalid(
             "unsupported_content",
             format!(
@@ -259,6 +281,16 @@ mod tests {
     }
 
     #[test]
+    fn an_approval_response_alone_is_an_input_without_a_message() {
+        let got = read(Some(&json!([
+            {"type": "mcp_approval_response", "approval_request_id": "a1", "approve": false}
+        ])))
+        .unwrap();
+        assert_eq!(got.approvals, vec![("a1".to_owned(), false)]);
+        assert!(got.text.is_empty());
+    }
+
+    #[test]
     fn user_messages_without_an_answer_between_are_one_input() {
         let got = read(Some(&json!([
             {"role": "user", "content": "first"},
@@ -285,6 +317,10 @@ mod tests {
         assert_eq!(
             code(json!([{"type": "function_call_output", "call_id": "c", "output": "x"}])),
             "unsupported_content"
+        );
+        assert_eq!(
+            code(json!([{"type": "mcp_approval_response", "approve": true}])),
+            "invalid_input"
         );
         assert_eq!(
             code(json!([{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}])),

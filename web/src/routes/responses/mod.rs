@@ -32,7 +32,7 @@ use actix_web::{delete, get, post, web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use turnkey_actors::{GatewayError, NewSessionRequest, Submission};
-use turnkey_storage::{Admission, Session, SessionId};
+use turnkey_storage::{Admission, ApprovalDecision, Session, SessionId};
 use utoipa::IntoParams;
 use wire::{CreateResponse, Deleted, InputItems, ResponseObject};
 
@@ -85,6 +85,13 @@ pub async fn create(
         .filter(|k| !k.is_empty());
     if let Some(k) = key {
         turnkey_actors::limits::request_id(k).map_err(crate::error::ApiError::from)?;
+    }
+    if !input.approvals.is_empty() {
+        let (asked, seen) = decide_approvals(&state, &who, &body, &input).await?;
+        if input.text.is_empty() {
+            // Only answers: the response that asked goes on, read from where it waited.
+            return continued(&state, &asked, seen, &body).await;
+        }
     }
     let session = which_session(&state, &who, &req, &body, &input, key).await?;
     let submitted = input.text.clone();
@@ -145,6 +152,67 @@ pub async fn create(
         return answer::now(&state, &admission, sid).await;
     }
     answer::when_ended(&state, &admission, sid).await
+}
+
+/// Decides the approvals the input answers (`mcp_approval_response`), which belong to the
+/// response `previous_response_id` names; answers that response and the last
+/// `sequence_number` it had made before the decision. One decided already (this request sent
+/// again) is left as it is.
+async fn decide_approvals(
+    state: &web::Data<AppState>,
+    who: &AuthPrincipal,
+    body: &CreateResponse,
+    input: &input::Input,
+) -> Result<(Admission, Option<u64>), OpenAiError> {
+    let Some(prev) = &body.previous_response_id else {
+        return Err(OpenAiError::invalid(
+            "invalid_input",
+            "an mcp_approval_response goes with the previous_response_id of the response that asked",
+            Some("previous_response_id".into()),
+        ));
+    };
+    let asked = load(state, who, prev).await?;
+    let seen = answer::stored(state, &asked).await?.last_sequence();
+    for (id, approve) in &input.approvals {
+        let approval = parse_id(id, "approval_request_id")?;
+        let decision = if *approve {
+            ApprovalDecision::Approve
+        } else {
+            ApprovalDecision::Deny
+        };
+        match state
+            .gateway
+            .decide_approval(&who.0, asked.session_id, approval, decision)
+            .await
+        {
+            Ok(_) => {}
+            Err(GatewayError::Conflict {
+                code: "approval_closed",
+                ..
+            }) => {}
+            Err(GatewayError::NotFound(_)) => return Err(wire::not_found(id)),
+            Err(e) => return Err(api(e)),
+        }
+    }
+    Ok((asked, seen))
+}
+
+/// The response that asked for approval, after the answer: streamed on from the last event
+/// the client had, in the background as it is now, or when its turn ends.
+async fn continued(
+    state: &web::Data<AppState>,
+    asked: &Admission,
+    seen: Option<u64>,
+    body: &CreateResponse,
+) -> Result<HttpResponse, OpenAiError> {
+    let sid = asked.session_id;
+    if body.stream.unwrap_or(false) {
+        return answer::streamed(state, asked, seen, sid);
+    }
+    if body.background.unwrap_or(false) {
+        return answer::now(state, asked, sid).await;
+    }
+    answer::when_ended(state, asked, sid).await
 }
 
 /// `?stream` and `starting_after` of `GET /v1/responses/{id}`.

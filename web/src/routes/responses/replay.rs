@@ -45,6 +45,11 @@ impl Replay {
         self.ended
     }
 
+    /// The `sequence_number` of the last event made so far.
+    pub fn last_sequence(&self) -> Option<u64> {
+        self.next.checked_sub(1)
+    }
+
     /// The stream events `ev` adds (each with its `sequence_number`).
     pub async fn take(&mut self, ev: &Event, store: &Store) -> Result<Vec<Value>, StoreError> {
         let mut out = Vec::new();
