@@ -612,10 +612,14 @@ async fn refused_admissions_stay_open(database: Option<&str>) {
     // The new process watches from its start: the due times before it were refused or missed.
     let since = watching_since(&stderr_of_start(&tk, 3));
     let catch_up = wait_fired(&tk, &id, refused_from, Duration::from_secs(10)).await;
-    assert_eq!(
-        catch_up.due,
-        since - since.rem_euclid(2_000),
-        "the first admission is for the latest due time before the start: {catch_up:?}"
+    // The latest due time before the start; on a loaded machine the scheduler's first pass
+    // may come after the next due time too, and then one admission for that one covers both
+    // (the missed window runs once, never once per due time).
+    let latest_missed = since - since.rem_euclid(2_000);
+    assert!(
+        (latest_missed..=latest_missed + 4_000).contains(&catch_up.due),
+        "the first admission is for the latest due time that had passed: {catch_up:?}, \
+         latest before the start {latest_missed}"
     );
     let api = tk.api();
     let done = api.wait_terminal(&catch_up.id, BOUND).await;
@@ -626,7 +630,12 @@ async fn refused_admissions_stay_open(database: Option<&str>) {
         .into_iter()
         .filter(|d| *d > refused_from && *d <= since)
         .collect();
-    assert_eq!(in_window, vec![catch_up.due]);
+    let once: Vec<i64> = if catch_up.due <= since {
+        vec![catch_up.due]
+    } else {
+        Vec::new()
+    };
+    assert_eq!(in_window, once);
 }
 
 /// The stderr lines of the `n`th start of `tk` (the harness marks each start).
