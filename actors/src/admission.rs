@@ -261,6 +261,21 @@ async fn check_limits(
     Err(refusal)
 }
 
+/// The limits a model call outside any session is held to (a `direct/` model of the OpenAI
+/// endpoint): the same as an input's, the operator exempt.
+pub(crate) async fn check_direct_limits(
+    deps: &Deps,
+    principal: &Principal,
+) -> Result<(), GatewayError> {
+    if !deps.config.limits.any() || principal.kind == "operator" {
+        return Ok(());
+    }
+    match over_limit(deps, principal).await? {
+        Some(refusal) => Err(refusal),
+        None => Ok(()),
+    }
+}
+
 /// The refusal of the first limit `principal` is at, if any.
 async fn over_limit(
     deps: &Deps,

@@ -111,9 +111,14 @@ export class Api {
     return this.request("PATCH", `/v1/sessions/${encodeURIComponent(id)}`, { body: { title } });
   }
 
-  /** The models a session can run on (`GET /v1/models`), in the server's order: `{id, provider}`. */
+  /**
+   * The models a session can run on (`GET /v1/models`), in the server's order: `{id, provider}`.
+   * The `direct/` ids answer without a session, so a session cannot switch to them.
+   */
   async models() {
-    return (await this.get("/v1/models")).data.map((m) => ({ id: m.id, provider: m.owned_by }));
+    return (await this.get("/v1/models")).data
+      .filter((m) => !m.id.startsWith("direct/"))
+      .map((m) => ({ id: m.id, provider: m.owned_by }));
   }
 
   /** Every provider in fallback order, keys masked (the operator; 403 for others). */

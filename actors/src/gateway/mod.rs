@@ -7,6 +7,7 @@ mod approvals;
 mod audit;
 pub mod commands;
 mod deletion;
+mod direct;
 pub mod memory;
 mod providers;
 mod schedules;

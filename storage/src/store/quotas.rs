@@ -99,6 +99,47 @@ pub(in crate::store) fn usage_shard(session_id: &str) -> i64 {
     i64::try_from(hash % USAGE_SHARDS.unsigned_abs()).unwrap_or(0)
 }
 
+impl Store {
+    /// Adds `tokens` that `principal` spent outside any session (a call to a `direct/` model
+    /// of the OpenAI-compatible endpoint) to its counter of the day, so `[limits]
+    /// tokens_per_day` counts them like a turn's.
+    pub async fn add_direct_usage(&self, principal: &str, tokens: i64) -> Result<()> {
+        if tokens <= 0 {
+            return Ok(());
+        }
+        let mut insert = Query::insert();
+        insert
+            .into_table(principal_usage::Entity)
+            .columns([
+                principal_usage::Column::Principal,
+                principal_usage::Column::Day,
+                principal_usage::Column::Shard,
+                principal_usage::Column::Tokens,
+            ])
+            .values([
+                principal.into(),
+                day_of(crate::ids::now_ms()).into(),
+                usage_shard(principal).into(),
+                tokens.into(),
+            ])
+            .map_err(|e| super::StoreError::Corrupt(format!("the usage counter's insert: {e}")))?
+            .on_conflict(
+                OnConflict::columns([
+                    principal_usage::Column::Principal,
+                    principal_usage::Column::Day,
+                    principal_usage::Column::Shard,
+                ])
+                .value(
+                    principal_usage::Column::Tokens,
+                    Expr::cust("principal_usage_shards.tokens + excluded.tokens"),
+                )
+                .to_owned(),
+            );
+        self.writer().execute(&insert).await?;
+        Ok(())
+    }
+}
+
 /// Adds `calls`' tokens to the day's counter of the owner of session `session_id` (the
 /// session's shard of it). Every transaction that counts usage does this last, just before its
 /// commit: on PostgreSQL the row's lock is held from this statement to the commit, so taken

@@ -811,3 +811,110 @@ async fn r1_1_responses_an_approval_is_asked_and_answered_in_the_chain() {
     assert_eq!(orphan.status, 400, "{}", orphan.text);
     assert_eq!(orphan.error_code(), Some("invalid_input"));
 }
+
+/// `direct/<model>` answers a client's side task from the model itself: listed after the
+/// session models, no session made, the request's messages as they are (no agent prompt, no
+/// tools), streamed or not, and its tokens counted in the caller's daily quota.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r1_1_direct_models_answer_side_tasks_without_a_session() {
+    let provider = ScriptedProvider::start();
+    provider.push(Reply::text("Weekend plans"));
+    provider.push(Reply::chunks(
+        &["Beach ", "trip"],
+        Duration::from_millis(10),
+    ));
+    let tk =
+        Turnkey::start(TurnkeyOptions::new(&provider).extra_toml("[limits]\ntokens_per_day = 1\n"))
+            .await;
+    let api = tk.api();
+    let models = api.get("/v1/models").await;
+    let ids: Vec<&str> = models.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        ["scripted-model", "direct/scripted-model"],
+        "{}",
+        models.text
+    );
+
+    let made = api.post("/v1/tokens", &json!({"name": "webui"})).await;
+    let client = api.with_token(Some(&made.str_field("token")));
+    let task = json!([
+        {"role": "system", "content": "You write titles."},
+        {"role": "user", "content": "### Task:\nGenerate a concise title for: what shall we do this weekend?"}
+    ]);
+    let r = client
+        .post(
+            "/v1/chat/completions",
+            &json!({"model": "direct/scripted-model", "messages": task}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["choices"][0]["message"]["content"], "Weekend plans");
+    assert_eq!(r.body["model"], "direct/scripted-model");
+    let sent = &provider.requests()[0].body;
+    assert_eq!(
+        sent["messages"], task,
+        "the messages as they are, nothing added"
+    );
+    assert!(
+        sent.get("tools")
+            .is_none_or(|t| t.as_array().is_none_or(|a| a.is_empty())),
+        "{sent}"
+    );
+    assert_eq!(
+        api.get("/v1/sessions").await.body["sessions"]
+            .as_array()
+            .unwrap()
+            .len(),
+        0,
+        "no session"
+    );
+
+    // Its tokens count: the quota of 1 is used up, so the next call is refused.
+    let over = client
+        .post(
+            "/v1/chat/completions",
+            &json!({"model": "direct/scripted-model", "messages": task}),
+        )
+        .await;
+    assert_eq!(over.status, 429, "{}", over.text);
+    assert_eq!(over.error_code(), Some("quota_exceeded"));
+
+    // The operator (exempt) streams one.
+    let (c, url, token) = http(&tk);
+    let resp = c
+        .post(format!("{url}/v1/chat/completions"))
+        .bearer_auth(token)
+        .json(&json!({"model": "direct/scripted-model", "messages": task, "stream": true}))
+        .send()
+        .await
+        .unwrap();
+    let body = resp.text().await.unwrap();
+    let text: String = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter(|d| *d != "[DONE]")
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter_map(|c| {
+            c["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(text, "Beach trip", "{body}");
+    assert!(body.trim_end().ends_with("data: [DONE]"), "{body}");
+
+    let unknown = api
+        .post(
+            "/v1/chat/completions",
+            &json!({"model": "direct/nope", "messages": task}),
+        )
+        .await;
+    assert_eq!(unknown.status, 400, "{}", unknown.text);
+    assert_eq!(unknown.error_code(), Some("invalid_model"));
+}

@@ -59,7 +59,12 @@ async fn model_switch(database: Option<&str>) {
         .iter()
         .map(|m| m["id"].as_str().unwrap())
         .collect();
-    assert_eq!(ids, [PRIMARY, SECOND], "in the order of the chain");
+    let direct = [format!("direct/{PRIMARY}"), format!("direct/{SECOND}")];
+    assert_eq!(
+        ids,
+        [PRIMARY, SECOND, direct[0].as_str(), direct[1].as_str()],
+        "in the order of the chain, then each as a direct model"
+    );
 
     let s = api.create_session_id().await;
     assert_eq!(api.session(&s).await.body["model"], PRIMARY);

@@ -199,7 +199,13 @@ impl Client {
         let list: List = self
             .call(self.request(reqwest::Method::GET, "/v1/models"))
             .await?;
-        Ok(list.data.into_iter().map(|e| e.id).collect())
+        // The `direct/` ids answer without a session: no session can switch to one.
+        Ok(list
+            .data
+            .into_iter()
+            .map(|e| e.id)
+            .filter(|id| !id.starts_with("direct/"))
+            .collect())
     }
 
     /// `PATCH /v1/sessions/{id}` `{model}`: the session's next turn runs on `model`.

@@ -13,6 +13,7 @@
 //! messages as its history. Every answer names it in `X-Turnkey-Session`.
 mod answer;
 pub(crate) mod conversation;
+mod direct;
 pub(crate) mod request;
 pub(crate) mod session;
 mod turn;
@@ -55,7 +56,8 @@ pub struct ModelEntry {
     pub owned_by: String,
 }
 
-/// `GET /v1/models`: the configured providers' models, in OpenAI's list shape.
+/// `GET /v1/models`: the configured providers' models, in OpenAI's list shape, then each as
+/// `direct/<model>` (answered with no session, no agent prompt and no tools).
 #[utoipa::path(
     operation_id = "list_models",
     tag = "openai",
@@ -72,10 +74,15 @@ pub async fn models(
     req: HttpRequest,
 ) -> Result<HttpResponse, OpenAiError> {
     authenticate_request(&req).await?;
-    let data = state
-        .gateway
-        .served_models()
+    let served = state.gateway.served_models();
+    // The session models, then each again as `direct/<id>` (no session, no tools).
+    let direct = served
+        .iter()
+        .map(|(id, provider)| (format!("{}{id}", direct::PREFIX), provider.clone()));
+    let data = served
+        .clone()
         .into_iter()
+        .chain(direct)
         .map(|(id, provider)| ModelEntry {
             id,
             object: "model",
@@ -133,6 +140,13 @@ pub async fn chat_completions(
     let files = &state.gateway.config().files;
     let limit = state.max_body_bytes + files.max_upload_bytes / 3 * 4 + 4;
     let body = read_request(&req, payload, limit).await?;
+    if let Some(model) = body
+        .model
+        .as_deref()
+        .and_then(|m| m.strip_prefix(direct::PREFIX))
+    {
+        return direct::answer(&state, &who, &body, model).await;
+    }
     let stateless = session::is_stateless(&req, &body);
     let (earlier, lead) = if stateless {
         session::earlier(&body)?
