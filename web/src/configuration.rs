@@ -31,6 +31,8 @@ pub struct Settings {
     pub auth: AuthSettings,
     /// `[telemetry]`: OpenTelemetry traces over OTLP/HTTP, off unless `otlp_endpoint` is set.
     pub telemetry: TelemetrySettings,
+    /// `[openai]`: the OpenAI-compatible doors.
+    pub openai: OpenAiSettings,
     /// What the actors run on. Its `data_dir` and `files` are `[server]`'s (`runtime`), and
     /// `provider_windows_set` is read from the `[[providers]]` tables.
     #[serde(flatten)]
@@ -98,6 +100,25 @@ pub struct AuthSettings {
     /// When absent, one is generated into `data_dir/operator.token`.
     #[serde(skip_serializing)]
     pub operator_token: Option<Secret>,
+}
+
+/// `[openai]`: the OpenAI-compatible doors.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OpenAiSettings {
+    /// What `POST /v1/chat/completions` does with a request's own `tools` (and `functions`).
+    pub client_tools: ClientTools,
+}
+
+/// A chat completion's client tools: `ignore` (the default) answers with the agent's own tools
+/// as if none were sent, so a front-end that always sends its tools (Open WebUI's page chat)
+/// works; `refuse` answers `400 unsupported_parameter`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientTools {
+    #[default]
+    Ignore,
+    Refuse,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]

@@ -170,6 +170,7 @@ pub async fn prepare(settings: &Settings) -> Result<(AppState, OperatorToken), S
     let mut state = AppState::new(gateway, token.value.clone(), settings.server.max_body_bytes)
         .with_keepalive(Duration::from_secs(settings.server.sse_keepalive_s))
         .with_cors_origins(settings.server.cors_origins.clone());
+    state.client_tools = settings.openai.client_tools;
     state.operator_used = Arc::new(OperatorUse::for_token(&token));
     Ok((state, token))
 }

@@ -32,6 +32,8 @@ pub struct AppState {
     pub tokens: Arc<TokenWatch>,
     /// Notes the first use of a generated operator token (see [`OperatorToken::file`]).
     pub operator_used: Arc<OperatorUse>,
+    /// `openai.client_tools`: what a chat completion's own tools get.
+    pub client_tools: crate::configuration::ClientTools,
     shutdown: watch::Sender<bool>,
 }
 
@@ -46,6 +48,7 @@ impl AppState {
             cors: Arc::new(CorsPolicy::default()),
             tokens: Arc::new(TokenWatch::default()),
             operator_used: Arc::new(OperatorUse::default()),
+            client_tools: crate::configuration::ClientTools::default(),
             shutdown: watch::channel(false).0,
         }
     }

@@ -918,3 +918,33 @@ async fn r1_1_direct_models_answer_side_tasks_without_a_session() {
     assert_eq!(unknown.status, 400, "{}", unknown.text);
     assert_eq!(unknown.error_code(), Some("invalid_model"));
 }
+
+/// A chat front-end that always sends its own tools (Open WebUI's page chat) is answered with
+/// the agent's own tools by default (`[openai] client_tools = "ignore"`): the model is not
+/// offered the client's; with `"refuse"` the request is `400 unsupported_parameter`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r1_1_chat_client_tools_are_ignored_by_default_and_refused_when_configured() {
+    let tools = json!([{"type": "function", "function": {"name": "get_current_timestamp",
+        "description": "Get the current Unix timestamp in seconds.",
+        "parameters": {"type": "object", "properties": {}, "required": []}}}]);
+    let body = json!({"model": "scripted-model", "stream": false, "tools": tools,
+        "messages": [{"role": "user", "content": "hello"}]});
+    let provider = ScriptedProvider::start();
+    provider.push(Reply::text("Hello!"));
+    let tk = start(&provider, None).await;
+    let r = tk.api().post("/v1/chat/completions", &body).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["choices"][0]["message"]["content"], "Hello!");
+    let offered = provider.requests()[0].body["tools"].to_string();
+    assert!(!offered.contains("get_current_timestamp"), "{offered}");
+
+    let provider = ScriptedProvider::start();
+    let tk = Turnkey::start(
+        TurnkeyOptions::new(&provider).extra_toml("[openai]\nclient_tools = \"refuse\"\n"),
+    )
+    .await;
+    let r = tk.api().post("/v1/chat/completions", &body).await;
+    assert_eq!(r.status, 400, "{}", r.text);
+    assert_eq!(r.error_code(), Some("unsupported_parameter"));
+    assert_eq!(provider.request_count(), 0);
+}

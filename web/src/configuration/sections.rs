@@ -1,16 +1,18 @@
-//! How one settings file fills two owners: `[server]`, `[database]`, `[auth]` and
-//! `[telemetry]` are the web crate's; every other section is read straight into the actors'
+//! How one settings file fills two owners: `[server]`, `[database]`, `[auth]`, `[telemetry]`
+//! and `[openai]` are the web crate's; every other section is read straight into the actors'
 //! `RuntimeConfig`, so each runtime section is declared once, there, and never copied. Both
 //! read through the same `config` deserializer: an error still names its key, and a value the
 //! environment gave as a string still reads as a number.
-use super::{AuthSettings, DatabaseSettings, ServerSettings, Settings, TelemetrySettings};
+use super::{
+    AuthSettings, DatabaseSettings, OpenAiSettings, ServerSettings, Settings, TelemetrySettings,
+};
 use serde::de::{self, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use std::fmt;
 use turnkey_actors::RuntimeConfig;
 
 /// The sections the web crate owns, in the order an unknown key's message lists them.
-const OWN: &[&str] = &["server", "database", "auth", "telemetry"];
+const OWN: &[&str] = &["server", "database", "auth", "telemetry", "openai"];
 
 impl<'de> Deserialize<'de> for Settings {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -40,6 +42,7 @@ impl<'de> Visitor<'de> for SettingsVisitor {
             database: own.database.unwrap_or_default(),
             auth: own.auth.unwrap_or_default(),
             telemetry: own.telemetry.unwrap_or_default(),
+            openai: own.openai.unwrap_or_default(),
             runtime,
         })
     }
@@ -52,6 +55,7 @@ struct Own {
     database: Option<DatabaseSettings>,
     auth: Option<AuthSettings>,
     telemetry: Option<TelemetrySettings>,
+    openai: Option<OpenAiSettings>,
 }
 
 /// The settings' map as `RuntimeConfig` reads it: the web crate's sections are taken out on
@@ -90,6 +94,7 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for Split<A> {
                 "database" => self.own.database = Some(self.map.next_value()?),
                 "auth" => self.own.auth = Some(self.map.next_value()?),
                 "telemetry" => self.own.telemetry = Some(self.map.next_value()?),
+                "openai" => self.own.openai = Some(self.map.next_value()?),
                 k if self.fields.contains(&k) => {
                     return seed.deserialize(key.into_deserializer()).map(Some)
                 }

@@ -1,6 +1,7 @@
 //! Reading a completion request: the JSON body within its bound, the last user message's text
 //! and images, and those images as attachments (fetched first when given by URL).
 use super::wire::{ChatRequest, OpenAiError};
+use crate::configuration::ClientTools;
 use crate::routes::{read_body, reject_privileged_fields};
 use crate::state::AppState;
 use actix_web::http::{header, StatusCode};
@@ -41,13 +42,16 @@ pub(super) async fn read_request(
             Some("n".into()),
         ));
     }
+    let refused = req
+        .app_data::<web::Data<AppState>>()
+        .is_some_and(|s| s.client_tools == ClientTools::Refuse);
     for (name, list) in [("tools", &body.tools), ("functions", &body.functions)] {
-        if list.as_ref().is_some_and(|l| !l.is_empty()) {
+        if refused && list.as_ref().is_some_and(|l| !l.is_empty()) {
             return Err(OpenAiError::invalid(
                 "unsupported_parameter",
                 format!(
-                    "{name} are not accepted: the agent's own tools (tools.enabled) run inside \
-                     the gateway"
+                    "{name} are not accepted (openai.client_tools = \"refuse\"): the agent's own \
+                     tools (tools.enabled) run inside the gateway"
                 ),
                 Some(name.into()),
             ));

@@ -32,10 +32,11 @@ pub struct ChatRequest {
     /// 1 only (`400 unsupported_parameter` otherwise).
     #[schema(minimum = 1, maximum = 1)]
     pub n: Option<u64>,
-    /// Refused (`400 unsupported_parameter`): the agent's own tools run inside the gateway.
+    /// The client's own tools: ignored (the agent's own tools run inside the gateway), or
+    /// `400 unsupported_parameter` with `openai.client_tools = "refuse"`.
     #[schema(value_type = Option<Vec<Object>>)]
     pub tools: Option<Vec<Value>>,
-    /// Refused, as `tools`.
+    /// As `tools`.
     #[schema(value_type = Option<Vec<Object>>)]
     pub functions: Option<Vec<Value>>,
     /// Sampling and other parameters: accepted and not used (the gateway's provider
