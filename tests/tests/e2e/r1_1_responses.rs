@@ -850,7 +850,11 @@ async fn r1_1_direct_models_answer_side_tasks_without_a_session() {
     let r = client
         .post(
             "/v1/chat/completions",
-            &json!({"model": "direct/scripted-model", "messages": task}),
+            // The shape of Open WebUI's title task (backend/open_webui/routers/tasks.py): one
+            // request, not streamed, `max_completion_tokens`, its own `metadata`.
+            &json!({"model": "direct/scripted-model", "messages": task, "stream": false,
+                "max_completion_tokens": 1000,
+                "metadata": {"task": "title_generation", "chat_id": "c-1", "task_body": {}}}),
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.text);

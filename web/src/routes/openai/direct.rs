@@ -39,11 +39,7 @@ pub(super) async fn answer(
         messages: messages(body)?,
         tools: Vec::new(),
         stream,
-        max_tokens: body
-            .extra
-            .get("max_tokens")
-            .and_then(|v| v.as_u64())
-            .and_then(|n| u32::try_from(n).ok()),
+        max_tokens: output_limit(body),
         temperature: None,
         prefill: false,
     };
@@ -77,6 +73,15 @@ pub(super) async fn answer(
         finish(&resp),
         usage(u.input_tokens, u.output_tokens),
     )))
+}
+
+/// The output limit the request asks for: `max_completion_tokens` (Open WebUI's task requests
+/// send it) or `max_tokens`.
+fn output_limit(body: &ChatRequest) -> Option<u32> {
+    ["max_completion_tokens", "max_tokens"]
+        .iter()
+        .find_map(|k| body.extra.get(*k).and_then(|v| v.as_u64()))
+        .and_then(|n| u32::try_from(n).ok())
 }
 
 /// The request's messages as the model gets them: system and developer as system, user and
