@@ -952,3 +952,80 @@ async fn r1_1_chat_client_tools_are_ignored_by_default_and_refused_when_configur
     assert_eq!(r.error_code(), Some("unsupported_parameter"));
     assert_eq!(provider.request_count(), 0);
 }
+
+/// Input images become attachments as on the other doors (a data URL, and a `file_id` of an
+/// upload), the model seeing them; `conversation` names the session to continue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r1_1_responses_take_input_images_and_continue_a_named_conversation() {
+    use turnkey_tests::files::{image_urls, last_user_content, png_data_url, PNG};
+    let provider = ScriptedProvider::start();
+    provider.push(Reply::text("a red dot"));
+    provider.push(Reply::text("the same dot"));
+    let tk = Turnkey::start(
+        TurnkeyOptions::new(&provider)
+            .provider_model("gpt-4o")
+            .extra_toml("[tools]\napproval = \"off\"\n"),
+    )
+    .await;
+    let api = tk.api();
+    let data_url = png_data_url();
+    let r = api
+        .post(
+            "/v1/responses",
+            &json!({"model": "gpt-4o", "input": [{"role": "user", "content": [
+            {"type": "input_text", "text": "what is in this picture?"},
+            {"type": "input_image", "image_url": data_url, "detail": "low"}]}]}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(answer(&r.body), "a red dot");
+    assert_eq!(
+        image_urls(&last_user_content(&provider)),
+        [data_url.clone()]
+    );
+    let session = r.body["conversation"]["id"].as_str().unwrap().to_owned();
+    let user = api.messages(&session).await[0].clone();
+    assert_eq!(
+        user["attachments"][0]["content_type"], "image/png",
+        "{user}"
+    );
+    // The input items do not repeat the inline image.
+    let items = api
+        .get(&format!("/v1/responses/{}/input_items", r.str_field("id")))
+        .await;
+    assert!(!items.text.contains("base64"), "{}", items.text);
+
+    // An upload by file id, in the session named by `conversation`.
+    let file = api
+        .send_raw(
+            "/v1/files?name=dot.png",
+            "application/octet-stream",
+            PNG.to_vec(),
+        )
+        .await;
+    assert_eq!(file.status, 201, "{}", file.text);
+    let r2 = api
+        .post(
+            "/v1/responses",
+            &json!({"model": "gpt-4o", "conversation": session,
+            "input": [{"role": "user", "content": [
+                {"type": "input_text", "text": "and this one?"},
+                {"type": "input_image", "file_id": file.str_field("file_id")}]}]}),
+        )
+        .await;
+    assert_eq!(r2.status, 200, "{}", r2.text);
+    assert_eq!(r2.body["conversation"]["id"], json!(session));
+    assert_eq!(answer(&r2.body), "the same dot");
+    assert_eq!(image_urls(&last_user_content(&provider)).len(), 1);
+    assert_eq!(api.messages(&session).await.len(), 4);
+    // Someone else's conversation is 404.
+    let made = api.post("/v1/tokens", &json!({"name": "other"})).await;
+    let other = api.with_token(Some(&made.str_field("token")));
+    let r = other
+        .post(
+            "/v1/responses",
+            &json!({"input": "hi", "conversation": {"id": session}}),
+        )
+        .await;
+    assert_eq!(r.status, 404, "{}", r.text);
+}
