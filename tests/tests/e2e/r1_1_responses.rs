@@ -981,7 +981,7 @@ async fn r1_1_responses_take_input_images_and_continue_a_named_conversation() {
     assert_eq!(answer(&r.body), "a red dot");
     assert_eq!(
         image_urls(&last_user_content(&provider)),
-        [data_url.clone()]
+        std::slice::from_ref(&data_url)
     );
     let session = r.body["conversation"]["id"].as_str().unwrap().to_owned();
     let user = api.messages(&session).await[0].clone();
