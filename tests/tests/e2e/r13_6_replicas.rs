@@ -238,10 +238,11 @@ async fn r13_6_sse_reader_on_b_sees_turns_run_on_a_promptly_and_gap_free() {
         a.wait_terminal(&adm, BOUND).await;
     }
     let seen = reader.await.unwrap();
-    assert!(
-        provider.requests().iter().all(ran_on_a),
-        "every turn ran on A"
-    );
+    // Both replicas drain the session's queue: A is woken in process at once, B by A's notice,
+    // so A claims the turns, but on a loaded machine B may claim one first. The reader on B
+    // must still see turns run elsewhere: most of them.
+    let on_a = provider.requests().iter().filter(|r| ran_on_a(r)).count();
+    assert!(on_a + 2 >= TURNS, "most turns ran on A: {on_a} of {TURNS}");
     let seqs: Vec<i64> = seen.iter().map(|e| e.0).collect();
     let first = seqs[0];
     let expected: Vec<i64> = (first..first + seqs.len() as i64).collect();

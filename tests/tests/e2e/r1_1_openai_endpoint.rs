@@ -271,7 +271,11 @@ out(**res)
     assert_eq!(out["bad"]["type"], "invalid_request_error");
     assert_eq!(out["bad"]["param"], "messages[0].role");
     assert_eq!(out["missing"], json!({"status": 404, "code": "not_found"}));
-    assert_eq!(out["models"], json!(["scripted-model"]));
+    assert_eq!(
+        out["models"],
+        json!(["scripted-model", "direct/scripted-model"]),
+        "each model, then each as a direct model"
+    );
     assert_eq!(provider.request_count(), 0, "nothing reached the model");
 }
 

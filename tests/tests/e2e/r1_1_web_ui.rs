@@ -41,15 +41,22 @@ pub(crate) async fn sign_in(b: &Browser, tk: &Turnkey) {
     b.wait_visible("#new-session", PAGE_WAIT).await;
 }
 
-/// Creates a session from the page and waits until its composer is shown.
+/// Creates a session from the page and waits until its composer is shown and the address names
+/// it: a session other than the one open before (which already showed a composer and an
+/// address, so neither alone says the new one is there).
 pub(crate) async fn new_session(b: &Browser) -> String {
+    let before = b.js("return location.hash;", vec![]).await;
+    let before = before.as_str().unwrap_or_default().to_owned();
     b.click("#new-session").await;
     b.wait_visible("#composer", PAGE_WAIT).await;
     let hash = b
         .wait_js(
-            "the session in the address",
+            "the new session in the address",
             PAGE_WAIT,
-            "return /^#\\/s\\/[0-9a-f-]{36}$/.test(location.hash) ? location.hash.slice(4) : null;",
+            &format!(
+                "return /^#\\/s\\/[0-9a-f-]{{36}}$/.test(location.hash) && location.hash !== {before:?} \
+                 ? location.hash.slice(4) : null;"
+            ),
         )
         .await;
     hash.as_str().unwrap().to_owned()

@@ -117,7 +117,12 @@ async fn r8_4_a_detected_server_and_a_connected_one_keep_one_order_everywhere() 
         .collect();
     assert_eq!(
         ids,
-        [("scripted-model", "local"), ("mine/scripted-model", "mine")]
+        [
+            ("scripted-model", "local"),
+            ("mine/scripted-model", "mine"),
+            ("direct/scripted-model", "local"),
+            ("direct/mine/scripted-model", "mine")
+        ]
     );
     let s = op.create_session_id().await;
     detected.push(Reply::text("from the detected server"));
