@@ -15,7 +15,7 @@
 //! checked by `tests/layers.rs` like every crate's:
 //!
 //! 1. leaves: `wait`, `require`, `stats`, `wire`, `ws`, `cut_proxy`, `scripted_wire`
-//! 2. parts: `api`, `scripted`, `files`, `pg`, `otlp`, `local_model`, `openai_sdk`, `openapi_validator`, `browser`, `fake_platforms`
+//! 2. parts: `api`, `scripted`, `files`, `pg`, `otlp`, `local_model`, `llm_cli`, `openai_sdk`, `openapi_validator`, `browser`, `fake_platforms`
 //! 3. harness: `harness`, `webhooks`, `chat_pty`, `bench`
 pub mod api;
 pub mod bench;
@@ -25,6 +25,7 @@ pub mod cut_proxy;
 pub mod fake_platforms;
 pub mod files;
 pub mod harness;
+pub mod llm_cli;
 pub mod local_model;
 pub mod openai_sdk;
 pub mod openapi_validator;

@@ -1029,3 +1029,40 @@ async fn r1_1_responses_take_input_images_and_continue_a_named_conversation() {
         .await;
     assert_eq!(r.status, 404, "{}", r.text);
 }
+
+/// The `llm` CLI, a real stateless client: `llm -c` resends the conversation, and turnkey
+/// continues the one session, the model seeing the history once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r1_1_the_llm_cli_continues_its_conversation_in_one_session() {
+    let Some(llm) = turnkey_tests::llm_cli::LlmCli::find_or_skip("r1_1_the_llm_cli").await else {
+        return;
+    };
+    let provider = ScriptedProvider::start();
+    provider.push(Reply::text("Hello, Ada."));
+    provider.push(Reply::chunks(
+        &["Your name ", "is Ada."],
+        Duration::from_millis(10),
+    ));
+    let tk = start(&provider, None).await;
+    llm.point_at(&format!("{}/v1", tk.url), "scripted-model");
+    let first = llm
+        .run(&tk.token, &["-m", "turnkey", "My name is Ada."])
+        .await;
+    assert_eq!(first.trim(), "Hello, Ada.", "{} ({})", first, llm.version);
+    let second = llm.run(&tk.token, &["-c", "What is my name?"]).await;
+    assert_eq!(second.trim(), "Your name is Ada.");
+    let api = tk.api();
+    let sessions = api.get("/v1/sessions").await.body["sessions"].clone();
+    assert_eq!(
+        sessions.as_array().unwrap().len(),
+        1,
+        "one session: {sessions}"
+    );
+    let session = sessions[0]["id"].as_str().unwrap();
+    assert_eq!(api.messages(session).await.len(), 4, "nothing twice");
+    let sent = provider.requests()[1].body["messages"].to_string();
+    assert!(
+        sent.contains("My name is Ada.") && sent.contains("Hello, Ada."),
+        "{sent}"
+    );
+}
