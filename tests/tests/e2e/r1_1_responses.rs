@@ -1066,3 +1066,54 @@ async fn r1_1_the_llm_cli_continues_its_conversation_in_one_session() {
         "{sent}"
     );
 }
+
+/// Two chats of one client that began alike stay apart when the client names its chats
+/// (Open WebUI's `X-OpenWebUI-Chat-Id`): each follow-up continues its own session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r1_1_a_client_chat_id_keeps_two_alike_chats_apart() {
+    let provider = ScriptedProvider::start();
+    for _ in 0..4 {
+        provider.push(Reply::text("Hi."));
+    }
+    let tk = start(&provider, None).await;
+    let (c, url, token) = http(&tk);
+    let ask = |chat: &'static str, messages: Value| {
+        let (c, url, token) = (c.clone(), url.clone(), token.clone());
+        async move {
+            let r = c
+                .post(format!("{url}/v1/chat/completions"))
+                .bearer_auth(token)
+                .header("X-OpenWebUI-Chat-Id", chat)
+                .json(&json!({"model": "m", "messages": messages}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status().as_u16(), 200);
+            r.headers()["x-turnkey-session"]
+                .to_str()
+                .unwrap()
+                .to_owned()
+        }
+    };
+    let first = json!([{"role": "user", "content": "hi"}]);
+    let a = ask("chat-a", first.clone()).await;
+    let b = ask("chat-b", first).await;
+    assert_ne!(a, b);
+    let follow = |who: &str| {
+        json!([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hi."},
+            {"role": "user", "content": format!("I am {who}")}])
+    };
+    assert_eq!(
+        ask("chat-a", follow("A")).await,
+        a,
+        "chat A goes on in its session"
+    );
+    assert_eq!(
+        ask("chat-b", follow("B")).await,
+        b,
+        "chat B goes on in its session"
+    );
+    let api = tk.api();
+    assert_eq!(api.messages(&a).await.len(), 4);
+    assert_eq!(api.messages(&b).await.len(), 4);
+}

@@ -3,9 +3,10 @@
 //! session whose transcript is exactly the request's earlier messages, else it starts a new
 //! session with them as its history; nothing already answered runs again.
 //!
-//! A conversation is found by the texts of its user messages (a key per principal in
-//! `session_keys`, door `openai.conversation`, written when an input is admitted), and taken
-//! only after the check: the session's transcript, read as a client sees it (each user message,
+//! A conversation is found by the client's id of its chat when it sends one (Open WebUI's
+//! `X-OpenWebUI-Chat-Id`), else by the texts of its user messages (keys per principal in
+//! `session_keys`, doors `openai.chat` and `openai.conversation`, written when an input is
+//! admitted), and taken only after the check: the session's transcript, read as a client sees it (each user message,
 //! then the final answer of its turn), must equal the request's earlier messages. A collision,
 //! a conversation edited on the client, a turn that failed or has not answered yet: all start a
 //! new session instead.
@@ -18,6 +19,18 @@ use turnkey_storage::{Message, MessageRole, Principal, Session, SessionId};
 
 /// The `session_keys` door of conversations.
 const DOOR: &str = "openai.conversation";
+/// The `session_keys` door of a client's own chat ids (Open WebUI's `X-OpenWebUI-Chat-Id`).
+const DOOR_CHAT: &str = "openai.chat";
+/// The header a client names its chat with (Open WebUI, when it forwards user info).
+pub(crate) const CHAT_HEADER: &str = "X-OpenWebUI-Chat-Id";
+
+/// The client's id of its chat, if the request names one: a hint that keeps two chats that
+/// began alike apart. It only ever picks a session whose transcript passes the same check.
+pub(crate) fn chat_hint(req: &actix_web::HttpRequest) -> Option<String> {
+    let v = req.headers().get(CHAT_HEADER)?.to_str().ok()?.trim();
+    (!v.is_empty() && v.chars().count() <= turnkey_actors::limits::MAX_SESSION_KEY_CHARS)
+        .then(|| v.to_owned())
+}
 
 fn norm(text: &str) -> String {
     sanitize_text(text).trim().to_owned()
@@ -75,21 +88,41 @@ fn as_said(rows: &[Message]) -> Vec<(MessageRole, String)> {
     out
 }
 
-/// The caller's session whose transcript is `earlier` (see the module documentation).
+/// The caller's session whose transcript is `earlier` (see the module documentation): the
+/// one its chat id names, else the one its user messages name, if the check passes.
 pub(crate) async fn find(
     state: &AppState,
     who: &Principal,
     earlier: &[SeedMessage],
+    chat: Option<&str>,
 ) -> Result<Option<Session>, ApiError> {
     if earlier.is_empty() {
         return Ok(None);
     }
     let asked = merged(earlier);
+    let by_text = key(user_texts(&asked));
+    let keys = chat
+        .map(|c| (DOOR_CHAT, c.to_owned()))
+        .into_iter()
+        .chain(std::iter::once((DOOR, by_text)));
+    for (door, k) in keys {
+        if let Some(s) = checked(state, who, door, &k, &asked).await? {
+            return Ok(Some(s));
+        }
+    }
+    Ok(None)
+}
+
+/// The session `door`/`k` names, if it is still the caller's and its transcript is `asked`.
+async fn checked(
+    state: &AppState,
+    who: &Principal,
+    door: &str,
+    k: &str,
+    asked: &[(MessageRole, String)],
+) -> Result<Option<Session>, ApiError> {
     let store = state.gateway.store();
-    let Some(found) = store
-        .find_keyed_session(&who.id, DOOR, &key(user_texts(&asked)))
-        .await?
-    else {
+    let Some(found) = store.find_keyed_session(&who.id, door, k).await? else {
         return Ok(None);
     };
     let session = match state.gateway.authorize_lineage(who, found.id).await {
@@ -110,14 +143,19 @@ pub(crate) async fn remember(
     session: SessionId,
     earlier: &[SeedMessage],
     last: &str,
+    chat: Option<&str>,
 ) -> Result<(), ApiError> {
     let said = merged(earlier);
     let k = key(user_texts(&said).chain(std::iter::once(last)));
-    state
-        .gateway
-        .store()
+    let store = state.gateway.store();
+    store
         .remember_session_key(&who.id, DOOR, &k, session)
         .await?;
+    if let Some(c) = chat {
+        store
+            .remember_session_key(&who.id, DOOR_CHAT, c, session)
+            .await?;
+    }
     Ok(())
 }
 
@@ -129,8 +167,9 @@ pub(crate) async fn note(
     session: SessionId,
     earlier: &[SeedMessage],
     last: &str,
+    chat: Option<&str>,
 ) {
-    if let Err(e) = remember(state, who, session, earlier, last).await {
+    if let Err(e) = remember(state, who, session, earlier, last, chat).await {
         tracing::warn!(%session, error = %e, "the conversation's key was not stored; its next request starts a new session");
     }
 }

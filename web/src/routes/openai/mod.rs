@@ -198,7 +198,8 @@ pub async fn chat_completions(
     .await
     .map_err(|e| in_session(e.into()))?;
     if stateless {
-        conversation::note(&state, &who.0, sid, &earlier, &text).await;
+        let chat = conversation::chat_hint(&req);
+        conversation::note(&state, &who.0, sid, &earlier, &text, chat.as_deref()).await;
     }
     let completion = Completion {
         id: format!("chatcmpl-{}", receipt.admission_id),

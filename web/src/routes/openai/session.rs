@@ -70,7 +70,8 @@ pub(super) async fn resolve_session(
             .await
             .map_err(crate::error::ApiError::from)?);
     }
-    if let Some(s) = super::conversation::find(state, &who.0, earlier).await? {
+    let chat = super::conversation::chat_hint(req);
+    if let Some(s) = super::conversation::find(state, &who.0, earlier, chat.as_deref()).await? {
         return Ok(s);
     }
     let new = NewSessionRequest {

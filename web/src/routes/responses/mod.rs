@@ -136,7 +136,16 @@ pub async fn create(
         .await
         .map_err(|e| OpenAiError::from(crate::error::ApiError::from(e)).in_session(sid))?;
     if named_none(&body, &req) {
-        conversation::note(&state, &who.0, sid, &input.history, &submitted).await;
+        let chat = conversation::chat_hint(&req);
+        conversation::note(
+            &state,
+            &who.0,
+            sid,
+            &input.history,
+            &submitted,
+            chat.as_deref(),
+        )
+        .await;
     }
     let admission = state
         .gateway
@@ -429,7 +438,8 @@ async fn which_session(
             .await
             .map_err(api);
     }
-    if let Some(s) = conversation::find(state, &who.0, &input.history).await? {
+    let chat = conversation::chat_hint(req);
+    if let Some(s) = conversation::find(state, &who.0, &input.history, chat.as_deref()).await? {
         return Ok(s);
     }
     let new = NewSessionRequest {
