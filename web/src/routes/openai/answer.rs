@@ -5,7 +5,7 @@ use super::wire::{usage, Completion, OpenAiError, DONE};
 use super::SESSION_HEADER;
 use crate::routes::events::{keepalive_timer, sse_response, KEEPALIVE_FRAME};
 use crate::state::AppState;
-use actix_web::http::{header, StatusCode};
+use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 use bytes::Bytes;
 use serde_json::json;
@@ -40,18 +40,7 @@ pub(super) fn streamed(
         include_usage,
         tx,
     ));
-    let mut res = sse_response(rx);
-    res.headers_mut().insert(
-        header::HeaderName::from_static("x-turnkey-session"),
-        header::HeaderValue::from_str(&sid.to_string()).map_err(|e| {
-            OpenAiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal_error",
-                e.to_string(),
-            )
-        })?,
-    );
-    Ok(res)
+    super::naming_session(sse_response(rx), sid)
 }
 
 /// The whole answer once the turn ended; `504 turn_pending` when it takes longer than twice

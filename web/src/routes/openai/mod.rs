@@ -19,7 +19,7 @@ pub(crate) mod session;
 mod turn;
 pub mod wire;
 
-use super::submissions::{admit, idempotency_header, SubmitBody};
+use super::submissions::{admit, SubmitBody};
 use crate::auth::authenticate_request;
 use crate::state::AppState;
 use actix_web::http::StatusCode;
@@ -34,6 +34,25 @@ use wire::{ChatCompletion, ChatRequest, Completion, OpenAiError, OpenAiErrorBody
 
 /// Names the session a completion ran in, on every answer; picks it on a request.
 pub const SESSION_HEADER: &str = "X-Turnkey-Session";
+
+/// `res` naming session `sid` in [`SESSION_HEADER`] (a streamed answer, made before it).
+pub(crate) fn naming_session(
+    mut res: HttpResponse,
+    sid: turnkey_storage::SessionId,
+) -> Result<HttpResponse, OpenAiError> {
+    let value = actix_web::http::header::HeaderValue::from_str(&sid.to_string()).map_err(|e| {
+        OpenAiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal_error",
+            e.to_string(),
+        )
+    })?;
+    res.headers_mut().insert(
+        actix_web::http::header::HeaderName::from_static("x-turnkey-session"),
+        value,
+    );
+    Ok(res)
+}
 
 /// `GET /v1/models`.
 #[derive(Debug, Serialize, ToSchema)]
@@ -135,11 +154,7 @@ pub async fn chat_completions(
     payload: web::Payload,
 ) -> Result<HttpResponse, OpenAiError> {
     let who = authenticate_request(&req).await?;
-    // Inline images make a body larger than other requests: room for the largest upload,
-    // base64 encoded, beside the usual bound.
-    let files = &state.gateway.config().files;
-    let limit = state.max_body_bytes + files.max_upload_bytes / 3 * 4 + 4;
-    let body = read_request(&req, payload, limit).await?;
+    let body = read_request(&state, &req, payload).await?;
     if let Some(model) = body
         .model
         .as_deref()
@@ -159,13 +174,7 @@ pub async fn chat_completions(
     } else {
         format!("{}\n\n{text}", lead.join("\n\n"))
     };
-    let key = idempotency_header(&req)?
-        .map(str::trim)
-        .filter(|k| !k.is_empty());
-    // Checked before a session is made for the request; admission checks them all again.
-    if let Some(k) = key {
-        turnkey_actors::limits::request_id(k).map_err(crate::error::ApiError::from)?;
-    }
+    let key = request::idempotency_key(&req)?;
     if images.is_empty()
         && turnkey_actors::limits::sanitize_text(&text)
             .trim()

@@ -9,13 +9,21 @@ use actix_web::{web, HttpRequest};
 use serde_json::{json, Value};
 use std::time::Duration;
 
-/// Reads and parses the body: JSON (a declared non-JSON content type is refused), within
-/// `server.max_body_bytes`, no privileged field.
-pub(super) async fn read_request(
+/// The body bound of the OpenAI doors: inline images make a body larger than other requests,
+/// so room for the largest upload, base64 encoded, beside the usual bound.
+pub(crate) fn body_limit(state: &AppState) -> usize {
+    let files = &state.gateway.config().files;
+    state.max_body_bytes + files.max_upload_bytes / 3 * 4 + 4
+}
+
+/// A JSON body as `T` (a declared non-JSON content type is refused) within
+/// [`body_limit`]; `what` names the request in the error.
+pub(crate) async fn read_json<T: serde::de::DeserializeOwned>(
+    state: &AppState,
     req: &HttpRequest,
     payload: web::Payload,
-    limit: usize,
-) -> Result<ChatRequest, OpenAiError> {
+    what: &str,
+) -> Result<T, OpenAiError> {
     if let Some(ct) = req.headers().get(header::CONTENT_TYPE) {
         let ct = ct.to_str().unwrap_or_default().to_ascii_lowercase();
         if !ct.starts_with("application/json") {
@@ -26,14 +34,36 @@ pub(super) async fn read_request(
             ));
         }
     }
-    let raw = read_body(payload, limit).await?;
-    let body: ChatRequest = serde_json::from_slice(&raw).map_err(|e| {
+    let raw = read_body(payload, body_limit(state)).await?;
+    serde_json::from_slice(&raw).map_err(|e| {
         OpenAiError::invalid(
             "invalid_json",
-            format!("the body is not a valid chat completion request: {e}"),
+            format!("the body is not a valid {what}: {e}"),
             None,
         )
-    })?;
+    })
+}
+
+/// The request's `Idempotency-Key`, trimmed, if not empty, checked against the request-id
+/// limits before a session is made for the request (admission checks them all again).
+pub(crate) fn idempotency_key(req: &HttpRequest) -> Result<Option<&str>, OpenAiError> {
+    let key = crate::routes::submissions::idempotency_header(req)?
+        .map(str::trim)
+        .filter(|k| !k.is_empty());
+    if let Some(k) = key {
+        turnkey_actors::limits::request_id(k).map_err(crate::error::ApiError::from)?;
+    }
+    Ok(key)
+}
+
+/// Reads and parses a chat completion request ([`read_json`]): no privileged field, `n` 1,
+/// client tools as `openai.client_tools` says.
+pub(super) async fn read_request(
+    state: &AppState,
+    req: &HttpRequest,
+    payload: web::Payload,
+) -> Result<ChatRequest, OpenAiError> {
+    let body: ChatRequest = read_json(state, req, payload, "chat completion request").await?;
     reject_privileged_fields(&body.extra)?;
     if body.n.is_some_and(|n| n != 1) {
         return Err(OpenAiError::invalid(
@@ -42,9 +72,7 @@ pub(super) async fn read_request(
             Some("n".into()),
         ));
     }
-    let refused = req
-        .app_data::<web::Data<AppState>>()
-        .is_some_and(|s| s.client_tools == ClientTools::Refuse);
+    let refused = state.client_tools == ClientTools::Refuse;
     for (name, list) in [("tools", &body.tools), ("functions", &body.functions)] {
         if refused && list.as_ref().is_some_and(|l| !l.is_empty()) {
             return Err(OpenAiError::invalid(

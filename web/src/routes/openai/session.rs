@@ -15,6 +15,17 @@ const DOOR_REQUEST: &str = "openai.request";
 /// The `model` an answer reports when no provider's model is known.
 const OWNED_BY: &str = "turnkey";
 
+/// The session the request names in [`SESSION_HEADER`], if it names one.
+pub(crate) fn named_session(req: &HttpRequest) -> Result<Option<SessionId>, OpenAiError> {
+    let Some(v) = req.headers().get(SESSION_HEADER) else {
+        return Ok(None);
+    };
+    let raw = v
+        .to_str()
+        .map_err(|_| OpenAiError::invalid("invalid_id", "X-Turnkey-Session is not a UUID", None))?;
+    Ok(Some(parse_id(raw.trim(), "session")?))
+}
+
 /// A request that names no session (`X-Turnkey-Session`) and no `user`: a stateless client's,
 /// whose earlier messages say which conversation it continues (`conversation`).
 pub(super) fn is_stateless(req: &HttpRequest, body: &ChatRequest) -> bool {
@@ -58,11 +69,7 @@ pub(super) async fn resolve_session(
     key: Option<&str>,
     earlier: &[SeedMessage],
 ) -> Result<Session, OpenAiError> {
-    if let Some(v) = req.headers().get(SESSION_HEADER) {
-        let raw = v.to_str().map_err(|_| {
-            OpenAiError::invalid("invalid_id", "X-Turnkey-Session is not a UUID", None)
-        })?;
-        let id: SessionId = parse_id(raw.trim(), "session")?;
+    if let Some(id) = named_session(req)? {
         // Any id of a rotated lineage names the lineage, keyed on its root (SPEC R6.4).
         return Ok(state
             .gateway

@@ -6,7 +6,7 @@ use super::{base, store};
 use crate::follow::EventFollower;
 use crate::routes::events::{keepalive_timer, sse_response, KEEPALIVE_FRAME};
 use crate::routes::openai::wire::OpenAiError;
-use crate::routes::openai::SESSION_HEADER;
+use crate::routes::openai::{naming_session, SESSION_HEADER};
 use crate::state::AppState;
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
@@ -182,18 +182,7 @@ pub(super) fn streamed(
 ) -> Result<HttpResponse, OpenAiError> {
     let (tx, rx) = mpsc::channel(STREAM_BUFFER);
     actix_web::rt::spawn(write(state.clone(), admission.clone(), starting_after, tx));
-    let mut res = sse_response(rx);
-    res.headers_mut().insert(
-        actix_web::http::header::HeaderName::from_static("x-turnkey-session"),
-        actix_web::http::header::HeaderValue::from_str(&sid.to_string()).map_err(|e| {
-            OpenAiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal_error",
-                e.to_string(),
-            )
-        })?,
-    );
-    Ok(res)
+    naming_session(sse_response(rx), sid)
 }
 
 /// One event as an SSE frame: `event: <type>` and its JSON.

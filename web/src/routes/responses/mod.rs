@@ -19,15 +19,13 @@ mod replay;
 pub mod wire;
 
 use super::openai::conversation;
-use super::openai::request::image_attachments;
-use super::openai::session::chosen_model;
+use super::openai::request::{idempotency_key, image_attachments, read_json};
+use super::openai::session::{chosen_model, named_session};
 use super::openai::wire::OpenAiError;
 use super::openai::SESSION_HEADER;
-use super::submissions::idempotency_header;
-use super::{parse_id, read_body, reject_privileged_fields};
+use super::{parse_id, reject_privileged_fields};
 use crate::auth::{authenticate_request, AuthPrincipal};
 use crate::state::AppState;
-use actix_web::http::{header, StatusCode};
 use actix_web::{delete, get, post, web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -75,17 +73,10 @@ pub async fn create(
     payload: web::Payload,
 ) -> Result<HttpResponse, OpenAiError> {
     let who = authenticate_request(&req).await?;
-    let files = &state.gateway.config().files;
-    let limit = state.max_body_bytes + files.max_upload_bytes / 3 * 4 + 4;
-    let body = read_request(&req, payload, limit).await?;
+    let body = read_request(&state, &req, payload).await?;
     let input = input::read(body.input.as_ref())?;
     let metadata = metadata(body.metadata.as_ref())?;
-    let key = idempotency_header(&req)?
-        .map(str::trim)
-        .filter(|k| !k.is_empty());
-    if let Some(k) = key {
-        turnkey_actors::limits::request_id(k).map_err(crate::error::ApiError::from)?;
-    }
+    let key = idempotency_key(&req)?;
     if !input.approvals.is_empty() {
         let (asked, seen) = decide_approvals(&state, &who, &body, &input).await?;
         if input.text.is_empty() {
@@ -422,13 +413,8 @@ async fn which_session(
     } else if let Some(c) = &body.conversation {
         let raw = c.as_str().or_else(|| c["id"].as_str()).unwrap_or_default();
         Some(parse_id(raw.trim(), "conversation")?)
-    } else if let Some(v) = req.headers().get(SESSION_HEADER) {
-        let raw = v.to_str().map_err(|_| {
-            OpenAiError::invalid("invalid_id", "X-Turnkey-Session is not a UUID", None)
-        })?;
-        Some(parse_id(raw.trim(), "session")?)
     } else {
-        None
+        named_session(req)?
     };
     if let Some(id) = named {
         // Any id of a rotated lineage names the lineage (SPEC R6.4).
@@ -459,31 +445,13 @@ async fn which_session(
     }
 }
 
-/// Reads the body: JSON (a declared non-JSON content type is refused) within `limit`, no
-/// privileged field, no client tools yet.
+/// Reads and parses the body ([`read_json`]): no privileged field, no client tools yet.
 async fn read_request(
+    state: &AppState,
     req: &HttpRequest,
     payload: web::Payload,
-    limit: usize,
 ) -> Result<CreateResponse, OpenAiError> {
-    if let Some(ct) = req.headers().get(header::CONTENT_TYPE) {
-        let ct = ct.to_str().unwrap_or_default().to_ascii_lowercase();
-        if !ct.starts_with("application/json") {
-            return Err(OpenAiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
-                "the body must be JSON with Content-Type: application/json",
-            ));
-        }
-    }
-    let raw = read_body(payload, limit).await?;
-    let body: CreateResponse = serde_json::from_slice(&raw).map_err(|e| {
-        OpenAiError::invalid(
-            "invalid_json",
-            format!("the body is not a valid response request: {e}"),
-            None,
-        )
-    })?;
+    let body: CreateResponse = read_json(state, req, payload, "response request").await?;
     reject_privileged_fields(&body.extra)?;
     if body.tools.as_ref().is_some_and(|t| !t.is_empty()) {
         return Err(OpenAiError::invalid(
