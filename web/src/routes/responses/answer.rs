@@ -26,18 +26,23 @@ const WAIT_MARGIN: Duration = Duration::from_secs(60);
 /// How long a cancel waits for the response to settle before answering as it is.
 const CANCEL_WAIT: Duration = Duration::from_secs(10);
 
-/// A follower of the response's session from the admission's first event, and the replay.
-async fn follow(
-    state: &web::Data<AppState>,
-    admission: &Admission,
-) -> Result<(EventFollower, Replay), OpenAiError> {
+/// The seq just before the admission's first event: where its replay starts.
+async fn start_of(state: &AppState, admission: &Admission) -> Result<Seq, OpenAiError> {
     let first = state
         .gateway
         .store()
         .first_event_of_admission(admission.session_id, admission.id)
         .await
         .map_err(store)?;
-    let since = first.map_or(Seq(0), |s| Seq(s.0.saturating_sub(1)));
+    Ok(first.map_or(Seq(0), |s| Seq(s.0.saturating_sub(1))))
+}
+
+/// A follower of the response's session from the admission's first event, and the replay.
+async fn follow(
+    state: &web::Data<AppState>,
+    admission: &Admission,
+) -> Result<(EventFollower, Replay), OpenAiError> {
+    let since = start_of(state, admission).await?;
     Ok((
         EventFollower::start(state.clone(), admission.session_id, since),
         Replay::new(base(admission), admission.id),
@@ -72,13 +77,9 @@ pub(super) async fn stored(
     state: &web::Data<AppState>,
     admission: &Admission,
 ) -> Result<Replay, OpenAiError> {
-    let (_, mut replay) = follow(state, admission).await?;
+    let mut replay = Replay::new(base(admission), admission.id);
     let store_ = state.gateway.store();
-    let mut since = store_
-        .first_event_of_admission(admission.session_id, admission.id)
-        .await
-        .map_err(store)?
-        .map_or(Seq(0), |s| Seq(s.0.saturating_sub(1)));
+    let mut since = start_of(state, admission).await?;
     loop {
         let page = store_
             .events_since(admission.session_id, since, crate::follow::PAGE)

@@ -155,7 +155,7 @@ pub async fn create(
 }
 
 /// Decides the approvals the input answers (`mcp_approval_response`), which belong to the
-/// response `previous_response_id` names; answers that response and the last
+/// response `previous_response_id` names; answers that response and, for a stream, the last
 /// `sequence_number` it had made before the decision. One decided already (this request sent
 /// again) is left as it is.
 async fn decide_approvals(
@@ -172,7 +172,12 @@ async fn decide_approvals(
         ));
     };
     let asked = load(state, who, prev).await?;
-    let seen = answer::stored(state, &asked).await?.last_sequence();
+    // Only a stream goes on from it: where the client's last event was, before the decision.
+    let seen = if body.stream.unwrap_or(false) {
+        answer::stored(state, &asked).await?.last_sequence()
+    } else {
+        None
+    };
     for (id, approve) in &input.approvals {
         let approval = parse_id(id, "approval_request_id")?;
         let decision = if *approve {
