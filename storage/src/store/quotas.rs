@@ -6,7 +6,7 @@ use super::{Result, Store, WriteTx};
 use crate::entity::{admission, principal_usage, session};
 use crate::model::NewUsage;
 use crate::status::AdmissionStatus;
-use sea_orm::sea_query::{Alias, Expr, Func, OnConflict, Query};
+use sea_orm::sea_query::{Alias, Expr, Func, InsertStatement, OnConflict, Query};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QuerySelect,
 };
@@ -107,15 +107,8 @@ impl Store {
         if tokens <= 0 {
             return Ok(());
         }
-        let mut insert = Query::insert();
+        let mut insert = counter_insert();
         insert
-            .into_table(principal_usage::Entity)
-            .columns([
-                principal_usage::Column::Principal,
-                principal_usage::Column::Day,
-                principal_usage::Column::Shard,
-                principal_usage::Column::Tokens,
-            ])
             .values([
                 principal.into(),
                 day_of(crate::ids::now_ms()).into(),
@@ -123,18 +116,7 @@ impl Store {
                 tokens.into(),
             ])
             .map_err(|e| super::StoreError::Corrupt(format!("the usage counter's insert: {e}")))?
-            .on_conflict(
-                OnConflict::columns([
-                    principal_usage::Column::Principal,
-                    principal_usage::Column::Day,
-                    principal_usage::Column::Shard,
-                ])
-                .value(
-                    principal_usage::Column::Tokens,
-                    Expr::cust("principal_usage_shards.tokens + excluded.tokens"),
-                )
-                .to_owned(),
-            );
+            .on_conflict(counter_added());
         self.writer().execute(&insert).await?;
         Ok(())
     }
@@ -160,15 +142,8 @@ pub(in crate::store) async fn add_principal_usage(
     }
     // One statement: the owner is read by the insert itself (`INSERT … SELECT`), so a turn's
     // end pays no extra round trip for the counter.
-    let mut insert = Query::insert();
+    let mut insert = counter_insert();
     insert
-        .into_table(principal_usage::Entity)
-        .columns([
-            principal_usage::Column::Principal,
-            principal_usage::Column::Day,
-            principal_usage::Column::Shard,
-            principal_usage::Column::Tokens,
-        ])
         .select_from(
             Query::select()
                 .column(session::Column::Owner)
@@ -180,18 +155,33 @@ pub(in crate::store) async fn add_principal_usage(
                 .to_owned(),
         )
         .map_err(|e| super::StoreError::Corrupt(format!("the usage counter's insert: {e}")))?
-        .on_conflict(
-            OnConflict::columns([
-                principal_usage::Column::Principal,
-                principal_usage::Column::Day,
-                principal_usage::Column::Shard,
-            ])
-            .value(
-                principal_usage::Column::Tokens,
-                Expr::cust("principal_usage_shards.tokens + excluded.tokens"),
-            )
-            .to_owned(),
-        );
+        .on_conflict(counter_added());
     tx.execute(&insert).await?;
     Ok(())
+}
+
+/// An insert into a principal's day counter (principal, day, shard, tokens); its rows follow.
+fn counter_insert() -> InsertStatement {
+    let mut insert = Query::insert();
+    insert.into_table(principal_usage::Entity).columns([
+        principal_usage::Column::Principal,
+        principal_usage::Column::Day,
+        principal_usage::Column::Shard,
+        principal_usage::Column::Tokens,
+    ]);
+    insert
+}
+
+/// A counter row that exists already gets the tokens added.
+fn counter_added() -> OnConflict {
+    OnConflict::columns([
+        principal_usage::Column::Principal,
+        principal_usage::Column::Day,
+        principal_usage::Column::Shard,
+    ])
+    .value(
+        principal_usage::Column::Tokens,
+        Expr::cust("principal_usage_shards.tokens + excluded.tokens"),
+    )
+    .to_owned()
 }
