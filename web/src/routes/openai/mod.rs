@@ -16,7 +16,7 @@ pub(crate) mod conversation;
 mod direct;
 pub(crate) mod request;
 pub(crate) mod session;
-mod turn;
+pub(crate) mod turn;
 pub mod wire;
 
 use super::submissions::{admit, SubmitBody};

@@ -121,9 +121,7 @@ impl TurnWatch {
         match ev.kind {
             EventKind::AdmissionCarried if ev.admission_id == Some(self.admission) => {
                 // Another admission's turn carries this input: its answer is ours.
-                let carrier = ev.data["carried_by"].as_str().and_then(|s| s.parse().ok());
-                let turn = ev.data["turn_id"].as_str().and_then(|s| s.parse().ok());
-                if let (Some(carrier), Some(turn)) = (carrier, turn) {
+                if let Some((carrier, turn)) = carried_by(ev) {
                     self.admission = carrier;
                     self.turn = Some(turn);
                 }
@@ -177,6 +175,14 @@ impl TurnWatch {
         self.news.push_back(TurnNews::Ended(end));
         self.ended = true;
     }
+}
+
+/// The admission whose turn carries the input of an `admission.carried` event, and that turn
+/// (busy policy `steer`, `agent.coalesce_ms`): its answer is the input's.
+pub(crate) fn carried_by(ev: &Event) -> Option<(AdmissionId, TurnId)> {
+    let carrier = ev.data["carried_by"].as_str()?.parse().ok()?;
+    let turn = ev.data["turn_id"].as_str()?.parse().ok()?;
+    Some((carrier, turn))
 }
 
 fn text(v: &Value, key: &str) -> Option<String> {

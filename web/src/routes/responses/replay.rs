@@ -9,6 +9,7 @@
 //! a crash and resumed by itself (SPEC R13.9) closes the cut text's item as `incomplete` and
 //! answers again in a new item.
 use super::wire::{self, ResponseObject};
+use crate::routes::openai::turn::carried_by;
 use serde_json::{json, Value};
 use turnkey_storage::{AdmissionId, Event, EventKind, Store, StoreError, TurnId};
 
@@ -84,9 +85,7 @@ impl Replay {
             }
             EventKind::AdmissionCarried if self.own(ev) => {
                 // Another admission's turn carries this input: its answer is ours.
-                let carrier = ev.data["carried_by"].as_str().and_then(|s| s.parse().ok());
-                let turn = ev.data["turn_id"].as_str().and_then(|s| s.parse().ok());
-                if let (Some(carrier), Some(turn)) = (carrier, turn) {
+                if let Some((carrier, turn)) = carried_by(ev) {
                     self.admission = carrier;
                     self.turn = Some(turn);
                     self.in_progress(out);
